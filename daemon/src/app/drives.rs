@@ -1,0 +1,372 @@
+//! Drives as the daemon keeps them: the record of one prompt's journey, its allowed state moves, and a bounded table of recent drives.
+
+use std::collections::{HashMap, VecDeque};
+
+use koru_protocol::{
+    AckStage, Blocker, DriveInfo, DriveOptions, DriveState, Route, StageRecord, Target,
+};
+
+/// How many characters of a prompt listings show.
+const EXCERPT_CHARS: usize = 60;
+
+/// One drive: what was asked, where it is, and what happened.
+#[derive(Debug, Clone)]
+pub struct DriveRecord {
+    pub drive_id: String,
+    pub target: Target,
+    pub session_id: String,
+    pub route: Route,
+    pub prompt: String,
+    pub options: DriveOptions,
+    pub state: DriveState,
+    pub history: Vec<StageRecord>,
+    pub blocker: Option<Blocker>,
+    pub created_at_ms: u64,
+    /// The moment the drive ends `timed_out` if it has not ended before.
+    pub deadline_ms: u64,
+    pub finished_at_ms: Option<u64>,
+}
+
+/// What an ack did to a drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckOutcome {
+    /// The drive moved forward and is still running.
+    Advanced,
+    /// The drive reached a terminal state.
+    Finished,
+    /// Nothing changed (a repeated or out-of-order stage).
+    Ignored,
+}
+
+impl DriveRecord {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        drive_id: String,
+        target: Target,
+        session_id: String,
+        route: Route,
+        prompt: String,
+        options: DriveOptions,
+        now_ms: u64,
+        timeout_ms: u64,
+    ) -> Self {
+        DriveRecord {
+            drive_id,
+            target,
+            session_id,
+            route,
+            prompt,
+            options,
+            state: DriveState::Queued,
+            history: vec![StageRecord {
+                state: DriveState::Queued,
+                at_ms: now_ms,
+            }],
+            blocker: None,
+            created_at_ms: now_ms,
+            deadline_ms: now_ms.saturating_add(timeout_ms),
+            finished_at_ms: None,
+        }
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        self.state.is_terminal()
+    }
+
+    fn enter(&mut self, state: DriveState, now_ms: u64) {
+        self.state = state;
+        self.history.push(StageRecord {
+            state,
+            at_ms: now_ms,
+        });
+        if state.is_terminal() {
+            self.finished_at_ms = Some(now_ms);
+        }
+    }
+
+    /// The drive was written to its plugin.
+    pub fn mark_sent(&mut self, now_ms: u64) {
+        if self.state == DriveState::Queued {
+            self.enter(DriveState::Sent, now_ms);
+        }
+    }
+
+    /// Ends the drive (no-op if it already ended).
+    pub fn finish(&mut self, state: DriveState, blocker: Option<Blocker>, now_ms: u64) -> bool {
+        debug_assert!(state.is_terminal());
+        if self.is_terminal() {
+            return false;
+        }
+        self.blocker = blocker;
+        self.enter(state, now_ms);
+        true
+    }
+
+    /// Applies a plugin's ack. Stages only move forward; `submitted` (or `pasted` when the
+    /// drive asked not to submit) finishes the drive as `done`.
+    pub fn apply_ack(
+        &mut self,
+        stage: AckStage,
+        blocker: Option<Blocker>,
+        now_ms: u64,
+    ) -> AckOutcome {
+        if self.is_terminal() {
+            return AckOutcome::Ignored;
+        }
+        let next = match stage {
+            AckStage::Received => DriveState::Received,
+            AckStage::Focused => DriveState::Focused,
+            AckStage::Pasted => DriveState::Pasted,
+            AckStage::Submitted => DriveState::Submitted,
+            AckStage::Failed => {
+                let blocker = blocker.unwrap_or_else(|| {
+                    Blocker::new(
+                        koru_protocol::blocker::PLUGIN_FAILED,
+                        "the plugin reported failure without a blocker",
+                    )
+                });
+                self.finish(DriveState::Failed, Some(blocker), now_ms);
+                return AckOutcome::Finished;
+            }
+        };
+        if rank(next) <= rank(self.state) {
+            return AckOutcome::Ignored;
+        }
+        self.enter(next, now_ms);
+        let delivered =
+            next == DriveState::Submitted || (next == DriveState::Pasted && !self.options.submit);
+        if delivered {
+            self.enter(DriveState::Done, now_ms);
+            return AckOutcome::Finished;
+        }
+        AckOutcome::Advanced
+    }
+
+    /// The wire view of this drive.
+    pub fn info(&self) -> DriveInfo {
+        DriveInfo {
+            drive_id: self.drive_id.clone(),
+            target: self.target.clone(),
+            session_id: self.session_id.clone(),
+            route: self.route,
+            options: self.options,
+            state: self.state,
+            history: self.history.clone(),
+            blocker: self.blocker.clone(),
+            prompt_chars: self.prompt.chars().count(),
+            prompt_excerpt: excerpt(&self.prompt),
+            created_at_ms: self.created_at_ms,
+            finished_at_ms: self.finished_at_ms,
+        }
+    }
+}
+
+fn rank(state: DriveState) -> u8 {
+    match state {
+        DriveState::Queued => 0,
+        DriveState::Sent => 1,
+        DriveState::Received => 2,
+        DriveState::Focused => 3,
+        DriveState::Pasted => 4,
+        DriveState::Submitted => 5,
+        DriveState::Done | DriveState::Failed | DriveState::Cancelled | DriveState::TimedOut => 6,
+    }
+}
+
+/// The first characters of a prompt on one line.
+pub fn excerpt(prompt: &str) -> String {
+    let flat: String = prompt
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(EXCERPT_CHARS + 1)
+        .collect();
+    if flat.chars().count() > EXCERPT_CHARS {
+        let mut cut: String = flat.chars().take(EXCERPT_CHARS - 1).collect();
+        cut.push('…');
+        cut
+    } else {
+        flat
+    }
+}
+
+/// Recent drives by id, oldest evicted first once more than `capacity` have ended.
+#[derive(Debug)]
+pub struct DriveTable {
+    by_id: HashMap<String, DriveRecord>,
+    order: VecDeque<String>,
+    capacity: usize,
+    total_created: usize,
+}
+
+impl DriveTable {
+    pub fn new(capacity: usize) -> Self {
+        DriveTable {
+            by_id: HashMap::new(),
+            order: VecDeque::new(),
+            capacity: capacity.max(1),
+            total_created: 0,
+        }
+    }
+
+    pub fn insert(&mut self, drive: DriveRecord) {
+        self.order.push_back(drive.drive_id.clone());
+        self.by_id.insert(drive.drive_id.clone(), drive);
+        self.total_created += 1;
+        self.evict();
+    }
+
+    /// Forgets the oldest ended drives beyond capacity; running drives are never forgotten.
+    fn evict(&mut self) {
+        let mut index = 0;
+        while self.by_id.len() > self.capacity && index < self.order.len() {
+            let id = &self.order[index];
+            if self.by_id.get(id).is_some_and(|d| d.is_terminal()) {
+                let id = self.order.remove(index).expect("index is in range");
+                self.by_id.remove(&id);
+            } else {
+                index += 1;
+            }
+        }
+    }
+
+    pub fn get(&self, drive_id: &str) -> Option<&DriveRecord> {
+        self.by_id.get(drive_id)
+    }
+
+    pub fn get_mut(&mut self, drive_id: &str) -> Option<&mut DriveRecord> {
+        self.by_id.get_mut(drive_id)
+    }
+
+    /// Drives oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &DriveRecord> {
+        self.order.iter().filter_map(|id| self.by_id.get(id))
+    }
+
+    pub fn active_count(&self) -> usize {
+        self.by_id.values().filter(|d| !d.is_terminal()).count()
+    }
+
+    pub fn total_created(&self) -> usize {
+        self.total_created
+    }
+
+    /// Ids of running drives whose deadline has passed.
+    pub fn overdue(&self, now_ms: u64) -> Vec<String> {
+        self.by_id
+            .values()
+            .filter(|d| !d.is_terminal() && d.deadline_ms <= now_ms)
+            .map(|d| d.drive_id.clone())
+            .collect()
+    }
+
+    /// Ids of every drive that has not ended.
+    pub fn running(&self) -> Vec<String> {
+        self.iter()
+            .filter(|d| !d.is_terminal())
+            .map(|d| d.drive_id.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drive(submit: bool) -> DriveRecord {
+        DriveRecord::new(
+            "d_1".into(),
+            Target::Focused,
+            "s_1".into(),
+            Route::PluginDrive,
+            "hello".into(),
+            DriveOptions {
+                submit,
+                ..DriveOptions::default()
+            },
+            100,
+            1_000,
+        )
+    }
+
+    fn states(d: &DriveRecord) -> Vec<&'static str> {
+        d.history.iter().map(|r| r.state.as_str()).collect()
+    }
+
+    #[test]
+    fn stages_move_forward_and_submitted_finishes_done() {
+        let mut d = drive(true);
+        d.mark_sent(101);
+        assert_eq!(
+            d.apply_ack(AckStage::Received, None, 102),
+            AckOutcome::Advanced
+        );
+        assert_eq!(
+            d.apply_ack(AckStage::Pasted, None, 103),
+            AckOutcome::Advanced
+        );
+        assert_eq!(
+            d.apply_ack(AckStage::Focused, None, 104),
+            AckOutcome::Ignored
+        );
+        assert_eq!(
+            d.apply_ack(AckStage::Submitted, None, 105),
+            AckOutcome::Finished
+        );
+        assert_eq!(
+            states(&d),
+            ["queued", "sent", "received", "pasted", "submitted", "done"]
+        );
+        assert_eq!(d.finished_at_ms, Some(105));
+        assert_eq!(
+            d.apply_ack(AckStage::Failed, None, 106),
+            AckOutcome::Ignored
+        );
+    }
+
+    #[test]
+    fn without_submit_pasted_is_done() {
+        let mut d = drive(false);
+        d.mark_sent(101);
+        assert_eq!(
+            d.apply_ack(AckStage::Pasted, None, 102),
+            AckOutcome::Finished
+        );
+        assert_eq!(d.state, DriveState::Done);
+    }
+
+    #[test]
+    fn a_failure_without_blocker_gets_a_default_one() {
+        let mut d = drive(true);
+        assert_eq!(
+            d.apply_ack(AckStage::Failed, None, 102),
+            AckOutcome::Finished
+        );
+        assert_eq!(d.state, DriveState::Failed);
+        assert_eq!(d.blocker.as_ref().unwrap().code, "plugin_failed");
+        assert!(!d.finish(DriveState::Cancelled, None, 103));
+    }
+
+    #[test]
+    fn the_table_forgets_old_finished_drives_but_never_running_ones() {
+        let mut table = DriveTable::new(2);
+        for n in 0..4 {
+            let mut d = drive(true);
+            d.drive_id = format!("d_{n}");
+            if n != 0 {
+                d.finish(DriveState::Done, None, 5);
+            }
+            table.insert(d);
+        }
+        let ids: Vec<_> = table.iter().map(|d| d.drive_id.as_str()).collect();
+        assert_eq!(ids, ["d_0", "d_3"]);
+        assert_eq!(table.total_created(), 4);
+    }
+
+    #[test]
+    fn excerpts_are_one_line_and_bounded() {
+        assert_eq!(excerpt("a\nb"), "a b");
+        let long = "é".repeat(100);
+        assert_eq!(excerpt(&long).chars().count(), 60);
+        assert!(excerpt(&long).ends_with('…'));
+    }
+}

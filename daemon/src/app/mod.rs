@@ -1,0 +1,812 @@
+//! The daemon's single state machine: every connection feeds it through one closed [`DaemonEvent`] enum, and it alone owns sessions, drives and subscriptions.
+//!
+//! Connection tasks (in `server/`) do the byte work: framing, decoding, the handshake's
+//! checks, role checks. What reaches [`App::handle`] is already a valid message from a
+//! greeted peer, so this module is plain synchronous logic that unit tests drive with a
+//! manual clock and in-memory channels.
+
+pub mod drives;
+pub mod sessions;
+
+use std::collections::HashMap;
+
+use koru_protocol::{
+    blocker, Blocker, Bye, ChatState, DriveCancelNotice, DriveCreate, DriveRequest, DriveResult,
+    DriveState, DrivesListResult, Envelope, ErrorCode, ErrorMessage, Hello, Location, Message,
+    PluginEventKind, RequestId, Role, Route, SessionHealth, SessionsListResult, StatusInfo,
+    StreamEvent, StreamItem, VersionRange,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use drives::{AckOutcome, DriveRecord, DriveTable};
+use sessions::{resolve_target, SessionRecord};
+
+/// Identifies one accepted connection for the daemon's lifetime.
+pub type ConnId = u64;
+
+/// How the state machine talks back to one connection.
+#[derive(Debug, Clone)]
+pub struct ConnectionHandle {
+    /// Bounded: when it is full the peer is not reading and gets disconnected.
+    pub outbound: mpsc::Sender<Envelope>,
+    /// Cancelled to close the connection after what is queued has been written.
+    pub close: CancellationToken,
+}
+
+/// What the kernel says about the peer process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeerInfo {
+    pub pid: Option<u32>,
+    pub uid: u32,
+}
+
+/// Everything that can happen to the daemon, in one closed enum.
+#[derive(Debug)]
+pub enum DaemonEvent {
+    /// A peer with our UID connected; no hello yet.
+    Connected {
+        conn_id: ConnId,
+        handle: ConnectionHandle,
+        peer: PeerInfo,
+    },
+    /// The peer's hello passed every check; `protocol` is the negotiated version.
+    Greeted {
+        conn_id: ConnId,
+        hello: Box<Hello>,
+        protocol: u32,
+    },
+    /// A decoded, role-checked message after the handshake.
+    Received { conn_id: ConnId, envelope: Envelope },
+    /// The connection ended (EOF, error, close); `reason` says why.
+    Disconnected { conn_id: ConnId, reason: String },
+    /// Periodic: heartbeats and deadlines.
+    Tick,
+}
+
+/// The settings the state machine needs.
+#[derive(Debug, Clone)]
+pub struct AppConfig {
+    pub socket_display: String,
+    pub heartbeat_ms: u64,
+    pub max_line_bytes: usize,
+    pub default_drive_timeout_ms: u64,
+    pub drive_history: usize,
+    pub daemon_pid: u32,
+}
+
+#[derive(Debug)]
+struct Connection {
+    handle: ConnectionHandle,
+    peer: PeerInfo,
+    session_id: Option<String>,
+    subscribed: bool,
+}
+
+/// The daemon's state: connections, sessions, drives, subscribers.
+pub struct App<C: Clock> {
+    config: AppConfig,
+    clock: C,
+    started_at_ms: u64,
+    connections: HashMap<ConnId, Connection>,
+    sessions: HashMap<String, SessionRecord>,
+    session_conn: HashMap<String, ConnId>,
+    drives: DriveTable,
+    stream_seq: u64,
+}
+
+impl<C: Clock> App<C> {
+    pub fn new(config: AppConfig, clock: C) -> Self {
+        let started_at_ms = clock.now_ms();
+        let drives = DriveTable::new(config.drive_history);
+        App {
+            config,
+            clock,
+            started_at_ms,
+            connections: HashMap::new(),
+            sessions: HashMap::new(),
+            session_conn: HashMap::new(),
+            drives,
+            stream_seq: 0,
+        }
+    }
+
+    /// Applies one event.
+    pub fn handle(&mut self, event: DaemonEvent) {
+        match event {
+            DaemonEvent::Connected {
+                conn_id,
+                handle,
+                peer,
+            } => {
+                self.connections.insert(
+                    conn_id,
+                    Connection {
+                        handle,
+                        peer,
+                        session_id: None,
+                        subscribed: false,
+                    },
+                );
+            }
+            DaemonEvent::Greeted {
+                conn_id,
+                hello,
+                protocol,
+            } => self.on_greeted(conn_id, *hello, protocol),
+            DaemonEvent::Received { conn_id, envelope } => self.on_received(conn_id, envelope),
+            DaemonEvent::Disconnected { conn_id, reason } => self.on_disconnected(conn_id, &reason),
+            DaemonEvent::Tick => self.on_tick(),
+        }
+    }
+
+    /// Ends every running drive, says `bye` to every peer and closes every connection.
+    pub fn shutdown(&mut self) {
+        let now = self.clock.now_ms();
+        for drive_id in self.drives.running() {
+            self.finish_drive(
+                &drive_id,
+                DriveState::Failed,
+                Some(Blocker::new(
+                    blocker::DAEMON_SHUTDOWN,
+                    "the daemon stopped before the drive finished",
+                )),
+                now,
+            );
+        }
+        for connection in self.connections.values() {
+            let _ = connection
+                .handle
+                .outbound
+                .try_send(Envelope::new(Message::Bye(Bye {
+                    reason: Some("the daemon is shutting down".into()),
+                })));
+            connection.handle.close.cancel();
+        }
+    }
+
+    /// Number of live connections (greeted or not).
+    pub fn connection_count(&self) -> usize {
+        self.connections.len()
+    }
+
+    fn on_greeted(&mut self, conn_id: ConnId, hello: Hello, protocol: u32) {
+        let now = self.clock.now_ms();
+        let Some(connection) = self.connections.get_mut(&conn_id) else {
+            return;
+        };
+        let session_id = new_id("s_");
+        let record = SessionRecord::from_hello(
+            session_id.clone(),
+            hello,
+            protocol,
+            connection.peer.pid,
+            now,
+        );
+        connection.session_id = Some(session_id.clone());
+        let role = record.role;
+        // Controllers come and go with every CLI call; plugins are what an operator watches.
+        let level_is_info = role == Role::Plugin;
+        if level_is_info {
+            tracing::info!(
+            session_id = %session_id,
+            role = ?role,
+            client = %record.client.name,
+            product = record.product().map(|p| p.to_string()).unwrap_or_default(),
+            peer_pid = ?record.peer_pid,
+            "session started"
+            );
+        } else {
+            tracing::debug!(session_id = %session_id, client = %record.client.name, "controller connected");
+        }
+        self.sessions.insert(session_id.clone(), record);
+        self.session_conn.insert(session_id.clone(), conn_id);
+        self.send(
+            conn_id,
+            Envelope::new(Message::welcome(
+                protocol,
+                session_id.clone(),
+                self.config.heartbeat_ms,
+                self.config.max_line_bytes,
+            )),
+        );
+        if role == Role::Plugin {
+            let session = self.sessions[&session_id].info();
+            self.publish(StreamEvent::SessionConnected { session });
+        }
+    }
+
+    fn on_received(&mut self, conn_id: ConnId, envelope: Envelope) {
+        let now = self.clock.now_ms();
+        let Some(session_id) = self
+            .connections
+            .get(&conn_id)
+            .and_then(|c| c.session_id.clone())
+        else {
+            return;
+        };
+        self.touch(&session_id, now);
+        let id = envelope.id;
+        match envelope.message {
+            Message::Ping {} => self.send(conn_id, Envelope::with_id(id, Message::Pong {})),
+            Message::Pong {} => {}
+            Message::Bye(bye) => {
+                tracing::debug!(session_id = %session_id, reason = ?bye.reason, "peer said bye");
+                if let Some(connection) = self.connections.get(&conn_id) {
+                    connection.handle.close.cancel();
+                }
+            }
+            Message::Error(error) => {
+                tracing::warn!(session_id = %session_id, code = %error.code, message = %error.message, "peer reported an error");
+            }
+            Message::Ack(ack) => self.on_ack(conn_id, &session_id, ack, now),
+            Message::Event(event) => self.on_plugin_event(&session_id, event.event, now),
+            Message::Status {} => {
+                let status = self.status();
+                self.send(
+                    conn_id,
+                    Envelope::with_id(id, Message::StatusResult(status)),
+                );
+            }
+            Message::SessionsList(filter) => {
+                let mut sessions: Vec<_> = self
+                    .sessions
+                    .values()
+                    .filter(|s| s.role == Role::Plugin)
+                    .filter(|s| {
+                        filter
+                            .product
+                            .as_ref()
+                            .is_none_or(|p| s.product() == Some(p))
+                    })
+                    .filter(|s| {
+                        filter.workspace.as_ref().is_none_or(|w| {
+                            resolve_target(
+                                &koru_protocol::Target::Workspace(w.clone()),
+                                std::iter::once(*s),
+                            )
+                            .is_ok()
+                        })
+                    })
+                    .map(|s| s.info())
+                    .collect();
+                sessions.sort_by(|a, b| {
+                    (a.connected_at_ms, &a.session_id).cmp(&(b.connected_at_ms, &b.session_id))
+                });
+                self.send(
+                    conn_id,
+                    Envelope::with_id(
+                        id,
+                        Message::SessionsListResult(SessionsListResult { sessions }),
+                    ),
+                );
+            }
+            Message::DrivesList(filter) => {
+                let drives = self
+                    .drives
+                    .iter()
+                    .filter(|d| {
+                        filter
+                            .session_id
+                            .as_ref()
+                            .is_none_or(|s| &d.session_id == s)
+                    })
+                    .filter(|d| !filter.active_only || !d.is_terminal())
+                    .map(|d| d.info())
+                    .collect();
+                self.send(
+                    conn_id,
+                    Envelope::with_id(id, Message::DrivesListResult(DrivesListResult { drives })),
+                );
+            }
+            Message::DriveCreate(create) => self.on_drive_create(conn_id, id, create, now),
+            Message::DriveGet(drive_ref) => match self.drives.get(&drive_ref.drive_id) {
+                Some(drive) => {
+                    let reply = drive_result(drive);
+                    self.send(conn_id, Envelope::with_id(id, reply));
+                }
+                None => self.send_error(conn_id, id, unknown_drive(&drive_ref.drive_id)),
+            },
+            Message::DriveCancel(drive_ref) => {
+                self.on_drive_cancel(conn_id, id, &drive_ref.drive_id, now)
+            }
+            Message::EventsSubscribe {} => {
+                if let Some(connection) = self.connections.get_mut(&conn_id) {
+                    connection.subscribed = true;
+                }
+                self.send(conn_id, Envelope::with_id(id, Message::EventsSubscribed {}));
+            }
+            other => {
+                // Role checks in the connection task keep daemon-to-client types out.
+                tracing::debug!(
+                    type_name = other.type_name(),
+                    "ignoring a message with no handler"
+                );
+            }
+        }
+    }
+
+    fn touch(&mut self, session_id: &str, now: u64) {
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        session.last_seen_ms = now;
+        if session.health == SessionHealth::Stale {
+            session.health = SessionHealth::Active;
+            tracing::info!(session_id, "session answers again");
+            let info = session.info();
+            self.publish(StreamEvent::SessionUpdated { session: info });
+        }
+    }
+
+    fn on_plugin_event(&mut self, session_id: &str, event: PluginEventKind, now: u64) {
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        match event {
+            PluginEventKind::ChatBusy => session.chat = ChatState::Busy,
+            PluginEventKind::ChatIdle => session.chat = ChatState::Idle,
+            PluginEventKind::Focus { focused } => {
+                session.window.focused = Some(focused);
+                if focused {
+                    session.focused_at_ms = now;
+                }
+            }
+            PluginEventKind::WorkspaceChanged { workspace_folders } => {
+                session.window.workspace_folders = workspace_folders;
+            }
+            PluginEventKind::WindowClosing => {
+                tracing::info!(session_id, "plugin says its window is closing");
+                return;
+            }
+            PluginEventKind::Unknown => return,
+        }
+        let info = session.info();
+        self.publish(StreamEvent::SessionUpdated { session: info });
+    }
+
+    fn on_drive_create(
+        &mut self,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        create: DriveCreate,
+        now: u64,
+    ) {
+        if create.prompt.trim().is_empty() {
+            self.send_error(
+                conn_id,
+                id,
+                ErrorMessage::new(ErrorCode::InvalidMessage, "the prompt is empty").with_location(
+                    Location {
+                        field: Some("prompt".into()),
+                        ..Location::default()
+                    },
+                ),
+            );
+            return;
+        }
+        let session_id = match resolve_target(&create.target, self.sessions.values()) {
+            Ok(session_id) => session_id,
+            Err(error) => {
+                self.send_error(conn_id, id, error);
+                return;
+            }
+        };
+        let timeout_ms = create
+            .options
+            .timeout_ms
+            .unwrap_or(self.config.default_drive_timeout_ms);
+        let drive = DriveRecord::new(
+            new_id("d_"),
+            create.target,
+            session_id.clone(),
+            Route::PluginDrive,
+            create.prompt,
+            create.options,
+            now,
+            timeout_ms,
+        );
+        let drive_id = drive.drive_id.clone();
+        tracing::info!(
+            drive_id = %drive_id,
+            session_id = %session_id,
+            prompt_chars = drive.prompt.chars().count(),
+            timeout_ms,
+            "drive accepted"
+        );
+        self.drives.insert(drive);
+        if let Some(session) = self.sessions.get_mut(&session_id) {
+            session.queued_drives.push_back(drive_id.clone());
+        }
+        let reply = drive_result(self.drives.get(&drive_id).expect("just inserted"));
+        self.send(conn_id, Envelope::with_id(id, reply));
+        self.publish_drive(&drive_id);
+        self.pump(&session_id, now);
+    }
+
+    fn on_drive_cancel(
+        &mut self,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        drive_id: &str,
+        now: u64,
+    ) {
+        let Some(drive) = self.drives.get(drive_id) else {
+            self.send_error(conn_id, id, unknown_drive(drive_id));
+            return;
+        };
+        if drive.is_terminal() {
+            let message = format!(
+                "drive {drive_id} already ended as {}; nothing to cancel",
+                drive.state
+            );
+            self.send_error(
+                conn_id,
+                id,
+                ErrorMessage::new(ErrorCode::DriveFinished, message),
+            );
+            return;
+        }
+        self.finish_drive(
+            drive_id,
+            DriveState::Cancelled,
+            Some(Blocker::new(
+                "cancelled",
+                "cancelled at a controller's request",
+            )),
+            now,
+        );
+        let reply = drive_result(self.drives.get(drive_id).expect("checked above"));
+        self.send(conn_id, Envelope::with_id(id, reply));
+    }
+
+    fn on_ack(&mut self, conn_id: ConnId, session_id: &str, ack: koru_protocol::Ack, now: u64) {
+        let owned = self
+            .drives
+            .get(&ack.drive_id)
+            .is_some_and(|d| d.session_id == session_id);
+        if !owned {
+            self.send_error(
+                conn_id,
+                None,
+                ErrorMessage::new(
+                    ErrorCode::UnknownDrive,
+                    format!(
+                        "ack for drive {} which this session was not given",
+                        ack.drive_id
+                    ),
+                ),
+            );
+            return;
+        }
+        let drive = self.drives.get_mut(&ack.drive_id).expect("checked above");
+        let outcome = drive.apply_ack(ack.stage, ack.blocker, now);
+        match outcome {
+            AckOutcome::Ignored => {
+                tracing::debug!(drive_id = %ack.drive_id, stage = ?ack.stage, "ack ignored: drive ended or stage already passed");
+            }
+            AckOutcome::Advanced => self.publish_drive(&ack.drive_id),
+            AckOutcome::Finished => {
+                tracing::info!(drive_id = %ack.drive_id, state = %drive.state, blocker = ?drive.blocker, "drive finished");
+                self.release(session_id, &ack.drive_id);
+                self.publish_drive(&ack.drive_id);
+                self.pump(session_id, now);
+            }
+        }
+    }
+
+    fn on_disconnected(&mut self, conn_id: ConnId, reason: &str) {
+        let now = self.clock.now_ms();
+        let Some(connection) = self.connections.remove(&conn_id) else {
+            return;
+        };
+        let Some(session_id) = connection.session_id else {
+            tracing::debug!(conn_id, reason, "connection closed before hello");
+            return;
+        };
+        self.session_conn.remove(&session_id);
+        let Some(session) = self.sessions.remove(&session_id) else {
+            return;
+        };
+        if session.role != Role::Plugin {
+            tracing::debug!(session_id = %session_id, reason, "controller disconnected");
+            return;
+        }
+        tracing::info!(session_id = %session_id, reason, "session ended");
+        let detail = format!("the plugin's connection ended ({reason})");
+        let code = if reason == HEARTBEAT_REASON {
+            blocker::HEARTBEAT_LOST
+        } else {
+            blocker::PLUGIN_DISCONNECTED
+        };
+        let orphans: Vec<String> = session
+            .active_drive
+            .iter()
+            .chain(session.queued_drives.iter())
+            .cloned()
+            .collect();
+        for drive_id in orphans {
+            if let Some(drive) = self.drives.get_mut(&drive_id) {
+                if drive.finish(
+                    DriveState::Failed,
+                    Some(Blocker::new(code, detail.clone())),
+                    now,
+                ) {
+                    self.publish_drive(&drive_id);
+                }
+            }
+        }
+        self.publish(StreamEvent::SessionDisconnected {
+            session_id,
+            reason: reason.to_string(),
+        });
+    }
+
+    fn on_tick(&mut self) {
+        let now = self.clock.now_ms();
+        for drive_id in self.drives.overdue(now) {
+            let Some(drive) = self.drives.get(&drive_id) else {
+                continue;
+            };
+            let detail = format!(
+                "no terminal ack within {} ms (last state: {})",
+                drive.deadline_ms.saturating_sub(drive.created_at_ms),
+                drive.state
+            );
+            self.finish_drive(
+                &drive_id,
+                DriveState::TimedOut,
+                Some(Blocker::new(blocker::TIMEOUT, detail)),
+                now,
+            );
+        }
+        self.heartbeat(now);
+    }
+
+    fn heartbeat(&mut self, now: u64) {
+        let interval = self.config.heartbeat_ms.max(1);
+        let mut to_ping = Vec::new();
+        let mut to_drop = Vec::new();
+        let mut went_stale = Vec::new();
+        for session in self
+            .sessions
+            .values_mut()
+            .filter(|s| s.role == Role::Plugin)
+        {
+            let silent_for = now.saturating_sub(session.last_seen_ms);
+            if silent_for > 4 * interval {
+                to_drop.push(session.session_id.clone());
+                continue;
+            }
+            if silent_for > 2 * interval && session.health == SessionHealth::Active {
+                session.health = SessionHealth::Stale;
+                went_stale.push(session.info());
+            }
+            if now.saturating_sub(session.last_ping_ms) >= interval {
+                session.last_ping_ms = now;
+                to_ping.push(session.session_id.clone());
+            }
+        }
+        for session in went_stale {
+            tracing::warn!(session_id = %session.session_id, "session missed its heartbeats; marked stale");
+            self.publish(StreamEvent::SessionUpdated { session });
+        }
+        for session_id in to_ping {
+            if let Some(conn_id) = self.session_conn.get(&session_id).copied() {
+                self.send(conn_id, Envelope::new(Message::Ping {}));
+            }
+        }
+        for session_id in to_drop {
+            let Some(conn_id) = self.session_conn.get(&session_id).copied() else {
+                continue;
+            };
+            tracing::warn!(session_id = %session_id, "session silent for four heartbeat intervals; dropping it");
+            if let Some(connection) = self.connections.get(&conn_id) {
+                connection.handle.close.cancel();
+            }
+            self.on_disconnected(conn_id, HEARTBEAT_REASON);
+        }
+    }
+
+    /// Sends the next queued drive of a session when it has none running.
+    fn pump(&mut self, session_id: &str, now: u64) {
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        if session.active_drive.is_some() {
+            return;
+        }
+        let Some(drive_id) = session.queued_drives.pop_front() else {
+            return;
+        };
+        session.active_drive = Some(drive_id.clone());
+        let Some(drive) = self.drives.get_mut(&drive_id) else {
+            return;
+        };
+        drive.mark_sent(now);
+        let order = DriveRequest {
+            drive_id: drive_id.clone(),
+            prompt: drive.prompt.clone(),
+            options: drive.options,
+            route: drive.route,
+            steps: Vec::new(),
+        };
+        if let Some(conn_id) = self.session_conn.get(session_id).copied() {
+            self.send(conn_id, Envelope::new(Message::Drive(order)));
+        }
+        self.publish_drive(&drive_id);
+    }
+
+    /// Frees the session of a drive that ended.
+    fn release(&mut self, session_id: &str, drive_id: &str) {
+        if let Some(session) = self.sessions.get_mut(session_id) {
+            if session.active_drive.as_deref() == Some(drive_id) {
+                session.active_drive = None;
+            }
+            session.queued_drives.retain(|queued| queued != drive_id);
+        }
+    }
+
+    /// Ends a drive from the daemon's side (cancel, timeout, shutdown) and tells its plugin.
+    fn finish_drive(
+        &mut self,
+        drive_id: &str,
+        state: DriveState,
+        blocker: Option<Blocker>,
+        now: u64,
+    ) {
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        let was_sent = drive.state != DriveState::Queued;
+        let reason = blocker
+            .as_ref()
+            .map(|b| b.code.clone())
+            .unwrap_or_else(|| state.to_string());
+        if !drive.finish(state, blocker, now) {
+            return;
+        }
+        let session_id = drive.session_id.clone();
+        tracing::info!(drive_id, state = %state, reason = %reason, "drive ended by the daemon");
+        if was_sent {
+            if let Some(conn_id) = self.session_conn.get(&session_id).copied() {
+                self.send(
+                    conn_id,
+                    Envelope::new(Message::Cancel(DriveCancelNotice {
+                        drive_id: drive_id.to_string(),
+                        reason,
+                    })),
+                );
+            }
+        }
+        self.release(&session_id, drive_id);
+        self.publish_drive(drive_id);
+        self.pump(&session_id, now);
+    }
+
+    fn status(&self) -> StatusInfo {
+        let plugins = self
+            .sessions
+            .values()
+            .filter(|s| s.role == Role::Plugin)
+            .count();
+        StatusInfo {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: self.config.daemon_pid,
+            socket: self.config.socket_display.clone(),
+            protocol: VersionRange {
+                min: koru_protocol::MIN_PROTOCOL_VERSION,
+                max: koru_protocol::PROTOCOL_VERSION,
+            },
+            started_at_ms: self.started_at_ms,
+            plugins,
+            controllers: self.sessions.len() - plugins,
+            drives_active: self.drives.active_count(),
+            drives_total: self.drives.total_created(),
+        }
+    }
+
+    fn publish_drive(&mut self, drive_id: &str) {
+        if let Some(drive) = self.drives.get(drive_id) {
+            let drive = drive.info();
+            self.publish(StreamEvent::DriveUpdated { drive });
+        }
+    }
+
+    fn publish(&mut self, event: StreamEvent) {
+        self.stream_seq += 1;
+        let subscribers: Vec<ConnId> = self
+            .connections
+            .iter()
+            .filter(|(_, c)| c.subscribed)
+            .map(|(id, _)| *id)
+            .collect();
+        if subscribers.is_empty() {
+            return;
+        }
+        let line = Envelope::new(Message::Stream(StreamItem {
+            seq: self.stream_seq,
+            event,
+        }));
+        for conn_id in subscribers {
+            self.send(conn_id, line.clone());
+        }
+    }
+
+    fn send_error(&mut self, conn_id: ConnId, id: Option<RequestId>, error: ErrorMessage) {
+        self.send(
+            conn_id,
+            Envelope::new(Message::Error(error.with_reference(id))),
+        );
+    }
+
+    /// Queues a line for a connection; a full queue means the peer stopped reading, and
+    /// it is disconnected rather than allowed to hold anyone else up.
+    fn send(&mut self, conn_id: ConnId, envelope: Envelope) {
+        let Some(connection) = self.connections.get(&conn_id) else {
+            return;
+        };
+        match connection.handle.outbound.try_send(envelope) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(
+                    conn_id,
+                    session_id = ?connection.session_id,
+                    "disconnecting a slow reader: its outbound queue is full"
+                );
+                connection.handle.close.cancel();
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+}
+
+/// The disconnect reason used when a plugin stops answering heartbeats.
+pub const HEARTBEAT_REASON: &str = "missed heartbeats";
+
+fn drive_result(drive: &DriveRecord) -> Message {
+    Message::DriveResult(DriveResult {
+        drive: drive.info(),
+    })
+}
+
+fn unknown_drive(drive_id: &str) -> ErrorMessage {
+    ErrorMessage::new(
+        ErrorCode::UnknownDrive,
+        format!("no drive {drive_id} (ids look like d_…; `koru drives` lists recent ones)"),
+    )
+}
+
+fn new_id(prefix: &str) -> String {
+    let hex = uuid::Uuid::new_v4().simple().to_string();
+    format!("{prefix}{}", &hex[..12])
+}
+
+/// Runs the state machine until `shutdown` fires, then shuts it down.
+pub async fn run_loop<C: Clock>(
+    mut app: App<C>,
+    mut events: mpsc::Receiver<DaemonEvent>,
+    tick_every: std::time::Duration,
+    shutdown: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(tick_every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let event = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            Some(event) = events.recv() => event,
+            _ = ticker.tick() => DaemonEvent::Tick,
+        };
+        // A bug in one handler must not take the daemon down: log it and go on.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| app.handle(event)));
+        if outcome.is_err() {
+            tracing::error!("a daemon event handler panicked; the event was dropped");
+        }
+    }
+    app.shutdown();
+}
+
+#[cfg(test)]
+mod tests;

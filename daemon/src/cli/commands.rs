@@ -1,0 +1,368 @@
+//! The subcommands that talk to the daemon (status, sessions, send, drives, cancel) and the one that is the daemon.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use koru_protocol::{
+    DriveCreate, DriveInfo, DriveOptions, DriveRef, DriveState, DrivesList, IdeProduct, Message,
+    SessionsList, StreamEvent, Target,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::table::{age, render};
+use super::{CancelArgs, DaemonArgs, DrivesArgs, SendArgs};
+use crate::client::{controller_hello, Client};
+use crate::clock::{Clock, SystemClock};
+use crate::server::DaemonConfig;
+
+pub async fn daemon(socket: PathBuf, args: DaemonArgs) -> anyhow::Result<ExitCode> {
+    let config = DaemonConfig {
+        heartbeat: Duration::from_millis(args.heartbeat_ms.max(1)),
+        handshake_timeout: Duration::from_millis(args.handshake_timeout_ms.max(1)),
+        max_line_bytes: args.max_line_bytes.max(64),
+        default_drive_timeout: Duration::from_millis(args.drive_timeout_ms.max(1)),
+        outbound_capacity: args.outbound_queue.max(1),
+        ..DaemonConfig::with_socket(socket)
+    };
+    let shutdown = CancellationToken::new();
+    let signals = spawn_signal_handler(shutdown.clone())?;
+    let outcome = crate::server::run(config, shutdown, |_| {}).await;
+    signals.abort();
+    outcome.context("cannot start the daemon")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn spawn_signal_handler(
+    shutdown: CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    Ok(tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+        };
+        tracing::info!(signal = name, "stopping");
+        shutdown.cancel();
+    }))
+}
+
+async fn connect(socket: &Path) -> anyhow::Result<Client> {
+    Ok(Client::connect(socket, controller_hello("koru-cli")).await?)
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut stdout, value)?;
+    writeln!(stdout)?;
+    Ok(())
+}
+
+pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let mut client = connect(socket).await?;
+    let Message::StatusResult(status) = client.request(Message::Status {}).await? else {
+        bail!("the daemon answered status with something else");
+    };
+    client.close().await;
+    if json {
+        print_json(&status)?;
+    } else {
+        let now = SystemClock.now_ms();
+        println!(
+            "koru daemon {} (pid {}) serving {}, up {}",
+            status.version,
+            status.pid,
+            status.socket,
+            age(now, status.started_at_ms)
+        );
+        println!(
+            "protocol v{}..v{}; {} plugin session(s), {} controller(s); drives: {} active, {} since start",
+            status.protocol.min,
+            status.protocol.max,
+            status.plugins,
+            status.controllers,
+            status.drives_active,
+            status.drives_total
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn sessions(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let mut client = connect(socket).await?;
+    let Message::SessionsListResult(result) = client
+        .request(Message::SessionsList(SessionsList::default()))
+        .await?
+    else {
+        bail!("the daemon answered sessions.list with something else");
+    };
+    client.close().await;
+    if json {
+        print_json(&result.sessions)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if result.sessions.is_empty() {
+        println!("no IDE plugin is connected");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = SystemClock.now_ms();
+    let rows: Vec<Vec<String>> = result
+        .sessions
+        .iter()
+        .map(|s| {
+            let (product, version) = s
+                .ide
+                .as_ref()
+                .map(|ide| (ide.product.to_string(), ide.version.clone()))
+                .unwrap_or_default();
+            vec![
+                s.session_id.clone(),
+                product,
+                version,
+                s.window
+                    .pid
+                    .map(|p| p.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                format!("{:?}", s.health).to_lowercase(),
+                format!("{:?}", s.chat).to_lowercase(),
+                age(now, s.connected_at_ms),
+                s.window.workspace_folders.join(", "),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        render(
+            &[
+                "SESSION",
+                "PRODUCT",
+                "VERSION",
+                "PID",
+                "HEALTH",
+                "CHAT",
+                "AGE",
+                "WORKSPACE"
+            ],
+            &rows
+        )
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode> {
+    let mut client = connect(socket).await?;
+    let Message::DrivesListResult(result) = client
+        .request(Message::DrivesList(DrivesList {
+            session_id: args.session,
+            active_only: args.active,
+        }))
+        .await?
+    else {
+        bail!("the daemon answered drives.list with something else");
+    };
+    client.close().await;
+    if args.json {
+        print_json(&result.drives)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if result.drives.is_empty() {
+        println!("no drives yet");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = SystemClock.now_ms();
+    let rows: Vec<Vec<String>> = result
+        .drives
+        .iter()
+        .map(|d| {
+            vec![
+                d.drive_id.clone(),
+                d.session_id.clone(),
+                d.state.to_string(),
+                d.blocker
+                    .as_ref()
+                    .map(|b| b.code.clone())
+                    .unwrap_or_else(|| "-".into()),
+                age(now, d.created_at_ms),
+                d.prompt_excerpt.clone(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        render(
+            &["DRIVE", "SESSION", "STATE", "BLOCKER", "AGE", "PROMPT"],
+            &rows
+        )
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn cancel(socket: &Path, args: CancelArgs) -> anyhow::Result<ExitCode> {
+    let mut client = connect(socket).await?;
+    let reply = client
+        .request(Message::DriveCancel(DriveRef {
+            drive_id: args.drive_id,
+        }))
+        .await?;
+    client.close().await;
+    let Message::DriveResult(result) = reply else {
+        bail!("the daemon answered drive.cancel with something else");
+    };
+    if args.json {
+        print_json(&result.drive)?;
+    } else {
+        println!("{} {}", result.drive.drive_id, result.drive.state);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_prompt(raw: &str) -> anyhow::Result<String> {
+    if raw != "-" {
+        return Ok(raw.to_string());
+    }
+    let mut prompt = String::new();
+    std::io::stdin()
+        .read_to_string(&mut prompt)
+        .context("cannot read the prompt from standard input (it must be UTF-8)")?;
+    Ok(prompt)
+}
+
+fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
+    if let Some(session) = &args.session {
+        return Ok(Target::Session(session.clone()));
+    }
+    if let Some(workspace) = &args.workspace {
+        let absolute = std::fs::canonicalize(workspace)
+            .or_else(|_| std::env::current_dir().map(|cwd| cwd.join(workspace)));
+        let absolute =
+            absolute.with_context(|| format!("cannot resolve {}", workspace.display()))?;
+        let text = absolute
+            .to_str()
+            .with_context(|| format!("{} is not valid UTF-8", absolute.display()))?;
+        return Ok(Target::Workspace(text.to_string()));
+    }
+    if let Some(product) = &args.ide {
+        let product: IdeProduct = product.parse().unwrap_or_else(|never| match never {});
+        return Ok(Target::Product(product));
+    }
+    Ok(Target::Focused)
+}
+
+pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
+    let prompt = read_prompt(&args.prompt)?;
+    if prompt.trim().is_empty() {
+        bail!("the prompt is empty");
+    }
+    let target = target_of(&args)?;
+    let timeout_ms = match args.timeout {
+        Some(seconds) if seconds.is_finite() && seconds > 0.0 => Some((seconds * 1000.0) as u64),
+        Some(seconds) => bail!("--timeout must be a positive number of seconds, got {seconds}"),
+        None => None,
+    };
+    let mut client = connect(socket).await?;
+    if args.wait {
+        client.request(Message::EventsSubscribe {}).await?;
+    }
+    let reply = client
+        .request(Message::DriveCreate(DriveCreate {
+            target,
+            prompt,
+            options: DriveOptions {
+                submit: !args.no_submit,
+                new_chat: args.new_chat,
+                timeout_ms,
+            },
+        }))
+        .await?;
+    let Message::DriveResult(created) = reply else {
+        bail!("the daemon answered drive.create with something else");
+    };
+    let drive_id = created.drive.drive_id.clone();
+    if !args.wait {
+        if args.json {
+            print_json(&created.drive)?;
+        } else {
+            println!(
+                "{drive_id} {} (session {})",
+                created.drive.state, created.drive.session_id
+            );
+        }
+        client.close().await;
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let mut progress = Progress::new(!args.json, created.drive.created_at_ms);
+    progress.show(&created.drive);
+    let mut last = created.drive;
+    while !last.state.is_terminal() {
+        let Some(envelope) = client.next().await? else {
+            bail!("the daemon closed the connection before drive {drive_id} ended");
+        };
+        if let Message::Stream(item) = envelope.message {
+            if let StreamEvent::DriveUpdated { drive } = item.event {
+                if drive.drive_id == drive_id {
+                    progress.show(&drive);
+                    last = drive;
+                }
+            }
+        }
+    }
+    client.close().await;
+    if args.json {
+        print_json(&last)?;
+    }
+    Ok(if last.state == DriveState::Done {
+        ExitCode::SUCCESS
+    } else {
+        if !args.json {
+            let blocker = last
+                .blocker
+                .as_ref()
+                .map(|b| format!("{}: {}", b.code, b.detail))
+                .unwrap_or_else(|| "no blocker reported".into());
+            eprintln!("koru: drive {drive_id} {}: {blocker}", last.state);
+        }
+        ExitCode::FAILURE
+    })
+}
+
+/// Prints each new state of a drive once, with the time since it was created.
+struct Progress {
+    enabled: bool,
+    created_at_ms: u64,
+    printed: usize,
+    tty: bool,
+}
+
+impl Progress {
+    fn new(enabled: bool, created_at_ms: u64) -> Self {
+        Progress {
+            enabled,
+            created_at_ms,
+            printed: 0,
+            tty: std::io::stdout().is_terminal(),
+        }
+    }
+
+    fn show(&mut self, drive: &DriveInfo) {
+        if !self.enabled {
+            return;
+        }
+        let mut stdout = std::io::stdout().lock();
+        for record in drive.history.iter().skip(self.printed) {
+            let elapsed = record.at_ms.saturating_sub(self.created_at_ms);
+            let marker = if self.tty { "→ " } else { "" };
+            let _ = writeln!(
+                stdout,
+                "{marker}{} {} +{elapsed}ms",
+                drive.drive_id, record.state
+            );
+        }
+        self.printed = drive.history.len();
+        let _ = stdout.flush();
+    }
+}

@@ -1,0 +1,209 @@
+//! The `koru` command line: clap definitions, logging set-up, and dispatch to the daemon, the client commands and the dev tools.
+
+mod commands;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+/// Exit status of a client command whose daemon is not running.
+pub const EXIT_NO_DAEMON: u8 = 3;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "koru",
+    version,
+    about = "Koru: the control plane between people/programs and the AI chats inside IDEs",
+    long_about = "Koru runs a daemon that IDE plugins connect to over a Unix socket, and pushes prompts into their AI chats.\n\nStart the daemon with `koru daemon`; then `koru sessions` lists connected IDE windows and `koru send` pushes a prompt."
+)]
+pub struct Cli {
+    /// The daemon's socket [default: $KORU_SOCKET, else $XDG_RUNTIME_DIR/koru/koru.sock, else /tmp/koru-$UID/koru.sock]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+
+    /// Log format on stderr
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon in the foreground (stop it with Ctrl-C or SIGTERM)
+    Daemon(DaemonArgs),
+    /// Say whether a daemon is running, and what it serves
+    Status(JsonFlag),
+    /// List the connected IDE windows (plugin sessions)
+    Sessions(JsonFlag),
+    /// Push a prompt into an IDE chat
+    Send(SendArgs),
+    /// List recent drives (prompts pushed) and how each ended
+    Drives(DrivesArgs),
+    /// Cancel a drive that has not finished
+    Cancel(CancelArgs),
+    /// Print a shell completion script
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Tools for plugin authors and tests
+    #[command(subcommand)]
+    Dev(DevCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct JsonFlag {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// Heartbeat interval: plugins silent for 2 intervals are stale, for 4 are dropped
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub heartbeat_ms: u64,
+    /// How long a new connection has to send hello
+    #[arg(long, value_name = "MS", default_value_t = 5_000)]
+    pub handshake_timeout_ms: u64,
+    /// Longest accepted line in bytes
+    #[arg(long, value_name = "BYTES", default_value_t = koru_protocol::DEFAULT_MAX_LINE_BYTES)]
+    pub max_line_bytes: usize,
+    /// Default time a drive may take before it ends timed_out
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub drive_timeout_ms: u64,
+    /// Lines queued for one peer before it is disconnected as a slow reader
+    #[arg(long, value_name = "LINES", default_value_t = 1024)]
+    pub outbound_queue: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The prompt; `-` reads it from standard input
+    pub prompt: String,
+    /// Send to this session id
+    #[arg(long, group = "target", value_name = "ID")]
+    pub session: Option<String>,
+    /// Send to the window that has this folder (or a folder containing it) open
+    #[arg(long, group = "target", value_name = "PATH")]
+    pub workspace: Option<PathBuf>,
+    /// Send to the window of this IDE product (vscode, cursor, code-server, jetbrains-idea, …)
+    #[arg(long, group = "target", value_name = "PRODUCT")]
+    pub ide: Option<String>,
+    /// Leave the prompt in the chat input without submitting it
+    #[arg(long)]
+    pub no_submit: bool,
+    /// Start a new chat first
+    #[arg(long)]
+    pub new_chat: bool,
+    /// Wait for the drive to end; print its stages; exit non-zero unless it is done
+    #[arg(long)]
+    pub wait: bool,
+    /// How long the drive may take, in seconds [default: the daemon's]
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Print the drive as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DrivesArgs {
+    /// Only drives that have not ended
+    #[arg(long)]
+    pub active: bool,
+    /// Only drives of this session
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    pub drive_id: String,
+    /// Print the drive as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DevCommand {
+    /// A reference plugin that speaks the protocol like an IDE plugin would
+    FakePlugin(crate::dev::fake_plugin::FakePluginArgs),
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format, matches!(cli.command, Command::Daemon(_)));
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("koru: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let socket = crate::paths::socket_path(cli.socket.as_deref());
+    let outcome = runtime.block_on(async move {
+        match cli.command {
+            Command::Daemon(args) => commands::daemon(socket, args).await,
+            Command::Status(flag) => commands::status(&socket, flag.json).await,
+            Command::Sessions(flag) => commands::sessions(&socket, flag.json).await,
+            Command::Send(args) => commands::send(&socket, args).await,
+            Command::Drives(args) => commands::drives(&socket, args).await,
+            Command::Cancel(args) => commands::cancel(&socket, args).await,
+            Command::Completions { shell } => {
+                clap_complete::generate(shell, &mut Cli::command(), "koru", &mut std::io::stdout());
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Dev(DevCommand::FakePlugin(args)) => {
+                crate::dev::fake_plugin::run(&socket, args).await
+            }
+        }
+    });
+    // Connection tasks may still be parked on I/O; do not wait for them at exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            if let Some(client_error) = err.downcast_ref::<crate::client::ClientError>() {
+                if matches!(client_error, crate::client::ClientError::NoDaemon { .. }) {
+                    eprintln!("koru: {client_error}");
+                    return ExitCode::from(EXIT_NO_DAEMON);
+                }
+            }
+            eprintln!("koru: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, is_daemon: bool) {
+    use tracing_subscriber::EnvFilter;
+    // The daemon logs at info by default; client commands stay quiet unless asked.
+    let default = if is_daemon { "info" } else { "warn" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let _ = match format {
+        LogFormat::Human => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}

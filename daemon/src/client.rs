@@ -1,0 +1,232 @@
+//! The client side of the protocol, used by the CLI, `koru dev fake-plugin` and tests: connect, hello/welcome, requests with ids, and a stream of incoming lines with pings answered.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+
+use futures::StreamExt;
+use koru_protocol::{
+    encode_line, ClientInfo, Envelope, ErrorMessage, Hello, IdeInfo, Message, RequestId, Role,
+    VersionRange, Welcome, WindowInfo,
+};
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::UnixStream;
+use tokio_util::codec::FramedRead;
+
+use crate::codec::{FrameError, NdjsonCodec};
+
+/// What can go wrong talking to the daemon.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    #[error("no daemon at {}; start one with `koru daemon`", path.display())]
+    NoDaemon { path: PathBuf },
+    #[error("cannot connect to {}: {source}", path.display())]
+    Connect {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the daemon refused: {} ({})", .0.message, .0.code)]
+    Refused(ErrorMessage),
+    #[error("the daemon closed the connection")]
+    Closed,
+    #[error("unexpected reply from the daemon: {0}")]
+    Unexpected(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl From<FrameError> for ClientError {
+    fn from(err: FrameError) -> Self {
+        match err {
+            FrameError::Io(io) => ClientError::Io(io),
+            other => ClientError::Unexpected(other.to_string()),
+        }
+    }
+}
+
+/// A greeted connection to the daemon.
+pub struct Client {
+    frames: FramedRead<OwnedReadHalf, NdjsonCodec>,
+    writer: OwnedWriteHalf,
+    next_id: i64,
+    /// Lines that arrived while a request waited for its reply.
+    pending: VecDeque<Envelope>,
+    /// Answer the daemon's pings automatically (false only to test heartbeat loss).
+    pub answer_pings: bool,
+    pub welcome: Welcome,
+}
+
+/// The hello a controller sends.
+pub fn controller_hello(name: &str) -> Hello {
+    Hello {
+        role: Role::Controller,
+        protocol: VersionRange {
+            min: koru_protocol::MIN_PROTOCOL_VERSION,
+            max: koru_protocol::PROTOCOL_VERSION,
+        },
+        client: ClientInfo {
+            name: name.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        },
+        ide: None,
+        window: None,
+        capabilities: Vec::new(),
+    }
+}
+
+/// The hello a plugin sends.
+pub fn plugin_hello(
+    name: &str,
+    ide: IdeInfo,
+    window: WindowInfo,
+    capabilities: Vec<koru_protocol::Capability>,
+) -> Hello {
+    Hello {
+        role: Role::Plugin,
+        ide: Some(ide),
+        window: Some(window),
+        capabilities,
+        ..controller_hello(name)
+    }
+}
+
+impl Client {
+    /// Connects and completes the handshake.
+    pub async fn connect(path: &Path, hello: Hello) -> Result<Client, ClientError> {
+        let stream = connect_stream(path).await?;
+        let (read_half, writer) = stream.into_split();
+        let mut client = Client {
+            frames: FramedRead::new(read_half, NdjsonCodec::new(64 * 1024 * 1024)),
+            writer,
+            next_id: 0,
+            pending: VecDeque::new(),
+            answer_pings: true,
+            welcome: Welcome {
+                protocol: 0,
+                session_id: String::new(),
+                daemon: koru_protocol::DaemonInfo {
+                    version: String::new(),
+                },
+                heartbeat_ms: 0,
+                max_line_bytes: 0,
+            },
+        };
+        client.send(None, Message::Hello(hello)).await?;
+        match client.read_line().await? {
+            Some(Envelope {
+                message: Message::Welcome(welcome),
+                ..
+            }) => {
+                client.welcome = welcome;
+                Ok(client)
+            }
+            Some(Envelope {
+                message: Message::Error(error),
+                ..
+            }) => Err(ClientError::Refused(error)),
+            Some(other) => Err(ClientError::Unexpected(format!(
+                "expected welcome, got {}",
+                other.message.type_name()
+            ))),
+            None => Err(ClientError::Closed),
+        }
+    }
+
+    /// Writes one line.
+    pub async fn send(
+        &mut self,
+        id: Option<RequestId>,
+        message: Message,
+    ) -> Result<(), ClientError> {
+        let line = encode_line(&Envelope::with_id(id, message));
+        self.writer.write_all(&line).await?;
+        Ok(())
+    }
+
+    /// Sends a request and waits for the reply that carries its id; other lines that
+    /// arrive meanwhile are kept for [`Client::next`].
+    pub async fn request(&mut self, message: Message) -> Result<Message, ClientError> {
+        self.next_id += 1;
+        let id = RequestId::Number(self.next_id);
+        self.send(Some(id.clone()), message).await?;
+        loop {
+            let Some(envelope) = self.read_line().await? else {
+                return Err(ClientError::Closed);
+            };
+            match envelope.message {
+                Message::Error(error) if error.reference.as_ref() == Some(&id) => {
+                    return Err(ClientError::Refused(error));
+                }
+                message if envelope.id.as_ref() == Some(&id) => return Ok(message),
+                _ => self.pending.push_back(envelope),
+            }
+        }
+    }
+
+    /// The next line from the daemon (pings are answered, not returned), or `None` at EOF.
+    pub async fn next(&mut self) -> Result<Option<Envelope>, ClientError> {
+        if let Some(envelope) = self.pending.pop_front() {
+            return Ok(Some(envelope));
+        }
+        self.read_line().await
+    }
+
+    async fn read_line(&mut self) -> Result<Option<Envelope>, ClientError> {
+        loop {
+            let Some(frame) = self.frames.next().await else {
+                return Ok(None);
+            };
+            let frame = frame?;
+            let envelope = koru_protocol::decode_line(&frame)
+                .map_err(|err| ClientError::Unexpected(err.to_string()))?;
+            if matches!(envelope.message, Message::Ping {}) {
+                if self.answer_pings {
+                    self.send(envelope.id, Message::Pong {}).await?;
+                }
+                continue;
+            }
+            return Ok(Some(envelope));
+        }
+    }
+
+    /// Says bye and closes.
+    pub async fn close(mut self) {
+        let _ = self
+            .send(None, Message::Bye(koru_protocol::Bye { reason: None }))
+            .await;
+        let _ = self.writer.shutdown().await;
+    }
+}
+
+/// Opens the socket, turning "nobody there" into [`ClientError::NoDaemon`].
+pub async fn connect_stream(path: &Path) -> Result<UnixStream, ClientError> {
+    use interprocess::local_socket::traits::tokio::Stream as _;
+    use interprocess::local_socket::{GenericFilePath, ToFsName};
+    use interprocess::os::unix::uds_local_socket::tokio::Stream;
+
+    let name = path
+        .to_fs_name::<GenericFilePath>()
+        .map_err(|source| ClientError::Connect {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    match Stream::connect(name).await {
+        Ok(stream) => Ok(UnixStream::from(stream)),
+        Err(err)
+            if matches!(
+                err.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            Err(ClientError::NoDaemon {
+                path: path.to_path_buf(),
+            })
+        }
+        Err(source) => Err(ClientError::Connect {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,190 @@
+//! `koru dev fake-plugin`: a reference plugin that speaks the protocol as an IDE plugin would, with scripted behaviours for tests and demos.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use koru_protocol::{
+    Ack, AckStage, Blocker, Capability, DriveRequest, IdeInfo, IdeProduct, Message, WindowInfo,
+};
+
+use crate::client::{plugin_hello, Client};
+
+/// How the fake plugin answers drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Behaviour {
+    /// Ack every stage: received, focused, pasted, submitted.
+    Ack,
+    /// Fail every drive with a `capability_missing` blocker.
+    Nack,
+    /// Ack every stage after `--delay-ms`.
+    Slow,
+    /// Disconnect (without bye) on the first drive.
+    Drop,
+    /// Ack drives but never answer the daemon's pings (to test heartbeat loss).
+    Mute,
+}
+
+#[derive(Debug, Args)]
+pub struct FakePluginArgs {
+    /// The IDE product to claim (vscode, cursor, code-server, jetbrains-idea, …)
+    #[arg(long, default_value = "vscode")]
+    pub product: String,
+    /// The workspace folder to claim (repeat for several)
+    #[arg(long, value_name = "DIR", required = true)]
+    pub workspace: Vec<PathBuf>,
+    /// The window's process id to claim [default: this process]
+    #[arg(long, value_name = "PID")]
+    pub window_pid: Option<u32>,
+    /// Claim the window has focus
+    #[arg(long)]
+    pub focused: bool,
+    #[arg(long, value_enum, default_value_t = Behaviour::Ack)]
+    pub behaviour: Behaviour,
+    /// Delay before each ack with --behaviour slow
+    #[arg(long, value_name = "MS", default_value_t = 2_000)]
+    pub delay_ms: u64,
+    /// Append each received drive as one JSON line {drive_id, prompt, submit} to this file
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode> {
+    let product: IdeProduct = args.product.parse().unwrap_or_else(|never| match never {});
+    let folders = args
+        .workspace
+        .iter()
+        .map(|dir| {
+            std::fs::canonicalize(dir)
+                .with_context(|| format!("workspace {} does not exist", dir.display()))
+                .map(|p| p.to_string_lossy().into_owned())
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let hello = plugin_hello(
+        "koru-fake-plugin",
+        IdeInfo {
+            product: product.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            app_name: format!("Koru fake plugin ({product})"),
+        },
+        WindowInfo {
+            pid: Some(args.window_pid.unwrap_or_else(std::process::id)),
+            parent_pid: None,
+            window_id: None,
+            workspace_folders: folders,
+            title: Some(format!("fake {product}")),
+            focused: Some(args.focused),
+        },
+        vec![
+            Capability::NativeSend,
+            Capability::PluginDrive,
+            Capability::Clipboard,
+            Capability::ChatEvents,
+        ],
+    );
+    let mut client = Client::connect(socket, hello).await?;
+    client.answer_pings = args.behaviour != Behaviour::Mute;
+    eprintln!(
+        "fake plugin connected as session {} (behaviour {:?})",
+        client.welcome.session_id, args.behaviour
+    );
+    loop {
+        let Some(envelope) = client.next().await? else {
+            eprintln!("fake plugin: the daemon closed the connection");
+            return Ok(ExitCode::SUCCESS);
+        };
+        match envelope.message {
+            Message::Drive(drive) => {
+                eprintln!(
+                    "fake plugin: drive {} ({} chars)",
+                    drive.drive_id,
+                    drive.prompt.chars().count()
+                );
+                if let Some(path) = &args.record {
+                    record(path, &drive)?;
+                }
+                if args.behaviour == Behaviour::Drop {
+                    eprintln!("fake plugin: dropping the connection as told");
+                    return Ok(ExitCode::SUCCESS);
+                }
+                answer(&mut client, &drive, &args).await?;
+            }
+            Message::Cancel(cancel) => {
+                eprintln!(
+                    "fake plugin: drive {} cancelled ({})",
+                    cancel.drive_id, cancel.reason
+                );
+            }
+            Message::Bye(bye) => {
+                eprintln!(
+                    "fake plugin: daemon said bye ({})",
+                    bye.reason.unwrap_or_default()
+                );
+            }
+            Message::Error(error) => {
+                eprintln!(
+                    "fake plugin: daemon error {}: {}",
+                    error.code, error.message
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn answer(
+    client: &mut Client,
+    drive: &DriveRequest,
+    args: &FakePluginArgs,
+) -> anyhow::Result<()> {
+    let stages: &[AckStage] = match args.behaviour {
+        Behaviour::Nack => &[AckStage::Received, AckStage::Failed],
+        _ if drive.options.submit => &[
+            AckStage::Received,
+            AckStage::Focused,
+            AckStage::Pasted,
+            AckStage::Submitted,
+        ],
+        _ => &[AckStage::Received, AckStage::Focused, AckStage::Pasted],
+    };
+    for stage in stages {
+        if args.behaviour == Behaviour::Slow {
+            tokio::time::sleep(Duration::from_millis(args.delay_ms)).await;
+        }
+        let blocker = (*stage == AckStage::Failed).then(|| {
+            Blocker::new(
+                koru_protocol::blocker::CAPABILITY_MISSING,
+                "fake plugin (--behaviour nack) refuses every drive",
+            )
+        });
+        client
+            .send(
+                None,
+                Message::Ack(Ack {
+                    drive_id: drive.drive_id.clone(),
+                    stage: *stage,
+                    blocker,
+                }),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+fn record(path: &Path, drive: &DriveRequest) -> anyhow::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let line = serde_json::json!({
+        "drive_id": drive.drive_id,
+        "prompt": drive.prompt,
+        "submit": drive.options.submit,
+    });
+    writeln!(file, "{line}").with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}

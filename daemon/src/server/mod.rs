@@ -1,0 +1,131 @@
+//! The socket server: binds the daemon's Unix socket, accepts connections into per-connection tasks, runs the state machine, and shuts everything down gracefully.
+
+pub mod connection;
+pub mod socket;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::app::{run_loop, App, AppConfig};
+use crate::clock::SystemClock;
+use connection::ConnectionConfig;
+pub use socket::SocketError;
+
+/// Everything `koru daemon` can be told.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub socket_path: PathBuf,
+    pub heartbeat: Duration,
+    pub handshake_timeout: Duration,
+    pub max_line_bytes: usize,
+    pub outbound_capacity: usize,
+    pub default_drive_timeout: Duration,
+    /// How long shutdown waits for connections to flush and close.
+    pub drain_timeout: Duration,
+    pub drive_history: usize,
+}
+
+impl DaemonConfig {
+    pub fn with_socket(socket_path: PathBuf) -> Self {
+        DaemonConfig {
+            socket_path,
+            heartbeat: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(5),
+            max_line_bytes: koru_protocol::DEFAULT_MAX_LINE_BYTES,
+            outbound_capacity: 1024,
+            default_drive_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(3),
+            drive_history: 1000,
+        }
+    }
+}
+
+/// Serves until `shutdown` is cancelled, then drains and removes the socket.
+///
+/// `ready` is called once the socket is bound and accepting.
+pub async fn run(
+    config: DaemonConfig,
+    shutdown: CancellationToken,
+    ready: impl FnOnce(&std::path::Path),
+) -> Result<(), SocketError> {
+    let mut bound = socket::bind(&config.socket_path)?;
+    tracing::info!(socket = %bound.path().display(), pid = std::process::id(), version = env!("CARGO_PKG_VERSION"), "koru daemon listening");
+    ready(bound.path());
+
+    let (events_tx, events_rx) = mpsc::channel(4096);
+    let app = App::new(
+        AppConfig {
+            socket_display: bound.path().display().to_string(),
+            heartbeat_ms: config.heartbeat.as_millis() as u64,
+            max_line_bytes: config.max_line_bytes,
+            default_drive_timeout_ms: config.default_drive_timeout.as_millis() as u64,
+            drive_history: config.drive_history,
+            daemon_pid: std::process::id(),
+        },
+        SystemClock,
+    );
+    let tick = (config.heartbeat / 4).clamp(Duration::from_millis(20), Duration::from_millis(100));
+    let app_stop = CancellationToken::new();
+    let app_task = tokio::spawn(run_loop(app, events_rx, tick, app_stop.clone()));
+
+    let connection_config = Arc::new(ConnectionConfig {
+        max_line_bytes: config.max_line_bytes,
+        handshake_timeout: config.handshake_timeout,
+        outbound_capacity: config.outbound_capacity,
+        malformed_limit: 3,
+        write_timeout: Duration::from_secs(5),
+        close_flush_timeout: Duration::from_secs(1),
+    });
+    let tracker = TaskTracker::new();
+    let mut next_conn_id = 0u64;
+    loop {
+        use interprocess::local_socket::traits::tokio::Listener as _;
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = bound.listener.accept() => accepted,
+        };
+        match accepted {
+            Ok(stream) => {
+                next_conn_id += 1;
+                let stream = UnixStream::from(stream);
+                tracker.spawn(connection::serve(
+                    stream,
+                    next_conn_id,
+                    events_tx.clone(),
+                    connection_config.clone(),
+                ));
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
+    tracing::info!("shutting down: no new connections, saying bye to peers");
+    bound.unlink();
+    drop(events_tx);
+    app_stop.cancel();
+    if let Err(err) = app_task.await {
+        tracing::error!(error = %err, "the daemon's state machine ended abnormally");
+    }
+    tracker.close();
+    if tokio::time::timeout(config.drain_timeout, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            timeout_ms = config.drain_timeout.as_millis() as u64,
+            "some connections did not close in time; leaving them"
+        );
+    }
+    drop(bound);
+    tracing::info!("koru daemon stopped");
+    Ok(())
+}

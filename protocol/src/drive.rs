@@ -1,0 +1,244 @@
+//! Drives: a prompt pushed into one IDE chat — the daemon's `drive` order to a plugin, the plugin's staged `ack`s, and the drive's public record.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::IdeProduct;
+
+/// Well-known blocker codes. Blocker codes are open strings on the wire so that a plugin
+/// can report a situation this daemon does not know yet; these are the ones Koru itself
+/// produces or interprets.
+pub mod blocker {
+    /// The plugin's connection ended while the drive was in flight.
+    pub const PLUGIN_DISCONNECTED: &str = "plugin_disconnected";
+    /// No ack arrived before the drive's deadline.
+    pub const TIMEOUT: &str = "timeout";
+    /// The daemon stopped while the drive was not finished.
+    pub const DAEMON_SHUTDOWN: &str = "daemon_shutdown";
+    /// The plugin failed without saying why.
+    pub const PLUGIN_FAILED: &str = "plugin_failed";
+    /// The plugin was dropped because it stopped answering heartbeats.
+    pub const HEARTBEAT_LOST: &str = "heartbeat_lost";
+    /// The IDE lacks a command or feature the route needs.
+    pub const CAPABILITY_MISSING: &str = "capability_missing";
+    /// The chat is busy replying or waiting for input.
+    pub const CHAT_BUSY: &str = "chat_busy";
+    /// The focused window is not the verified target.
+    pub const FOCUS_MISMATCH: &str = "focus_mismatch";
+    /// The plugin refused a command outside its allow-list.
+    pub const COMMAND_NOT_ALLOWED: &str = "command_not_allowed";
+}
+
+/// Which way the plugin should deliver the prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    /// Run the product's native "send to chat" command with the prompt.
+    NativeSend,
+    /// Focus the chat input, paste the prompt, submit — acking each stage.
+    PluginDrive,
+}
+
+/// One step the plugin runs for a drive: an IDE command with arguments, and the stage it proves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DriveStep {
+    /// The IDE command or action id to run.
+    pub command: String,
+    /// Arguments for the command; the string `"$prompt"` anywhere in them stands for the prompt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<serde_json::Value>,
+    /// The stage the plugin acks once this step succeeded.
+    pub proves: AckStage,
+}
+
+/// What the sender wants done with the prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DriveOptions {
+    /// Submit the prompt (true) or leave it in the chat input, unsent (false).
+    #[serde(default = "default_true")]
+    pub submit: bool,
+    /// Start a new chat before sending.
+    #[serde(default)]
+    pub new_chat: bool,
+    /// How long the whole drive may take before it ends `timed_out` (daemon default if absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Default for DriveOptions {
+    fn default() -> Self {
+        DriveOptions {
+            submit: true,
+            new_chat: false,
+            timeout_ms: None,
+        }
+    }
+}
+
+/// `drive` (daemon → plugin): deliver this prompt, ack every stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DriveRequest {
+    pub drive_id: String,
+    pub prompt: String,
+    pub options: DriveOptions,
+    pub route: Route,
+    /// The steps to run, in order. Empty: the plugin uses its own steps for `route`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<DriveStep>,
+}
+
+/// `cancel` (daemon → plugin): stop working on this drive; it has ended on the daemon's side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DriveCancelNotice {
+    pub drive_id: String,
+    pub reason: String,
+}
+
+/// A stage a plugin reports for a drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AckStage {
+    Received,
+    Focused,
+    Pasted,
+    Submitted,
+    Failed,
+}
+
+/// Why a drive (or one step of it) could not go on, and in what situation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Blocker {
+    /// A classified code such as `plugin_disconnected`, `timeout`, `focus_mismatch` (see `blocker`).
+    pub code: String,
+    /// What exactly happened, for a person.
+    #[serde(default)]
+    pub detail: String,
+}
+
+impl Blocker {
+    pub fn new(code: &str, detail: impl Into<String>) -> Self {
+        Blocker {
+            code: code.to_string(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// `ack` (plugin → daemon): the drive reached a stage, or failed with a blocker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Ack {
+    pub drive_id: String,
+    pub stage: AckStage,
+    /// Required in spirit with `stage: failed`; the daemon substitutes `plugin_failed` if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocker: Option<Blocker>,
+}
+
+/// Which session a drive is for.
+///
+/// On the wire: `{"session": "s_…"}`, `{"workspace": "/abs/path"}`, `{"product": "cursor"}`
+/// or the string `"focused"` (the plugin session whose window has focus).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    Session(String),
+    Workspace(String),
+    Product(IdeProduct),
+    Focused,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Session(id) => write!(f, "session {id}"),
+            Target::Workspace(path) => write!(f, "workspace {path}"),
+            Target::Product(product) => write!(f, "product {product}"),
+            Target::Focused => f.write_str("the focused window"),
+        }
+    }
+}
+
+/// Where a drive is in its life. The last four are terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DriveState {
+    /// Accepted; waiting for its session to be free.
+    Queued,
+    /// Sent to the plugin; no ack yet.
+    Sent,
+    Received,
+    Focused,
+    Pasted,
+    Submitted,
+    /// Finished: the prompt was delivered as asked (submitted, or pasted with `submit: false`).
+    Done,
+    Failed,
+    Cancelled,
+    TimedOut,
+}
+
+impl DriveState {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            DriveState::Done | DriveState::Failed | DriveState::Cancelled | DriveState::TimedOut
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriveState::Queued => "queued",
+            DriveState::Sent => "sent",
+            DriveState::Received => "received",
+            DriveState::Focused => "focused",
+            DriveState::Pasted => "pasted",
+            DriveState::Submitted => "submitted",
+            DriveState::Done => "done",
+            DriveState::Failed => "failed",
+            DriveState::Cancelled => "cancelled",
+            DriveState::TimedOut => "timed_out",
+        }
+    }
+}
+
+impl std::fmt::Display for DriveState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// When a drive entered a state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StageRecord {
+    pub state: DriveState,
+    /// Unix time in milliseconds.
+    pub at_ms: u64,
+}
+
+/// The public record of a drive, as controllers see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DriveInfo {
+    pub drive_id: String,
+    pub target: Target,
+    /// The session the target resolved to.
+    pub session_id: String,
+    pub route: Route,
+    pub options: DriveOptions,
+    pub state: DriveState,
+    /// Every state the drive went through, in order, with its time.
+    pub history: Vec<StageRecord>,
+    /// Set when the drive failed, timed out or was cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocker: Option<Blocker>,
+    /// The prompt's length in characters.
+    pub prompt_chars: usize,
+    /// The first characters of the prompt, for listings.
+    pub prompt_excerpt: String,
+    pub created_at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_ms: Option<u64>,
+}

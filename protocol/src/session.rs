@@ -1,0 +1,163 @@
+//! Sessions and controller requests: the plugin session record, plugin events, the daemon's event stream, and the request/reply bodies of `status`, `sessions.list`, `drives.list`, `drive.*`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Capability, ClientInfo, DriveInfo, DriveOptions, IdeInfo, IdeProduct, Role, Target, WindowInfo,
+};
+
+/// Whether a session answers its heartbeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionHealth {
+    Active,
+    /// Silent for more than two heartbeat intervals; dropped after four.
+    Stale,
+}
+
+/// What the plugin last said about its chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChatState {
+    Unknown,
+    Idle,
+    Busy,
+}
+
+/// One connected plugin, as `sessions.list` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub role: Role,
+    pub client: ClientInfo,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ide: Option<IdeInfo>,
+    #[serde(default)]
+    pub window: WindowInfo,
+    #[serde(default)]
+    pub capabilities: Vec<Capability>,
+    /// The negotiated protocol version.
+    pub protocol: u32,
+    /// The plugin's process as the kernel reports it (SO_PEERCRED).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_pid: Option<u32>,
+    pub connected_at_ms: u64,
+    pub last_seen_ms: u64,
+    pub health: SessionHealth,
+    pub chat: ChatState,
+    /// The drive the session is working on, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_drive: Option<String>,
+    /// How many drives wait for this session.
+    #[serde(default)]
+    pub queued_drives: usize,
+}
+
+/// `event` (plugin → daemon): something changed in the IDE.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PluginEvent {
+    pub event: PluginEventKind,
+}
+
+/// The things a plugin reports, tagged by `kind`; unknown kinds are accepted and ignored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PluginEventKind {
+    /// The chat is replying or waiting for input.
+    ChatBusy,
+    /// The chat is ready for a prompt.
+    ChatIdle,
+    /// The window gained or lost focus.
+    Focus { focused: bool },
+    /// The workspace folders changed.
+    WorkspaceChanged { workspace_folders: Vec<String> },
+    /// The window is about to close.
+    WindowClosing,
+    /// A kind this build does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// `status` (controller → daemon) has no fields; its reply `status.result` is this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StatusInfo {
+    pub version: String,
+    pub pid: u32,
+    pub socket: String,
+    pub protocol: crate::VersionRange,
+    pub started_at_ms: u64,
+    pub plugins: usize,
+    pub controllers: usize,
+    pub drives_active: usize,
+    pub drives_total: usize,
+}
+
+/// `sessions.list` (controller → daemon): optional filters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionsList {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product: Option<IdeProduct>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+/// `sessions.list.result`: the plugin sessions, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionsListResult {
+    pub sessions: Vec<SessionInfo>,
+}
+
+/// `drives.list` (controller → daemon): recent drives, newest last.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DrivesList {
+    /// Only drives whose session is this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Only drives that have not ended.
+    #[serde(default)]
+    pub active_only: bool,
+}
+
+/// `drives.list.result`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DrivesListResult {
+    pub drives: Vec<DriveInfo>,
+}
+
+/// `drive.create` (controller → daemon): push a prompt into a chat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DriveCreate {
+    pub target: Target,
+    pub prompt: String,
+    #[serde(default)]
+    pub options: DriveOptions,
+}
+
+/// `drive.get` / `drive.cancel` (controller → daemon): which drive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DriveRef {
+    pub drive_id: String,
+}
+
+/// One item of the daemon's event stream (`stream` lines after `events.subscribe`), tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StreamEvent {
+    SessionConnected {
+        session: SessionInfo,
+    },
+    SessionUpdated {
+        session: SessionInfo,
+    },
+    SessionDisconnected {
+        session_id: String,
+        reason: String,
+    },
+    DriveUpdated {
+        drive: DriveInfo,
+    },
+    /// A kind this build does not know.
+    #[serde(other)]
+    Unknown,
+}

@@ -27,7 +27,7 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the daemon refused: {} ({})", .0.message, .0.code)]
+    #[error("{}: {}", .0.code, .0.message)]
     Refused(ErrorMessage),
     #[error("the daemon closed the connection")]
     Closed,
@@ -113,8 +113,17 @@ impl Client {
                 max_line_bytes: 0,
             },
         };
-        client.send(None, Message::Hello(hello)).await?;
-        match client.read_line().await? {
+        // The daemon may refuse before reading (another user's peer): a failed write still
+        // leaves its error line to read.
+        let sent = client.send(None, Message::Hello(hello)).await;
+        let reply = client.read_line().await;
+        if let (Err(write_error), Err(_) | Ok(None)) = (&sent, &reply) {
+            return Err(ClientError::Io(std::io::Error::new(
+                write_error_kind(write_error),
+                write_error.to_string(),
+            )));
+        }
+        match reply? {
             Some(Envelope {
                 message: Message::Welcome(welcome),
                 ..
@@ -197,6 +206,13 @@ impl Client {
             .send(None, Message::Bye(koru_protocol::Bye { reason: None }))
             .await;
         let _ = self.writer.shutdown().await;
+    }
+}
+
+fn write_error_kind(error: &ClientError) -> std::io::ErrorKind {
+    match error {
+        ClientError::Io(io) => io.kind(),
+        _ => std::io::ErrorKind::Other,
     }
 }
 

@@ -337,7 +337,11 @@ mod tests {
         );
         assert_eq!(resolve(Target::Focused, &sessions), "s_b");
         assert_eq!(resolve(Target::Focused, &sessions[2..]), "s_c");
-        assert!(resolve(Target::Focused, &sessions[2..].repeat(2))
+        let unfocused = [
+            plugin("s_x", "vscode", &["/x"], None),
+            plugin("s_y", "vscode", &["/y"], Some(false)),
+        ];
+        assert!(resolve(Target::Focused, &unfocused)
             .starts_with("ambiguous_target: no window reports focus and 2 plugin sessions"));
         assert_eq!(
             resolve(Target::Focused, &[]),

@@ -91,8 +91,22 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
         "fake plugin connected as session {} (behaviour {:?})",
         client.welcome.session_id, args.behaviour
     );
+    // Drives are answered by their own tasks so that the connection keeps being read
+    // (pings, cancels) while a slow drive waits, as a real plugin would.
+    let (acks_tx, mut acks_rx) = tokio::sync::mpsc::channel::<Ack>(64);
+    let mut running: std::collections::HashMap<String, tokio::task::JoinHandle<()>> =
+        std::collections::HashMap::new();
     loop {
-        let Some(envelope) = client.next().await? else {
+        let envelope = tokio::select! {
+            ack = acks_rx.recv() => {
+                if let Some(ack) = ack {
+                    client.send(None, Message::Ack(ack)).await?;
+                }
+                continue;
+            }
+            envelope = client.next() => envelope?,
+        };
+        let Some(envelope) = envelope else {
             eprintln!("fake plugin: the daemon closed the connection");
             return Ok(ExitCode::SUCCESS);
         };
@@ -110,9 +124,19 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
                     eprintln!("fake plugin: dropping the connection as told");
                     return Ok(ExitCode::SUCCESS);
                 }
-                answer(&mut client, &drive, &args).await?;
+                running.retain(|_, task| !task.is_finished());
+                let task = tokio::spawn(answer(
+                    acks_tx.clone(),
+                    drive.clone(),
+                    args.behaviour,
+                    args.delay_ms,
+                ));
+                running.insert(drive.drive_id, task);
             }
             Message::Cancel(cancel) => {
+                if let Some(task) = running.remove(&cancel.drive_id) {
+                    task.abort();
+                }
                 eprintln!(
                     "fake plugin: drive {} cancelled ({})",
                     cancel.drive_id, cancel.reason
@@ -136,11 +160,12 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
 }
 
 async fn answer(
-    client: &mut Client,
-    drive: &DriveRequest,
-    args: &FakePluginArgs,
-) -> anyhow::Result<()> {
-    let stages: &[AckStage] = match args.behaviour {
+    acks: tokio::sync::mpsc::Sender<Ack>,
+    drive: DriveRequest,
+    behaviour: Behaviour,
+    delay_ms: u64,
+) {
+    let stages: &[AckStage] = match behaviour {
         Behaviour::Nack => &[AckStage::Received, AckStage::Failed],
         _ if drive.options.submit => &[
             AckStage::Received,
@@ -151,8 +176,8 @@ async fn answer(
         _ => &[AckStage::Received, AckStage::Focused, AckStage::Pasted],
     };
     for stage in stages {
-        if args.behaviour == Behaviour::Slow {
-            tokio::time::sleep(Duration::from_millis(args.delay_ms)).await;
+        if behaviour == Behaviour::Slow {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
         }
         let blocker = (*stage == AckStage::Failed).then(|| {
             Blocker::new(
@@ -160,18 +185,15 @@ async fn answer(
                 "fake plugin (--behaviour nack) refuses every drive",
             )
         });
-        client
-            .send(
-                None,
-                Message::Ack(Ack {
-                    drive_id: drive.drive_id.clone(),
-                    stage: *stage,
-                    blocker,
-                }),
-            )
-            .await?;
+        let ack = Ack {
+            drive_id: drive.drive_id.clone(),
+            stage: *stage,
+            blocker,
+        };
+        if acks.send(ack).await.is_err() {
+            return;
+        }
     }
-    Ok(())
 }
 
 fn record(path: &Path, drive: &DriveRequest) -> anyhow::Result<()> {

@@ -1,0 +1,399 @@
+//! Harness for whole-system tests: builds and locates the real `koru` binary, starts daemons on private temp sockets, and speaks raw NDJSON to them.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The `koru` binary of this workspace, built (once per test process) in the same profile
+/// as the running test. `KORU_BIN` overrides it.
+pub fn koru_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(path) = std::env::var_os("KORU_BIN") {
+            return PathBuf::from(path);
+        }
+        let exe = std::env::current_exe().expect("the test knows its own path");
+        // target/<profile>/deps/<test> → target/<profile>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test binaries live in target/<profile>/deps")
+            .to_path_buf();
+        let profile = profile_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("debug")
+            .to_string();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "--quiet", "-p", "koru-daemon", "--bin", "koru"]);
+        if profile == "release" {
+            build.arg("--release");
+        } else if profile != "debug" {
+            build.args(["--profile", &profile]);
+        }
+        let status = build.status().expect("cargo can be run from tests");
+        assert!(status.success(), "building the koru binary failed");
+        let bin = profile_dir.join("koru");
+        assert!(bin.exists(), "no koru binary at {}", bin.display());
+        bin
+    })
+    .clone()
+}
+
+/// A private directory tree for one test: runtime dir (0700), home, config, state.
+pub struct Sandbox {
+    pub root: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let root = tempfile::Builder::new()
+            .prefix("koru-test-")
+            .tempdir()
+            .expect("a temp dir can be made");
+        for sub in ["run", "home", "config", "state", "ws"] {
+            std::fs::create_dir_all(root.path().join(sub)).expect("sandbox dirs");
+        }
+        set_mode(&root.path().join("run"), 0o700);
+        Sandbox { root }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// The socket path daemons of this sandbox use.
+    pub fn socket(&self) -> PathBuf {
+        self.path().join("run").join("koru").join("koru.sock")
+    }
+
+    /// A workspace folder inside the sandbox (created).
+    pub fn workspace(&self, name: &str) -> PathBuf {
+        let dir = self.path().join("ws").join(name);
+        std::fs::create_dir_all(&dir).expect("workspace dir");
+        dir.canonicalize().expect("workspace path")
+    }
+
+    /// A `koru` command with this sandbox's environment and socket.
+    pub fn koru(&self) -> Command {
+        let mut command = Command::new(koru_bin());
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.path().join("home"))
+            .env("XDG_RUNTIME_DIR", self.path().join("run"))
+            .env("XDG_CONFIG_HOME", self.path().join("config"))
+            .env("XDG_STATE_HOME", self.path().join("state"))
+            .env("KORU_SOCKET", self.socket())
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Runs a client command to completion.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.koru().args(args).output().expect("koru runs")
+    }
+
+    /// Starts `koru daemon ARGS` and waits until its socket accepts connections.
+    pub fn start_daemon(&self, args: &[&str]) -> Daemon {
+        let log = self.path().join(format!("daemon-{}.log", unique()));
+        let child = self
+            .koru()
+            .arg("daemon")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("the daemon starts");
+        let daemon = Daemon {
+            child,
+            log,
+            socket: self.socket(),
+        };
+        daemon.wait_ready();
+        daemon
+    }
+
+    /// Starts `koru dev fake-plugin` and waits until the daemon lists its session.
+    pub fn start_fake_plugin(&self, args: &[&str]) -> Plugin {
+        let log = self.path().join(format!("plugin-{}.log", unique()));
+        let before = self.session_ids();
+        let child = self
+            .koru()
+            .args(["dev", "fake-plugin"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("the fake plugin starts");
+        let mut plugin = Plugin {
+            child,
+            log,
+            session_id: String::new(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(new) = self
+                .session_ids()
+                .into_iter()
+                .find(|id| !before.contains(id))
+            {
+                plugin.session_id = new;
+                return plugin;
+            }
+            if let Ok(Some(status)) = plugin.child.try_wait() {
+                panic!(
+                    "the fake plugin exited ({status}) before connecting: {}",
+                    std::fs::read_to_string(&plugin.log).unwrap_or_default()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the fake plugin did not connect in 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The ids `koru sessions --json` lists.
+    pub fn session_ids(&self) -> Vec<String> {
+        let output = self.run(&["sessions", "--json"]);
+        if !output.status.success() {
+            return Vec::new();
+        }
+        let sessions: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        sessions
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .filter_map(|s| s["session_id"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Sandbox::new()
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::SeqCst)
+}
+
+/// Sets a file's permission bits.
+pub fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// A running daemon; killed (SIGKILL) when dropped unless stopped first.
+pub struct Daemon {
+    pub child: Child,
+    pub log: PathBuf,
+    pub socket: PathBuf,
+}
+
+impl Daemon {
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!(
+            "daemon did not listen within 10 s; log:\n{}",
+            self.log_text()
+        );
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    pub fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        signal(self.pid(), nix::sys::signal::Signal::SIGTERM);
+        wait_exit(&mut self.child, within)
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running fake plugin; killed when dropped.
+pub struct Plugin {
+    pub child: Child,
+    pub log: PathBuf,
+    pub session_id: String,
+}
+
+impl Plugin {
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Plugin {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn signal(pid: i32, signal: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+}
+
+/// Waits for a child to exit, at most `within`.
+pub fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A raw NDJSON connection with blocking reads bounded by a timeout.
+pub struct Raw {
+    pub stream: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+impl Raw {
+    pub fn connect(socket: &Path) -> Raw {
+        let stream = UnixStream::connect(socket).expect("connect to the daemon");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("read timeout");
+        let reader = BufReader::new(stream.try_clone().expect("clone stream"));
+        Raw { stream, reader }
+    }
+
+    /// Writes bytes as they are (no newline added).
+    pub fn send_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Writes one JSON value as a line.
+    pub fn send(&mut self, value: &Value) {
+        let mut line = serde_json::to_vec(value).expect("json");
+        line.push(b'\n');
+        self.stream.write_all(&line).expect("write a line");
+    }
+
+    /// Reads the next line as JSON; `None` at EOF or on timeout.
+    pub fn recv(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(serde_json::from_str(&line).unwrap_or_else(|e| {
+                panic!("the daemon sent a line that is not JSON ({e}): {line:?}")
+            })),
+        }
+    }
+
+    /// Reads lines until one has `type` == `wanted` (pings are answered); panics on EOF.
+    pub fn recv_type(&mut self, wanted: &str) -> Value {
+        loop {
+            let line = self
+                .recv()
+                .unwrap_or_else(|| panic!("connection ended while waiting for {wanted}"));
+            if line["type"] == wanted {
+                return line;
+            }
+            if line["type"] == "ping" {
+                self.send(&serde_json::json!({"v": 1, "type": "pong"}));
+            }
+        }
+    }
+
+    /// True when the daemon has closed the connection (EOF within the read timeout).
+    /// Lines still unread are discarded; a reset counts as closed, a timeout does not.
+    pub fn closed(&mut self) -> bool {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match self.reader.read(&mut chunk) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(err) => {
+                    return matches!(
+                        err.kind(),
+                        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+                    )
+                }
+            }
+        }
+    }
+
+    pub fn set_read_timeout(&self, timeout: Duration) {
+        self.stream
+            .set_read_timeout(Some(timeout))
+            .expect("read timeout");
+    }
+}
+
+/// A controller hello line.
+pub fn controller_hello() -> Value {
+    serde_json::json!({
+        "v": 1, "type": "hello", "role": "controller",
+        "protocol": {"min": 1, "max": 1},
+        "client": {"name": "system-test", "version": "0"}
+    })
+}
+
+/// A plugin hello line for `product` with one workspace folder.
+pub fn plugin_hello(product: &str, workspace: &Path) -> Value {
+    serde_json::json!({
+        "v": 1, "type": "hello", "role": "plugin",
+        "protocol": {"min": 1, "max": 1},
+        "client": {"name": "system-test-plugin", "version": "0"},
+        "ide": {"product": product, "version": "1.0", "app_name": "Test IDE"},
+        "window": {"pid": std::process::id(), "workspace_folders": [workspace.to_str().unwrap()]},
+        "capabilities": [{"kind": "plugin_drive"}]
+    })
+}
+
+/// Connects and completes a handshake; returns the connection and the welcome.
+pub fn greet(socket: &Path, hello: &Value) -> (Raw, Value) {
+    let mut raw = Raw::connect(socket);
+    raw.send(hello);
+    let welcome = raw.recv().expect("a reply to hello");
+    assert_eq!(welcome["type"], "welcome", "hello refused: {welcome}");
+    (raw, welcome)
+}

@@ -1,0 +1,419 @@
+//! Sessions and drives through the CLI and the reference fake plugin: listing, every ack stage, failures, timeouts, cancel, queueing, heartbeats, slow readers.
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use koru_system_tests::{controller_hello, greet, plugin_hello, Sandbox};
+use serde_json::{json, Value};
+
+fn json_of(output: &std::process::Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+#[test]
+fn sessions_lists_each_plugin_with_its_hello() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("listed");
+    let plugin = sandbox.start_fake_plugin(&[
+        "--product",
+        "jetbrains-pycharm",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--window-pid",
+        "4321",
+    ]);
+    let sessions = json_of(&sandbox.run(&["sessions", "--json"]));
+    let sessions = sessions.as_array().unwrap();
+    assert_eq!(sessions.len(), 1);
+    let session = &sessions[0];
+    assert_eq!(session["session_id"], plugin.session_id);
+    assert_eq!(session["ide"]["product"], "jetbrains-pycharm");
+    assert_eq!(session["window"]["pid"], 4321);
+    assert_eq!(
+        session["window"]["workspace_folders"],
+        json!([workspace.to_str().unwrap()])
+    );
+    assert_eq!(session["health"], "active");
+    assert_eq!(session["peer_pid"], plugin.child.id());
+
+    let table = sandbox.run(&["sessions"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.starts_with("SESSION"), "{text}");
+    assert!(
+        text.contains("jetbrains-pycharm") && text.contains(workspace.to_str().unwrap()),
+        "{text}"
+    );
+}
+
+#[test]
+fn send_wait_delivers_a_prompt_through_every_stage_byte_exact() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("repo");
+    let record = sandbox.path().join("received.jsonl");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--product",
+        "cursor",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    let prompt = "Fix the failing test.\n\tLine two: ünïcödé ✓ — 日本語 🚀\n\nEnd.";
+    let mut child = sandbox
+        .koru()
+        .args(["send", "--workspace"])
+        .arg(workspace.join("src"))
+        .args(["--wait", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(prompt.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stages: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| line.split_whitespace().nth(1).unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "queued",
+            "sent",
+            "received",
+            "focused",
+            "pasted",
+            "submitted",
+            "done"
+        ]
+    );
+    let received: Value =
+        serde_json::from_str(std::fs::read_to_string(&record).unwrap().trim()).unwrap();
+    assert_eq!(received["prompt"], prompt);
+    assert_eq!(received["submit"], true);
+
+    let drives = json_of(&sandbox.run(&["drives", "--json"]));
+    assert_eq!(drives[0]["state"], "done");
+    assert_eq!(drives[0]["prompt_chars"], prompt.chars().count());
+}
+
+#[test]
+fn no_submit_ends_done_at_pasted() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("draft");
+    let record = sandbox.path().join("received.jsonl");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    let output = sandbox.run(&["send", "--no-submit", "--wait", "--json", "draft"]);
+    assert!(output.status.success(), "{output:?}");
+    let drive = json_of(&output);
+    let states: Vec<&str> = drive["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        ["queued", "sent", "received", "focused", "pasted", "done"]
+    );
+    assert!(std::fs::read_to_string(&record)
+        .unwrap()
+        .contains("\"submit\":false"));
+}
+
+#[test]
+fn a_plugin_that_drops_mid_drive_fails_the_drive_with_plugin_disconnected() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("dropping");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--behaviour",
+        "drop",
+    ]);
+    let output = sandbox.run(&[
+        "send",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--wait",
+        "lost",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("failed: plugin_disconnected"), "{stderr}");
+    let drives = json_of(&sandbox.run(&["drives", "--json"]));
+    assert_eq!(drives[0]["state"], "failed");
+    assert_eq!(drives[0]["blocker"]["code"], "plugin_disconnected");
+    // The session is gone too.
+    assert!(sandbox.session_ids().is_empty());
+}
+
+#[test]
+fn a_nacking_plugin_fails_the_drive_with_its_blocker() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("nack");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--behaviour",
+        "nack",
+    ]);
+    let output = sandbox.run(&["send", "--ide", "vscode", "--wait", "refused"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "failed: capability_missing: fake plugin (--behaviour nack) refuses every drive"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_drive_without_a_terminal_ack_times_out() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("slow");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--behaviour",
+        "slow",
+        "--delay-ms",
+        "5000",
+    ]);
+    let started = Instant::now();
+    let output = sandbox.run(&["send", "--wait", "--timeout", "0.5", "too slow"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(started.elapsed() < Duration::from_secs(4));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("timed_out: timeout: no terminal ack within 500 ms"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn cancel_ends_a_running_drive_and_a_second_cancel_is_refused() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("cancel");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--behaviour",
+        "slow",
+        "--delay-ms",
+        "5000",
+    ]);
+    let created = json_of(&sandbox.run(&["send", "--json", "cancel me"]));
+    let drive_id = created["drive_id"].as_str().unwrap();
+    let cancelled = json_of(&sandbox.run(&["cancel", drive_id, "--json"]));
+    assert_eq!(cancelled["state"], "cancelled");
+    let again = sandbox.run(&["cancel", drive_id]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("drive_finished"));
+    let listed = json_of(&sandbox.run(&["drives", "--json"]));
+    assert_eq!(listed[0]["state"], "cancelled");
+}
+
+#[test]
+fn drives_to_one_session_run_one_at_a_time_in_order() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("queue");
+    let record = sandbox.path().join("order.jsonl");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--behaviour",
+        "slow",
+        "--delay-ms",
+        "50",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    let ids: Vec<String> = (0..3)
+        .map(|n| {
+            let created = json_of(&sandbox.run(&["send", "--json", &format!("prompt {n}")]));
+            created["drive_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let active = json_of(&sandbox.run(&["drives", "--active", "--json"]));
+    let running = active
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["state"] != "queued")
+        .count();
+    assert!(
+        running <= 1,
+        "only one drive per session may be in flight: {active}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let drives = json_of(&sandbox.run(&["drives", "--json"]));
+        if drives
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["state"] == "done")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "drives did not finish: {drives}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let order: Vec<String> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["drive_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(order, ids);
+}
+
+#[test]
+fn an_ambiguous_or_missing_target_is_refused_with_the_candidates() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("twice");
+    let a = sandbox.start_fake_plugin(&["--workspace", workspace.to_str().unwrap()]);
+    let b = sandbox.start_fake_plugin(&["--workspace", workspace.to_str().unwrap()]);
+    let output = sandbox.run(&[
+        "send",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "which one?",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("ambiguous_target"), "{stderr}");
+    assert!(
+        stderr.contains(&a.session_id) && stderr.contains(&b.session_id),
+        "{stderr}"
+    );
+    let missing = sandbox.run(&["send", "--ide", "windsurf", "anyone?"]);
+    assert!(String::from_utf8_lossy(&missing.stderr)
+        .contains("no_target: no windsurf plugin is connected"));
+    assert!(json_of(&sandbox.run(&["drives", "--json"]))
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_plugin_that_misses_heartbeats_goes_stale_then_is_dropped() {
+    let sandbox = Sandbox::new();
+    let daemon = sandbox.start_daemon(&["--heartbeat-ms", "200"]);
+    let workspace = sandbox.workspace("mute");
+    let mute = sandbox.start_fake_plugin(&[
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--behaviour",
+        "mute",
+    ]);
+    let alive = sandbox.start_fake_plugin(&["--workspace", workspace.to_str().unwrap()]);
+    let (mut watcher, _) = greet(&daemon.socket, &controller_hello());
+    watcher.send(&json!({"v": 1, "id": 1, "type": "events.subscribe"}));
+    watcher.recv_type("events.subscribed");
+    let mut saw_stale = false;
+    loop {
+        let line = watcher.recv_type("stream");
+        let event = &line["event"];
+        if event["kind"] == "session_updated"
+            && event["session"]["session_id"] == mute.session_id.as_str()
+        {
+            saw_stale |= event["session"]["health"] == "stale";
+        }
+        if event["kind"] == "session_disconnected" {
+            assert_eq!(event["session_id"], mute.session_id.as_str());
+            assert_eq!(event["reason"], "missed heartbeats");
+            break;
+        }
+    }
+    assert!(
+        saw_stale,
+        "the session must be marked stale before it is dropped"
+    );
+    assert_eq!(sandbox.session_ids(), vec![alive.session_id.clone()]);
+}
+
+#[test]
+fn a_slow_reader_is_disconnected_and_never_stalls_others() {
+    let sandbox = Sandbox::new();
+    let daemon = sandbox.start_daemon(&["--outbound-queue", "16"]);
+    let workspace = sandbox.workspace("flood");
+    // A controller that subscribes and then never reads.
+    let (mut sleeper, _) = greet(&daemon.socket, &controller_hello());
+    sleeper.send(&json!({"v": 1, "id": 1, "type": "events.subscribe"}));
+    // A plugin that produces a flood of events (each one a stream line for the sleeper).
+    let (mut noisy, _) = greet(&daemon.socket, &plugin_hello("vscode", &workspace));
+    let fake = sandbox.start_fake_plugin(&[
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--product",
+        "cursor",
+    ]);
+    let event_line = format!(
+        "{}\n",
+        json!({"v": 1, "type": "event", "event": {"kind": "workspace_changed", "workspace_folders": [workspace.to_str().unwrap(), "x".repeat(2000)]}})
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !daemon.log_text().contains("slow reader")
+        && !daemon.log_text().contains("stopped reading")
+    {
+        for _ in 0..200 {
+            noisy.send_bytes(event_line.as_bytes()).unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slow reader was never disconnected:\n{}",
+            daemon.log_text()
+        );
+    }
+    // Everyone else is still served promptly.
+    let started = Instant::now();
+    let output = sandbox.run(&[
+        "send",
+        "--session",
+        &fake.session_id,
+        "--wait",
+        "still fine",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let status = json_of(&sandbox.run(&["status", "--json"]));
+    // The only controller left is the `koru status` call itself.
+    assert_eq!(
+        status["controllers"], 1,
+        "the slow reader's session is gone: {status}"
+    );
+}

@@ -245,8 +245,7 @@ fn sigterm_ends_drives_says_bye_removes_the_socket_and_exits_zero() {
     assert!(!sandbox.socket().exists(), "socket removed");
     // The watcher saw the drive end and then the daemon's bye.
     let mut saw_failed = false;
-    loop {
-        let Some(line) = watcher.recv() else { break };
+    while let Some(line) = watcher.recv() {
         if line["type"] == "stream" && line["event"]["drive"]["state"] == "failed" {
             assert_eq!(line["event"]["drive"]["blocker"]["code"], "daemon_shutdown");
             saw_failed = true;

@@ -58,7 +58,10 @@ pub enum DaemonEvent {
         protocol: u32,
     },
     /// A decoded, role-checked message after the handshake.
-    Received { conn_id: ConnId, envelope: Envelope },
+    Received {
+        conn_id: ConnId,
+        envelope: Box<Envelope>,
+    },
     /// The connection ended (EOF, error, close); `reason` says why.
     Disconnected { conn_id: ConnId, reason: String },
     /// Periodic: heartbeats and deadlines.
@@ -135,7 +138,7 @@ impl<C: Clock> App<C> {
                 hello,
                 protocol,
             } => self.on_greeted(conn_id, *hello, protocol),
-            DaemonEvent::Received { conn_id, envelope } => self.on_received(conn_id, envelope),
+            DaemonEvent::Received { conn_id, envelope } => self.on_received(conn_id, *envelope),
             DaemonEvent::Disconnected { conn_id, reason } => self.on_disconnected(conn_id, &reason),
             DaemonEvent::Tick => self.on_tick(),
         }
@@ -187,8 +190,7 @@ impl<C: Clock> App<C> {
         connection.session_id = Some(session_id.clone());
         let role = record.role;
         // Controllers come and go with every CLI call; plugins are what an operator watches.
-        let level_is_info = role == Role::Plugin;
-        if level_is_info {
+        if role == Role::Plugin {
             tracing::info!(
             session_id = %session_id,
             role = ?role,

@@ -142,6 +142,8 @@ pub struct CancelArgs {
 pub enum DevCommand {
     /// A reference plugin that speaks the protocol like an IDE plugin would
     FakePlugin(crate::dev::fake_plugin::FakePluginArgs),
+    /// Print the JSON Schema of one protocol line (the same as docs/protocol.schema.json)
+    ProtocolSchema,
 }
 
 /// Entry point of the binary.
@@ -169,6 +171,13 @@ pub fn main() -> ExitCode {
             Command::Cancel(args) => commands::cancel(&socket, args).await,
             Command::Completions { shell } => {
                 clap_complete::generate(shell, &mut Cli::command(), "koru", &mut std::io::stdout());
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Dev(DevCommand::ProtocolSchema) => {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&koru_protocol::json_schema())?
+                );
                 Ok(ExitCode::SUCCESS)
             }
             Command::Dev(DevCommand::FakePlugin(args)) => {

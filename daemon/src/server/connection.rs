@@ -139,7 +139,7 @@ struct Reader {
 
 /// What one read produced.
 enum Step {
-    Line(Envelope),
+    Line(Box<Envelope>),
     /// A bad line was answered; keep reading.
     Answered,
     /// The connection is over, for this reason.
@@ -292,7 +292,7 @@ impl Reader {
         match decode_line(&line) {
             Ok(envelope) => {
                 self.malformed_in_a_row = 0;
-                Step::Line(envelope)
+                Step::Line(Box::new(envelope))
             }
             Err(err) => {
                 let error = err.to_error_message(self.line_number);

@@ -1,0 +1,405 @@
+//! The typed model of the interface registry: interfaces (how Koru can control or observe an IDE) and the routing policy, with closed enums for every classification.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+macro_rules! closed_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $wire:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
+
+        impl $name {
+            /// Every allowed value, in wire spelling.
+            pub const ALL: &'static [&'static str] = &[$($wire),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $wire),+ }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+closed_enum! {
+    /// What kind of channel an interface is.
+    Family {
+        /// Programs call Koru as a tool (MCP, CLI, REST).
+        ToolInvocation => "tool_invocation",
+        /// Koru acts inside the IDE through its plugin.
+        IdeControl => "ide_control",
+        /// Koru acts on the desktop: windows, keys, clipboard.
+        DesktopControl => "desktop_control",
+        /// Koru acts through a browser (web IDEs).
+        BrowserControl => "browser_control",
+        /// Files exchanged with the IDE or agent.
+        ArtifactExchange => "artifact_exchange",
+        /// A remote service reached over the network.
+        RemoteService => "remote_service",
+        /// Koru reads what the IDE or agent wrote (chat history stores).
+        Observation => "observation",
+    }
+}
+
+closed_enum! {
+    /// Which way the interface works.
+    Direction {
+        /// Koru acts on the IDE.
+        Control => "control",
+        /// Koru reads from the IDE.
+        Observe => "observe",
+        /// Others reach Koru through it.
+        Serve => "serve",
+        /// Both ways.
+        Bidirectional => "bidirectional",
+    }
+}
+
+closed_enum! {
+    /// The mechanism an interface rides on.
+    Transport {
+        UnixSocket => "unix_socket",
+        Stdio => "stdio",
+        Http => "http",
+        IdeCommand => "ide_command",
+        X11 => "x11",
+        Wayland => "wayland",
+        Uinput => "uinput",
+        InProcess => "in_process",
+        Clipboard => "clipboard",
+        Filesystem => "filesystem",
+        Sqlite => "sqlite",
+        Dbus => "dbus",
+    }
+}
+
+closed_enum! {
+    /// How much Koru can trust what the interface says it did.
+    Authority {
+        High => "high",
+        Medium => "medium",
+        Low => "low",
+    }
+}
+
+closed_enum! {
+    /// How a step through this interface is confirmed.
+    VerificationMode {
+        /// The plugin acks each stage.
+        StrictAck => "strict_ack",
+        /// Confirmed by observing the chat's own history.
+        Observed => "observed",
+        /// Checked where possible (e.g. focus), otherwise unverified.
+        BestEffort => "best_effort",
+        /// Not verifiable.
+        None => "none",
+    }
+}
+
+closed_enum! {
+    /// The three ways to deliver a prompt, in the planner's vocabulary.
+    RouteKind {
+        /// The plugin runs the product's native send command.
+        NativeSend => "native_send",
+        /// The plugin focuses, pastes and submits, acking each stage.
+        PluginDrive => "plugin_drive",
+        /// The daemon focuses the window and injects keys.
+        OsInjection => "os_injection",
+    }
+}
+
+closed_enum! {
+    Platform {
+        Linux => "linux",
+        Macos => "macos",
+        Windows => "windows",
+    }
+}
+
+closed_enum! {
+    /// The display server an interface needs.
+    DisplayServer {
+        X11 => "x11",
+        Wayland => "wayland",
+        /// No display at all (headless).
+        None => "none",
+        Any => "any",
+    }
+}
+
+closed_enum! {
+    /// Classified reasons a step cannot go on.
+    BlockerCode {
+        PluginMissing => "plugin_missing",
+        VersionMismatch => "version_mismatch",
+        CapabilityMissing => "capability_missing",
+        ChatBusy => "chat_busy",
+        FocusMismatch => "focus_mismatch",
+        NoDisplay => "no_display",
+        InjectorMissing => "injector_missing",
+        ClipboardUnavailable => "clipboard_unavailable",
+        Timeout => "timeout",
+        ScreenLocked => "screen_locked",
+        PolicyForbidden => "policy_forbidden",
+        DaemonDown => "daemon_down",
+        StoreMissing => "store_missing",
+        StoreUnreadable => "store_unreadable",
+        BusUnavailable => "bus_unavailable",
+        UinputMissing => "uinput_missing",
+        CommandNotAllowed => "command_not_allowed",
+        FeatureMissing => "feature_missing",
+        PlatformUnsupported => "platform_unsupported",
+        Disabled => "disabled",
+        DependencyUnavailable => "dependency_unavailable",
+    }
+}
+
+closed_enum! {
+    /// The stage a step proves when it succeeds.
+    StepStage {
+        Received => "received",
+        Focused => "focused",
+        Pasted => "pasted",
+        Submitted => "submitted",
+    }
+}
+
+/// How steps through this interface are verified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Verification {
+    pub mode: VerificationMode,
+    /// Whether a successful step proves the prompt was submitted.
+    #[serde(default)]
+    pub can_confirm_submit: bool,
+}
+
+/// Something an operator can do about a blocker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Recovery {
+    /// A stable id (`install_xdotool`), unique within the interface.
+    pub id: String,
+    /// A short button label.
+    pub label: String,
+    /// What the action does, in one or two sentences a person can follow.
+    pub does: String,
+    /// The blockers this recovers from (empty: any).
+    #[serde(default, rename = "for")]
+    pub for_blockers: Vec<BlockerCode>,
+    /// Whether doing it twice is harmless.
+    #[serde(default)]
+    pub safe_to_repeat: bool,
+}
+
+/// Where an interface applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppliesTo {
+    /// IDE products: exact names (`cursor`), `vscode-family`, `jetbrains-*`, or `any`.
+    #[serde(default = "any_product")]
+    pub products: Vec<String>,
+    #[serde(default = "all_platforms")]
+    pub platforms: Vec<Platform>,
+    #[serde(default = "any_display")]
+    pub display_servers: Vec<DisplayServer>,
+}
+
+fn any_product() -> Vec<String> {
+    vec!["any".into()]
+}
+
+fn all_platforms() -> Vec<Platform> {
+    vec![Platform::Linux, Platform::Macos, Platform::Windows]
+}
+
+fn any_display() -> Vec<DisplayServer> {
+    vec![DisplayServer::Any]
+}
+
+impl Default for AppliesTo {
+    fn default() -> Self {
+        AppliesTo {
+            products: any_product(),
+            platforms: all_platforms(),
+            display_servers: any_display(),
+        }
+    }
+}
+
+/// What must hold on this machine for the interface to work. Items written `a|b` are
+/// satisfied by any one of the alternatives.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Requires {
+    /// Programs on PATH.
+    #[serde(default)]
+    pub binaries: Vec<String>,
+    /// Environment variables that must be set and non-empty.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Plugin capabilities: a kind (`native_send`) or `command:<id>` / `tool_window:<id>`.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Paths that must exist (`~` and `$VAR` are expanded).
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Features of this koru build (`plugin_socket`, `cli`, `mcp_stdio`, `http`).
+    #[serde(default)]
+    pub features: Vec<String>,
+}
+
+/// One IDE command a plugin runs for a route.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    pub command: String,
+    /// Arguments; the string `$prompt` stands for the prompt.
+    #[serde(default)]
+    pub args: Vec<serde_json::Value>,
+    pub proves: StepStage,
+}
+
+/// One way to control or observe an IDE.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Interface {
+    pub id: String,
+    pub description: String,
+    pub family: Family,
+    pub direction: Direction,
+    pub transport: Transport,
+    pub surface: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<RouteKind>,
+    pub authority: Authority,
+    pub verification: Verification,
+    #[serde(default)]
+    pub blocking_modes: Vec<BlockerCode>,
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+    #[serde(default)]
+    pub operator_recovery: Vec<Recovery>,
+    #[serde(default)]
+    pub applies_to: AppliesTo,
+    #[serde(default)]
+    pub requires: Requires,
+    /// Where the interface's data lives (chat stores), `~` and `$VAR` expanded.
+    #[serde(default)]
+    pub locations: Vec<String>,
+    /// Other interfaces this one works through.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    /// The IDE commands a plugin runs for this route, in order.
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    /// False for observation-only stores: Koru never writes to them.
+    #[serde(default = "yes")]
+    pub write_safe: bool,
+    /// Higher is tried first among routes of the same kind and authority.
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Interface {
+    /// The recovery hints for a blocker (those listing it, else those listing none).
+    pub fn recovery_for(&self, blocker: BlockerCode) -> Vec<&Recovery> {
+        let specific: Vec<&Recovery> = self
+            .operator_recovery
+            .iter()
+            .filter(|r| r.for_blockers.contains(&blocker))
+            .collect();
+        if !specific.is_empty() {
+            return specific;
+        }
+        self.operator_recovery
+            .iter()
+            .filter(|r| r.for_blockers.is_empty())
+            .collect()
+    }
+}
+
+/// Per-product overrides of the routing policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProductPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_order: Option<Vec<RouteKind>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_os_injection: Option<bool>,
+    /// Interface ids never used for this product.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disabled: Vec<String>,
+}
+
+/// How the planner picks routes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Policy {
+    pub route_order: Vec<RouteKind>,
+    pub allow_os_injection: bool,
+    /// Keyed by product name (`cursor`, `jetbrains-idea`, `vscode-family`, `jetbrains-*`).
+    pub products: BTreeMap<String, ProductPolicy>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            route_order: vec![
+                RouteKind::NativeSend,
+                RouteKind::PluginDrive,
+                RouteKind::OsInjection,
+            ],
+            allow_os_injection: true,
+            products: BTreeMap::new(),
+        }
+    }
+}
+
+/// True when a product pattern from the registry matches a product name.
+pub fn product_matches(pattern: &str, product: &str) -> bool {
+    const VSCODE_FAMILY: &[&str] = &[
+        "vscode",
+        "vscode-insiders",
+        "vscodium",
+        "cursor",
+        "windsurf",
+        "antigravity",
+        "code-server",
+    ];
+    match pattern {
+        "any" => true,
+        "vscode-family" => VSCODE_FAMILY.contains(&product),
+        _ => match pattern.strip_suffix('*') {
+            Some(prefix) => product.starts_with(prefix),
+            None => pattern == product,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn product_patterns() {
+        assert!(product_matches("any", "whatever"));
+        assert!(product_matches("vscode-family", "cursor"));
+        assert!(!product_matches("vscode-family", "jetbrains-idea"));
+        assert!(product_matches("jetbrains-*", "jetbrains-idea"));
+        assert!(product_matches("cursor", "cursor"));
+        assert!(!product_matches("cursor", "windsurf"));
+    }
+}

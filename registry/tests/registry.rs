@@ -1,0 +1,129 @@
+//! The built-in registry validates clean and names every concrete interface; layers override field by field with provenance; bad files give located diagnostics.
+
+use koru_registry::{load, Layer, LayerSource, Platform};
+
+fn source(layer: Layer, name: &str, text: &str) -> LayerSource {
+    LayerSource {
+        layer,
+        name: name.into(),
+        path: None,
+        text: text.into(),
+    }
+}
+
+#[test]
+fn the_built_in_registry_is_clean_and_complete() {
+    let loaded = load(&[LayerSource::built_in()]);
+    assert!(loaded.is_clean(), "{:#?}", loaded.diagnostics);
+    for id in [
+        "mcp_stdio_server",
+        "mcp_http",
+        "dashboard_rest",
+        "cli",
+        "plugin_socket_vscode_family",
+        "plugin_socket_jetbrains",
+        "vscode_native_chat_open",
+        "antigravity_native_send",
+        "cursor_plugin_drive",
+        "windsurf_plugin_drive",
+        "jetbrains_plugin_drive",
+        "os_injector_xdotool",
+        "os_injector_wtype",
+        "os_injector_ydotool",
+        "os_injector_enigo",
+        "clipboard_x11",
+        "clipboard_wayland",
+        "filesystem_artifacts",
+        "chat_history_claude_code_jsonl",
+        "chat_history_copilot_json",
+        "chat_history_cursor_sqlite",
+        "chat_history_cline_tasks",
+        "chat_history_codex_jsonl",
+        "chat_history_antigravity_pb_readonly",
+        "dbus_session",
+    ] {
+        let interface = loaded
+            .registry
+            .get(id)
+            .unwrap_or_else(|| panic!("built-in registry lacks {id}"));
+        assert!(!interface.description.is_empty(), "{id} has no description");
+        assert!(
+            !interface.blocking_modes.is_empty(),
+            "{id} lists no blocking modes"
+        );
+    }
+    // Observation stores are never written.
+    for interface in loaded.registry.interfaces() {
+        if interface.family == koru_registry::Family::Observation {
+            assert!(
+                !interface.write_safe,
+                "{} must be write_safe: false",
+                interface.id
+            );
+        }
+    }
+}
+
+#[test]
+fn layers_override_field_by_field_and_say_where_each_value_came_from() {
+    let user = source(
+        Layer::User,
+        "user.yaml",
+        "interfaces:\n  - id: os_injector_xdotool\n    enabled: false\n    priority: 99\npolicy:\n  allow_os_injection: false\n",
+    );
+    let project = source(
+        Layer::Project,
+        "project.yaml",
+        "interfaces:\n  - id: os_injector_xdotool\n    priority: 5\n",
+    );
+    let loaded = load(&[LayerSource::built_in(), user, project]);
+    assert!(loaded.is_clean(), "{:#?}", loaded.diagnostics);
+    let xdotool = loaded.registry.get("os_injector_xdotool").unwrap();
+    assert!(!xdotool.enabled);
+    assert_eq!(xdotool.priority, 5);
+    assert_eq!(xdotool.family, koru_registry::Family::DesktopControl);
+    let origins = loaded.registry.origins("os_injector_xdotool").unwrap();
+    assert_eq!(origins["enabled"].layer, Layer::User);
+    assert_eq!((origins["enabled"].line, origins["enabled"].column), (3, 5));
+    assert_eq!(origins["priority"].layer, Layer::Project);
+    assert_eq!(origins["family"].layer, Layer::BuiltIn);
+    assert!(!loaded.registry.policy.allow_os_injection);
+    assert_eq!(
+        loaded.registry.policy_origins()["allow_os_injection"].layer,
+        Layer::User
+    );
+}
+
+#[test]
+fn routes_rank_by_policy_order_then_authority_then_priority() {
+    let loaded = load(&[LayerSource::built_in()]);
+    let ids = |product: &str| -> Vec<String> {
+        koru_registry::rank_routes(&loaded.registry, product, Platform::Linux)
+            .iter()
+            .map(|i| i.id.clone())
+            .collect()
+    };
+    assert_eq!(
+        ids("vscode"),
+        [
+            "vscode_native_chat_open",
+            "vscode_plugin_drive",
+            // Same authority and priority: by id. Only one of them fits a given display.
+            "os_injector_wtype",
+            "os_injector_xdotool",
+            "os_injector_enigo",
+            "os_injector_ydotool"
+        ]
+    );
+    assert_eq!(ids("cursor")[0], "cursor_plugin_drive");
+    assert_eq!(ids("jetbrains-idea")[0], "jetbrains_plugin_drive");
+
+    let forbid = source(
+        Layer::User,
+        "user.yaml",
+        "policy:\n  products:\n    cursor:\n      route_order: [plugin_drive]\n      disabled: [cursor_plugin_drive]\n",
+    );
+    let loaded = load(&[LayerSource::built_in(), forbid]);
+    assert!(loaded.is_clean(), "{:#?}", loaded.diagnostics);
+    assert!(koru_registry::rank_routes(&loaded.registry, "cursor", Platform::Linux).is_empty());
+}

@@ -11,5 +11,7 @@ pub mod client;
 pub mod clock;
 pub mod codec;
 pub mod dev;
+pub mod doctor;
 pub mod paths;
+pub mod registry;
 pub mod server;

@@ -104,10 +104,10 @@ pub struct Welcome {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NegotiationError {
-    #[error("the client's protocol range {theirs_min}..={theirs_max} is empty")]
+    #[error("the client's protocol range {theirs_min}..{theirs_max} is empty")]
     EmptyRange { theirs_min: u32, theirs_max: u32 },
     #[error(
-        "no common protocol version: client speaks {theirs_min}..={theirs_max}, daemon speaks {ours_min}..={ours_max}"
+        "no common protocol version: client speaks {theirs_min}..{theirs_max}, daemon speaks {ours_min}..{ours_max}"
     )]
     NoCommonVersion {
         theirs_min: u32,

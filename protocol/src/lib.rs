@@ -30,7 +30,8 @@ pub use handshake::{
 pub use product::IdeProduct;
 pub use session::{
     ChatState, DriveCreate, DriveRef, DrivesList, DrivesListResult, PluginEvent, PluginEventKind,
-    SessionHealth, SessionInfo, SessionsList, SessionsListResult, StatusInfo, StreamEvent,
+    RefusedHandshake, RegistryStatus, SessionHealth, SessionInfo, SessionsList, SessionsListResult,
+    StatusInfo, StreamEvent,
 };
 
 /// The protocol version this build speaks natively (the highest it supports).

@@ -91,6 +91,41 @@ pub struct StatusInfo {
     pub controllers: usize,
     pub drives_active: usize,
     pub drives_total: usize,
+    /// The registry the daemon routes with.
+    #[serde(default)]
+    pub registry: RegistryStatus,
+    /// The most recent refused handshakes (newest last), so that doctor can explain a
+    /// plugin that could not connect.
+    #[serde(default)]
+    pub refused_handshakes: Vec<RefusedHandshake>,
+}
+
+/// The daemon's registry in a few facts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RegistryStatus {
+    /// How many interfaces the registry in use defines.
+    pub interfaces: usize,
+    /// The layers in use, e.g. `built-in`, `user: /home/me/.config/koru/registry.yaml`.
+    pub layers: Vec<String>,
+    /// Problems found in the layer files at the last (re)load. When the last reload had
+    /// problems the daemon kept the registry it had before.
+    pub diagnostics: Vec<String>,
+}
+
+/// A connection whose hello the daemon refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RefusedHandshake {
+    pub at_ms: u64,
+    pub code: crate::ErrorCode,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product: Option<IdeProduct>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<crate::VersionRange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_pid: Option<u32>,
 }
 
 /// `sessions.list` (controller → daemon): optional filters.
@@ -156,6 +191,13 @@ pub enum StreamEvent {
     },
     DriveUpdated {
         drive: DriveInfo,
+    },
+    /// The registry files were read again; `applied` is false when they had problems and
+    /// the daemon kept the registry it had.
+    RegistryReloaded {
+        applied: bool,
+        interfaces: usize,
+        diagnostics: Vec<String>,
     },
     /// A kind this build does not know.
     #[serde(other)]

@@ -130,15 +130,11 @@ impl Builder {
 impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, event: Event, mark: Marker) {
         match event {
-            Event::Scalar(value, ..) => {
-                if !self.node_starts(mark, Some(&value), false) {
-                    self.value_done();
-                }
+            Event::Scalar(value, ..) if !self.node_starts(mark, Some(&value), false) => {
+                self.value_done();
             }
-            Event::Alias(_) => {
-                if !self.node_starts(mark, None, false) {
-                    self.value_done();
-                }
+            Event::Alias(_) if !self.node_starts(mark, None, false) => {
+                self.value_done();
             }
             Event::MappingStart(..) => {
                 self.node_starts(mark, None, true);

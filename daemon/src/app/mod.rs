@@ -8,13 +8,14 @@
 pub mod drives;
 pub mod sessions;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use koru_protocol::{
     blocker, Blocker, Bye, ChatState, DriveCancelNotice, DriveCreate, DriveRequest, DriveResult,
     DriveState, DrivesListResult, Envelope, ErrorCode, ErrorMessage, Hello, Location, Message,
-    PluginEventKind, RequestId, Role, Route, SessionHealth, SessionsListResult, StatusInfo,
-    StreamEvent, StreamItem, VersionRange,
+    PluginEventKind, RefusedHandshake, RegistryStatus, RequestId, Role, Route, SessionHealth,
+    SessionsListResult, StatusInfo, StreamEvent, StreamItem, VersionRange,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -64,9 +65,16 @@ pub enum DaemonEvent {
     },
     /// The connection ended (EOF, error, close); `reason` says why.
     Disconnected { conn_id: ConnId, reason: String },
+    /// A connection's hello was refused (kept for doctor).
+    HandshakeRefused { record: Box<RefusedHandshake> },
+    /// The registry layers were read again (file change or SIGHUP).
+    RegistryChanged { loaded: Box<koru_registry::Loaded> },
     /// Periodic: heartbeats and deadlines.
     Tick,
 }
+
+/// How many refused handshakes the daemon remembers.
+const REFUSED_HANDSHAKES_KEPT: usize = 20;
 
 /// The settings the state machine needs.
 #[derive(Debug, Clone)]
@@ -97,12 +105,18 @@ pub struct App<C: Clock> {
     session_conn: HashMap<String, ConnId>,
     drives: DriveTable,
     stream_seq: u64,
+    registry: Arc<koru_registry::Registry>,
+    registry_status: RegistryStatus,
+    refused_handshakes: VecDeque<RefusedHandshake>,
 }
 
 impl<C: Clock> App<C> {
-    pub fn new(config: AppConfig, clock: C) -> Self {
+    /// A state machine routing with `registry` (the first load: used even when some
+    /// layer had problems, which are reported in status).
+    pub fn new(config: AppConfig, clock: C, registry: koru_registry::Loaded) -> Self {
         let started_at_ms = clock.now_ms();
         let drives = DriveTable::new(config.drive_history);
+        let registry_status = registry_status(&registry);
         App {
             config,
             clock,
@@ -112,7 +126,15 @@ impl<C: Clock> App<C> {
             session_conn: HashMap::new(),
             drives,
             stream_seq: 0,
+            registry: Arc::new(registry.registry),
+            registry_status,
+            refused_handshakes: VecDeque::new(),
         }
+    }
+
+    /// The registry in use.
+    pub fn registry(&self) -> &Arc<koru_registry::Registry> {
+        &self.registry
     }
 
     /// Applies one event.
@@ -140,8 +162,40 @@ impl<C: Clock> App<C> {
             } => self.on_greeted(conn_id, *hello, protocol),
             DaemonEvent::Received { conn_id, envelope } => self.on_received(conn_id, *envelope),
             DaemonEvent::Disconnected { conn_id, reason } => self.on_disconnected(conn_id, &reason),
+            DaemonEvent::HandshakeRefused { record } => {
+                self.refused_handshakes.push_back(*record);
+                while self.refused_handshakes.len() > REFUSED_HANDSHAKES_KEPT {
+                    self.refused_handshakes.pop_front();
+                }
+            }
+            DaemonEvent::RegistryChanged { loaded } => self.on_registry_changed(*loaded),
             DaemonEvent::Tick => self.on_tick(),
         }
+    }
+
+    /// Applies a reloaded registry when it is clean; otherwise keeps the last good one and
+    /// reports the problems.
+    fn on_registry_changed(&mut self, loaded: koru_registry::Loaded) {
+        let diagnostics: Vec<String> = loaded.diagnostics.iter().map(|d| d.to_string()).collect();
+        let applied = diagnostics.is_empty();
+        if applied {
+            self.registry_status = registry_status(&loaded);
+            self.registry = Arc::new(loaded.registry);
+            tracing::info!(
+                interfaces = self.registry.interfaces().len(),
+                "registry applied"
+            );
+        } else {
+            for diagnostic in &diagnostics {
+                tracing::warn!(%diagnostic, "registry problem; keeping the last good registry");
+            }
+            self.registry_status.diagnostics = diagnostics.clone();
+        }
+        self.publish(StreamEvent::RegistryReloaded {
+            applied,
+            interfaces: self.registry.interfaces().len(),
+            diagnostics,
+        });
     }
 
     /// Ends every running drive, says `bye` to every peer and closes every connection.
@@ -706,6 +760,8 @@ impl<C: Clock> App<C> {
             controllers: self.sessions.len() - plugins,
             drives_active: self.drives.active_count(),
             drives_total: self.drives.total_created(),
+            registry: self.registry_status.clone(),
+            refused_handshakes: self.refused_handshakes.iter().cloned().collect(),
         }
     }
 
@@ -761,6 +817,23 @@ impl<C: Clock> App<C> {
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
+    }
+}
+
+fn registry_status(loaded: &koru_registry::Loaded) -> RegistryStatus {
+    RegistryStatus {
+        interfaces: loaded.registry.interfaces().len(),
+        layers: loaded
+            .registry
+            .layers
+            .iter()
+            .filter(|l| l.applied)
+            .map(|l| match l.layer {
+                koru_registry::Layer::BuiltIn => "built-in".to_string(),
+                layer => format!("{}: {}", layer.as_str(), l.file),
+            })
+            .collect(),
+        diagnostics: loaded.diagnostics.iter().map(|d| d.to_string()).collect(),
     }
 }
 

@@ -49,6 +49,7 @@ impl Harness {
                 daemon_pid: 1,
             },
             clock.clone(),
+            koru_registry::load(&[koru_registry::LayerSource::built_in()]),
         );
         Harness {
             app,

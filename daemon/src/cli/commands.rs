@@ -18,13 +18,18 @@ use crate::client::{controller_hello, Client};
 use crate::clock::{Clock, SystemClock};
 use crate::server::DaemonConfig;
 
-pub async fn daemon(socket: PathBuf, args: DaemonArgs) -> anyhow::Result<ExitCode> {
+pub async fn daemon(
+    socket: PathBuf,
+    args: DaemonArgs,
+    registry_paths: crate::registry::LayerPaths,
+) -> anyhow::Result<ExitCode> {
     let config = DaemonConfig {
         heartbeat: Duration::from_millis(args.heartbeat_ms.max(1)),
         handshake_timeout: Duration::from_millis(args.handshake_timeout_ms.max(1)),
         max_line_bytes: args.max_line_bytes.max(64),
         default_drive_timeout: Duration::from_millis(args.drive_timeout_ms.max(1)),
         outbound_capacity: args.outbound_queue.max(1),
+        registry_paths,
         ..DaemonConfig::with_socket(socket)
     };
     let shutdown = CancellationToken::new();

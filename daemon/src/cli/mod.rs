@@ -1,7 +1,9 @@
 //! The `koru` command line: clap definitions, logging set-up, and dispatch to the daemon, the client commands and the dev tools.
 
 mod commands;
-mod table;
+mod doctor_cmd;
+mod registry_cmd;
+pub(crate) mod table;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +29,10 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
     pub log_format: LogFormat,
 
+    /// An extra registry layer file, applied over the built-in, user and project layers
+    #[arg(long, global = true, value_name = "FILE")]
+    pub registry: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -51,6 +57,11 @@ pub enum Command {
     Drives(DrivesArgs),
     /// Cancel a drive that has not finished
     Cancel(CancelArgs),
+    /// Check which interfaces work on this machine, why not, and what to do about it
+    Doctor(DoctorArgs),
+    /// Inspect and check the interface registry
+    #[command(subcommand)]
+    Registry(RegistryCommand),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -138,6 +149,33 @@ pub struct CancelArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print the report as JSON (schema: docs/doctor.schema.json)
+    #[arg(long)]
+    pub json: bool,
+    /// Check only these interfaces
+    #[arg(long, value_name = "ID", num_args = 1..)]
+    pub only: Vec<String>,
+    /// Time limit of each probe in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 2_000)]
+    pub timeout: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RegistryCommand {
+    /// Check the layer files (or built-in + FILE); exit 1 with located diagnostics
+    Validate { file: Option<PathBuf> },
+    /// Show the merged registry, or one interface with the layer each value came from
+    Show {
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the JSON Schema of a registry file (for editor completion)
+    Schema,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum DevCommand {
     /// A reference plugin that speaks the protocol like an IDE plugin would
@@ -161,9 +199,24 @@ pub fn main() -> ExitCode {
         }
     };
     let socket = crate::paths::socket_path(cli.socket.as_deref());
+    let layers = registry_cmd::cli_layer_paths(cli.registry.as_ref());
     let outcome = runtime.block_on(async move {
         match cli.command {
-            Command::Daemon(args) => commands::daemon(socket, args).await,
+            Command::Daemon(args) => {
+                // The daemon's own layers: project layers belong to sessions, not to the
+                // directory the daemon was started from.
+                let daemon_layers =
+                    crate::registry::LayerPaths::discover(None, cli.registry.as_deref());
+                commands::daemon(socket, args, daemon_layers).await
+            }
+            Command::Doctor(args) => doctor_cmd::run(&socket, args, layers).await,
+            Command::Registry(RegistryCommand::Validate { file }) => {
+                registry_cmd::validate(file.as_deref(), &layers)
+            }
+            Command::Registry(RegistryCommand::Show { id, json }) => {
+                registry_cmd::show(id.as_deref(), json, &layers)
+            }
+            Command::Registry(RegistryCommand::Schema) => registry_cmd::schema(),
             Command::Status(flag) => commands::status(&socket, flag.json).await,
             Command::Sessions(flag) => commands::sessions(&socket, flag.json).await,
             Command::Send(args) => commands::send(&socket, args).await,

@@ -50,6 +50,47 @@ pub struct FakePluginArgs {
     /// Append each received drive as one JSON line {drive_id, prompt, submit} to this file
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Do not announce the registry catalog's commands for the product as capabilities
+    /// (by default the fake plugin claims every command its product's routes need, as a
+    /// real plugin in a complete IDE would)
+    #[arg(long)]
+    pub no_commands: bool,
+    /// The protocol range to offer in hello, e.g. `2..3` to see a version mismatch
+    #[arg(long, value_name = "MIN..MAX")]
+    pub protocol: Option<String>,
+}
+
+/// `MIN..MAX` or a single version.
+fn parse_range(raw: &str) -> anyhow::Result<koru_protocol::VersionRange> {
+    let (min, max) = raw.split_once("..").unwrap_or((raw, raw));
+    let parse = |s: &str| {
+        s.trim()
+            .parse::<u32>()
+            .with_context(|| format!("--protocol {raw}: expected MIN..MAX with whole numbers"))
+    };
+    Ok(koru_protocol::VersionRange {
+        min: parse(min)?,
+        max: parse(max)?,
+    })
+}
+
+/// The `command:` capabilities the registry's routes for `product` require.
+fn catalog_commands(product: &str) -> Vec<Capability> {
+    let layers = crate::registry::LayerPaths::discover(None, None);
+    let loaded = crate::registry::load_layers(&layers);
+    let platform =
+        crate::doctor::probe::current_platform().unwrap_or(koru_registry::Platform::Linux);
+    let mut commands: Vec<String> = koru_registry::rank_routes(&loaded.registry, product, platform)
+        .iter()
+        .flat_map(|route| route.requires.capabilities.iter())
+        .filter_map(|c| c.strip_prefix("command:").map(str::to_string))
+        .collect();
+    commands.sort();
+    commands.dedup();
+    commands
+        .into_iter()
+        .map(|id| Capability::Command { id })
+        .collect()
 }
 
 pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode> {
@@ -63,7 +104,16 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
                 .map(|p| p.to_string_lossy().into_owned())
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let hello = plugin_hello(
+    let mut capabilities = vec![
+        Capability::NativeSend,
+        Capability::PluginDrive,
+        Capability::Clipboard,
+        Capability::ChatEvents,
+    ];
+    if !args.no_commands {
+        capabilities.extend(catalog_commands(&product.to_string()));
+    }
+    let mut hello = plugin_hello(
         "koru-fake-plugin",
         IdeInfo {
             product: product.clone(),
@@ -78,13 +128,11 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
             title: Some(format!("fake {product}")),
             focused: Some(args.focused),
         },
-        vec![
-            Capability::NativeSend,
-            Capability::PluginDrive,
-            Capability::Clipboard,
-            Capability::ChatEvents,
-        ],
+        capabilities,
     );
+    if let Some(range) = &args.protocol {
+        hello.protocol = parse_range(range)?;
+    }
     let mut client = Client::connect(socket, hello).await?;
     client.answer_pings = args.behaviour != Behaviour::Mute;
     eprintln!(

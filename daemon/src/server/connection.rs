@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use koru_protocol::{
-    decode_line, negotiate, Envelope, ErrorCode, ErrorMessage, Hello, Location, Message, Role,
-    VersionRange,
+    decode_line, negotiate, Envelope, ErrorCode, ErrorMessage, Hello, Location, Message,
+    RefusedHandshake, Role, VersionRange,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -16,6 +16,7 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{ConnId, ConnectionHandle, DaemonEvent, PeerInfo};
+use crate::clock::{Clock, SystemClock};
 use crate::codec::{FrameError, NdjsonCodec};
 
 /// Per-connection limits.
@@ -58,7 +59,21 @@ pub async fn serve(
     let our_uid = nix::unistd::getuid().as_raw();
     if peer.uid != our_uid {
         tracing::warn!(conn_id, peer_uid = peer.uid, peer_pid = ?peer.pid, "refused a connection from another user");
-        refuse(stream, &config, peer.uid, our_uid).await;
+        let message = refuse(stream, &config, peer.uid, our_uid).await;
+        let record = RefusedHandshake {
+            at_ms: SystemClock.now_ms(),
+            code: ErrorCode::PeerRefused,
+            message,
+            client: None,
+            product: None,
+            protocol: None,
+            peer_pid: peer.pid,
+        };
+        let _ = events
+            .send(DaemonEvent::HandshakeRefused {
+                record: Box::new(record),
+            })
+            .await;
         return;
     }
 
@@ -96,6 +111,7 @@ pub async fn serve(
         config: config.clone(),
         line_number: 0,
         malformed_in_a_row: 0,
+        peer_pid: peer.pid,
     };
     let reason = reader.run(conn_id, &events).await;
     tracing::debug!(conn_id, reason = %reason, "connection ending");
@@ -118,14 +134,19 @@ fn peer_info(stream: &UnixStream) -> std::io::Result<PeerInfo> {
     })
 }
 
-async fn refuse(mut stream: UnixStream, config: &ConnectionConfig, peer_uid: u32, our_uid: u32) {
-    let error = ErrorMessage::new(
-        ErrorCode::PeerRefused,
-        format!("this daemon serves uid {our_uid} only; your uid is {peer_uid}"),
-    );
+/// Tells another user's process why it is refused, then closes; returns the message.
+async fn refuse(
+    mut stream: UnixStream,
+    config: &ConnectionConfig,
+    peer_uid: u32,
+    our_uid: u32,
+) -> String {
+    let message = format!("this daemon serves uid {our_uid} only; your uid is {peer_uid}");
+    let error = ErrorMessage::new(ErrorCode::PeerRefused, message.clone());
     let line = koru_protocol::encode_line(&Envelope::new(Message::Error(error)));
     let _ = tokio::time::timeout(config.write_timeout, stream.write_all(&line)).await;
     let _ = stream.shutdown().await;
+    message
 }
 
 struct Reader {
@@ -135,6 +156,7 @@ struct Reader {
     config: Arc<ConnectionConfig>,
     line_number: u64,
     malformed_in_a_row: u32,
+    peer_pid: Option<u32>,
 }
 
 /// What one read produced.
@@ -197,7 +219,22 @@ impl Reader {
                 }
                 Err(error) => {
                     let code = error.code;
+                    let record = RefusedHandshake {
+                        at_ms: SystemClock.now_ms(),
+                        code,
+                        message: error.message.clone(),
+                        client: Some(hello.client.clone()),
+                        product: hello.ide.as_ref().map(|ide| ide.product.clone()),
+                        protocol: Some(hello.protocol),
+                        peer_pid: self.peer_pid,
+                    };
+                    tracing::warn!(conn_id, %code, message = %error.message, client = %hello.client.name, "refused a hello");
                     self.fail(error.with_reference(id));
+                    let _ = events
+                        .send(DaemonEvent::HandshakeRefused {
+                            record: Box::new(record),
+                        })
+                        .await;
                     return format!("handshake refused ({code})");
                 }
             }

@@ -29,6 +29,8 @@ pub struct DaemonConfig {
     /// How long shutdown waits for connections to flush and close.
     pub drain_timeout: Duration,
     pub drive_history: usize,
+    /// The registry layer files besides the built-in one.
+    pub registry_paths: crate::registry::LayerPaths,
 }
 
 impl DaemonConfig {
@@ -42,6 +44,7 @@ impl DaemonConfig {
             default_drive_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(3),
             drive_history: 1000,
+            registry_paths: crate::registry::LayerPaths::default(),
         }
     }
 }
@@ -59,6 +62,10 @@ pub async fn run(
     ready(bound.path());
 
     let (events_tx, events_rx) = mpsc::channel(4096);
+    let registry = crate::registry::load_layers(&config.registry_paths);
+    for diagnostic in &registry.diagnostics {
+        tracing::warn!(%diagnostic, "registry problem; that layer is left out");
+    }
     let app = App::new(
         AppConfig {
             socket_display: bound.path().display().to_string(),
@@ -69,6 +76,7 @@ pub async fn run(
             daemon_pid: std::process::id(),
         },
         SystemClock,
+        registry,
     );
     let tick = (config.heartbeat / 4).clamp(Duration::from_millis(20), Duration::from_millis(100));
     let app_stop = CancellationToken::new();
@@ -83,6 +91,11 @@ pub async fn run(
         close_flush_timeout: Duration::from_secs(1),
     });
     let tracker = TaskTracker::new();
+    tracker.spawn(crate::registry::watch::run(
+        config.registry_paths.clone(),
+        events_tx.clone(),
+        shutdown.clone(),
+    ));
     let mut next_conn_id = 0u64;
     loop {
         use interprocess::local_socket::traits::tokio::Listener as _;

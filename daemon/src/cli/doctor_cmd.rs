@@ -1,0 +1,72 @@
+//! `koru doctor [--json] [--only ID…] [--timeout MS]`: gathers facts, evaluates them against the registry (with each session's project layer), prints the report and exits 0, 1 or 2.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use super::DoctorArgs;
+use crate::doctor::{evaluate, probe, render::render, Inputs};
+use crate::registry::{find_project_layer, load_layers, LayerPaths};
+
+pub async fn run(socket: &Path, args: DoctorArgs, layers: LayerPaths) -> anyhow::Result<ExitCode> {
+    let timeout = Duration::from_millis(args.timeout.max(1));
+    let loaded = load_layers(&layers);
+    let known: Vec<&str> = loaded
+        .registry
+        .interfaces()
+        .iter()
+        .map(|i| i.id.as_str())
+        .collect();
+    for id in &args.only {
+        if !known.contains(&id.as_str()) {
+            anyhow::bail!(
+                "--only {id}: no such interface; known: {}",
+                known.join(", ")
+            );
+        }
+    }
+    let facts = probe::gather(&loaded.registry, socket, timeout).await;
+
+    // Each session's own project layer, if its workspace has one.
+    let mut session_registries = HashMap::new();
+    for session in &facts.daemon.sessions {
+        let project = session
+            .window
+            .workspace_folders
+            .iter()
+            .find_map(|folder| find_project_layer(Path::new(folder)));
+        if let Some(project) = project {
+            if Some(&project) == layers.project.as_ref() {
+                continue;
+            }
+            let paths = LayerPaths {
+                project: Some(project.clone()),
+                ..layers.clone()
+            };
+            let session_loaded = load_layers(&paths);
+            session_registries.insert(
+                session.session_id.clone(),
+                (session_loaded.registry, display(&project)),
+            );
+        }
+    }
+
+    let report = evaluate(&Inputs {
+        registry: &loaded.registry,
+        registry_diagnostics: loaded.diagnostics.iter().map(|d| d.to_string()).collect(),
+        facts: &facts,
+        session_registries,
+        only: args.only.clone(),
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(ExitCode::from(report.summary.exit_code))
+}
+
+fn display(path: &PathBuf) -> String {
+    path.display().to_string()
+}

@@ -1,0 +1,761 @@
+//! Doctor's judgement: turns the registry and the probes' facts into a status, blocker and recovery hint for every interface, and ranked drive paths for every connected session. Pure: no I/O.
+
+use std::collections::HashMap;
+
+use koru_protocol::{Capability, SessionInfo};
+use koru_registry::{
+    effective_policy, rank_routes, BlockerCode, DisplayServer, Family, Interface, Platform,
+    Registry, RouteKind, Transport,
+};
+
+use super::probe::Facts;
+use super::report::{
+    BlockerReport, DaemonReport, DoctorReport, EnvironmentReport, InterfaceCheck, RecoveryHint,
+    RegistryReport, RouteCheck, SessionPaths, Status, Summary, REPORT_SCHEMA_VERSION,
+};
+
+/// The environment's verdict on one interface, before sessions are considered.
+#[derive(Debug, Clone)]
+struct Verdict {
+    status: Status,
+    blocker: Option<(BlockerCode, String)>,
+    facts: Vec<String>,
+}
+
+impl Verdict {
+    fn ok(facts: Vec<String>) -> Verdict {
+        Verdict {
+            status: Status::Ok,
+            blocker: None,
+            facts,
+        }
+    }
+
+    fn blocked(
+        status: Status,
+        code: BlockerCode,
+        detail: impl Into<String>,
+        facts: Vec<String>,
+    ) -> Verdict {
+        Verdict {
+            status,
+            blocker: Some((code, detail.into())),
+            facts,
+        }
+    }
+}
+
+/// What doctor was asked to report.
+pub struct Inputs<'a> {
+    pub registry: &'a Registry,
+    pub registry_diagnostics: Vec<String>,
+    pub facts: &'a Facts,
+    /// Per-session registries (with the session's project layer), by session id.
+    pub session_registries: HashMap<String, (Registry, String)>,
+    /// Only these interfaces (empty: all).
+    pub only: Vec<String>,
+}
+
+/// Builds the whole report.
+pub fn evaluate(inputs: &Inputs<'_>) -> DoctorReport {
+    let facts = inputs.facts;
+    let registry = inputs.registry;
+    let plugins: Vec<&SessionInfo> = facts
+        .daemon
+        .sessions
+        .iter()
+        .filter(|s| s.role == koru_protocol::Role::Plugin)
+        .collect();
+
+    let mut environment_verdicts: HashMap<String, Verdict> = HashMap::new();
+    for interface in registry.interfaces() {
+        environment_verdicts.insert(interface.id.clone(), environment_verdict(interface, facts));
+    }
+
+    let sessions: Vec<SessionPaths> = plugins
+        .iter()
+        .map(|session| {
+            let (session_registry, project_layer) = inputs
+                .session_registries
+                .get(&session.session_id)
+                .map(|(r, p)| (r, Some(p.clone())))
+                .unwrap_or((registry, None));
+            session_paths(
+                session,
+                session_registry,
+                project_layer,
+                facts,
+                &environment_verdicts,
+            )
+        })
+        .collect();
+
+    let mut interfaces = Vec::new();
+    for interface in registry.interfaces() {
+        if !inputs.only.is_empty() && !inputs.only.contains(&interface.id) {
+            continue;
+        }
+        let verdict =
+            interface_verdict(interface, facts, &plugins, &sessions, &environment_verdicts);
+        interfaces.push(check_of(interface, verdict));
+    }
+    interfaces.sort_by_key(|check| family_rank(&check.family));
+
+    let count = |status: Status| interfaces.iter().filter(|c| c.status == status).count();
+    let sessions_with_a_drive_path = sessions
+        .iter()
+        .filter(|s| s.routes.iter().any(|r| r.usable))
+        .count();
+    let registry_diagnostics = inputs.registry_diagnostics.clone();
+    let daemon_registry_diagnostics = facts
+        .daemon
+        .status
+        .as_ref()
+        .map(|s| s.registry.diagnostics.clone())
+        .unwrap_or_default();
+    let (exit_code, verdict) = if !facts.daemon.running() {
+        (
+            2,
+            "the daemon is not running: no drive path; start it with `koru daemon`".to_string(),
+        )
+    } else if sessions_with_a_drive_path == 0 {
+        let why = if plugins.is_empty() {
+            "no IDE plugin is connected"
+        } else {
+            "no connected session has a usable route"
+        };
+        (2, format!("no drive path: {why}"))
+    } else if count(Status::Degraded) + count(Status::Unavailable) > 0
+        || !registry_diagnostics.is_empty()
+        || !daemon_registry_diagnostics.is_empty()
+    {
+        (
+            1,
+            format!(
+                "degraded: {sessions_with_a_drive_path} session(s) have a drive path; {} interface(s) need attention",
+                count(Status::Degraded) + count(Status::Unavailable)
+            ),
+        )
+    } else {
+        (0, "all applicable interfaces work".to_string())
+    };
+
+    DoctorReport {
+        schema_version: REPORT_SCHEMA_VERSION,
+        koru_version: env!("CARGO_PKG_VERSION").to_string(),
+        generated_at_ms: facts.now_ms,
+        daemon: DaemonReport {
+            socket: facts.daemon.socket.clone(),
+            running: facts.daemon.running(),
+            pid: facts.daemon.status.as_ref().map(|s| s.pid),
+            version: facts.daemon.status.as_ref().map(|s| s.version.clone()),
+            error: facts.daemon.error.clone(),
+            registry_diagnostics: daemon_registry_diagnostics,
+            refused_handshakes: facts
+                .daemon
+                .status
+                .as_ref()
+                .map(|s| {
+                    s.refused_handshakes
+                        .iter()
+                        .map(|r| {
+                            let who = r
+                                .client
+                                .as_ref()
+                                .map(|c| format!("{} {}", c.name, c.version))
+                                .unwrap_or_else(|| "a peer".into());
+                            let product = r
+                                .product
+                                .as_ref()
+                                .map(|p| format!(" in {p}"))
+                                .unwrap_or_default();
+                            format!("{who}{product}: {} ({})", r.message, r.code)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        },
+        environment: EnvironmentReport {
+            platform: std::env::consts::OS.to_string(),
+            display_server: facts.display_server().to_string(),
+            display: facts.env.get("DISPLAY").cloned(),
+            wayland_display: facts.env.get("WAYLAND_DISPLAY").cloned(),
+            dbus_session: match &facts.dbus {
+                None => "not configured".into(),
+                Some(Ok(_)) => "reachable".into(),
+                Some(Err(err)) => format!("unreachable: {err}"),
+            },
+        },
+        registry: RegistryReport {
+            layers: registry
+                .layers
+                .iter()
+                .map(|l| match l.layer {
+                    koru_registry::Layer::BuiltIn => "built-in".to_string(),
+                    layer => format!(
+                        "{}: {}{}",
+                        layer.as_str(),
+                        l.file,
+                        if l.applied {
+                            ""
+                        } else {
+                            " (left out: has errors)"
+                        }
+                    ),
+                })
+                .collect(),
+            interfaces: registry.interfaces().len(),
+            diagnostics: registry_diagnostics,
+        },
+        summary: Summary {
+            ok: count(Status::Ok),
+            degraded: count(Status::Degraded),
+            unavailable: count(Status::Unavailable),
+            not_applicable: count(Status::NotApplicable),
+            sessions_with_a_drive_path,
+            exit_code,
+            verdict,
+        },
+        interfaces,
+        sessions,
+    }
+}
+
+fn family_rank(family: &str) -> usize {
+    Family::ALL
+        .iter()
+        .position(|f| *f == family)
+        .unwrap_or(usize::MAX)
+}
+
+fn check_of(interface: &Interface, verdict: Verdict) -> InterfaceCheck {
+    let recovery = verdict
+        .blocker
+        .as_ref()
+        .map(|(code, _)| hints(interface, *code))
+        .unwrap_or_default();
+    InterfaceCheck {
+        id: interface.id.clone(),
+        family: interface.family.to_string(),
+        description: interface.description.clone(),
+        status: verdict.status,
+        authority: interface.authority.to_string(),
+        verification: interface.verification.mode.to_string(),
+        route: interface.route.map(|r| r.to_string()),
+        blocker: verdict.blocker.map(|(code, detail)| BlockerReport {
+            code: code.to_string(),
+            detail,
+        }),
+        recovery,
+        facts: verdict.facts,
+    }
+}
+
+fn hints(interface: &Interface, code: BlockerCode) -> Vec<RecoveryHint> {
+    interface
+        .recovery_for(code)
+        .into_iter()
+        .map(|r| RecoveryHint {
+            id: r.id.clone(),
+            label: r.label.clone(),
+            does: r.does.clone(),
+            safe_to_repeat: r.safe_to_repeat,
+        })
+        .collect()
+}
+
+/// The blocker a missing requirement maps to, preferring one the interface lists.
+fn blocker_for_missing(interface: &Interface, preferred: &[BlockerCode]) -> BlockerCode {
+    preferred
+        .iter()
+        .copied()
+        .find(|code| interface.blocking_modes.contains(code))
+        .unwrap_or(preferred[0])
+}
+
+/// What this machine's environment says about an interface (features, platform, display,
+/// binaries, variables, paths, D-Bus, stores), independent of sessions.
+fn environment_verdict(interface: &Interface, facts: &Facts) -> Verdict {
+    let mut found = Vec::new();
+    if !interface.enabled {
+        return Verdict::blocked(
+            Status::NotApplicable,
+            BlockerCode::Disabled,
+            "disabled in the registry (`enabled: false`)",
+            found,
+        );
+    }
+    if let Some(platform) = facts.platform {
+        if !interface.applies_to.platforms.contains(&platform) {
+            return Verdict::blocked(
+                Status::NotApplicable,
+                BlockerCode::PlatformUnsupported,
+                format!("not available on {}", platform_name(platform)),
+                found,
+            );
+        }
+    }
+    for feature in &interface.requires.features {
+        if !facts.features.contains(feature) {
+            return Verdict::blocked(
+                Status::Unavailable,
+                BlockerCode::FeatureMissing,
+                format!(
+                    "this koru build ({}) does not include `{feature}` yet",
+                    env!("CARGO_PKG_VERSION")
+                ),
+                found,
+            );
+        }
+    }
+    let displays = &interface.applies_to.display_servers;
+    if !displays.contains(&DisplayServer::Any) {
+        let current = facts.display_server();
+        let wanted: Vec<&str> = displays.iter().map(|d| d.as_str()).collect();
+        if current != "none" && !wanted.contains(&current) {
+            return Verdict::blocked(
+                Status::NotApplicable,
+                BlockerCode::NoDisplay,
+                format!("needs {}; this session is {current}", wanted.join(" or ")),
+                found,
+            );
+        }
+    }
+    for alternatives in &interface.requires.env {
+        let names: Vec<&str> = alternatives.split('|').collect();
+        match names.iter().find_map(|n| facts.env.get(*n).map(|v| (n, v))) {
+            Some((name, value)) => found.push(format!("{name}={value}")),
+            None => {
+                let code = if names
+                    .iter()
+                    .any(|n| *n == "DISPLAY" || *n == "WAYLAND_DISPLAY")
+                {
+                    BlockerCode::NoDisplay
+                } else if names.iter().any(|n| n.starts_with("DBUS_")) {
+                    BlockerCode::BusUnavailable
+                } else {
+                    blocker_for_missing(interface, &[BlockerCode::CapabilityMissing])
+                };
+                return Verdict::blocked(
+                    Status::Unavailable,
+                    code,
+                    format!("{} is not set", names.join(" or ")),
+                    found,
+                );
+            }
+        }
+    }
+    for alternatives in &interface.requires.binaries {
+        let names: Vec<&str> = alternatives.split('|').collect();
+        let present = names.iter().find_map(|n| {
+            facts
+                .binaries
+                .get(*n)
+                .filter(|b| b.path.is_some())
+                .map(|b| (n, b))
+        });
+        match present {
+            Some((name, binary)) => found.push(match &binary.version {
+                Some(version) => format!("{name}: {version}"),
+                None => format!(
+                    "{name} at {}",
+                    binary
+                        .path
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
+                ),
+            }),
+            None => {
+                let code = blocker_for_missing(
+                    interface,
+                    &[
+                        BlockerCode::InjectorMissing,
+                        BlockerCode::ClipboardUnavailable,
+                    ],
+                );
+                return Verdict::blocked(
+                    Status::Unavailable,
+                    code,
+                    format!("{} not found on PATH", names.join(" or ")),
+                    found,
+                );
+            }
+        }
+    }
+    for path in &interface.requires.paths {
+        if facts.paths.get(path) != Some(&true) {
+            let code = if path.contains("uinput") {
+                BlockerCode::UinputMissing
+            } else {
+                blocker_for_missing(interface, &[BlockerCode::StoreMissing])
+            };
+            return Verdict::blocked(
+                Status::Unavailable,
+                code,
+                format!("{path} does not exist"),
+                found,
+            );
+        }
+        found.push(format!("{path} exists"));
+    }
+    if interface.transport == Transport::Dbus {
+        match &facts.dbus {
+            Some(Ok(name)) => found.push(format!("session bus reachable (as {name})")),
+            Some(Err(err)) => {
+                return Verdict::blocked(
+                    Status::Unavailable,
+                    BlockerCode::BusUnavailable,
+                    format!("session bus unreachable: {err}"),
+                    found,
+                )
+            }
+            None => {}
+        }
+    }
+    if !interface.locations.is_empty() {
+        return location_verdict(interface, facts, found);
+    }
+    Verdict::ok(found)
+}
+
+fn platform_name(platform: Platform) -> &'static str {
+    platform.as_str()
+}
+
+fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>) -> Verdict {
+    let mut present = 0;
+    let mut unreadable = Vec::new();
+    for location in &interface.locations {
+        let Some(fact) = facts.locations.get(location) else {
+            continue;
+        };
+        if !fact.exists {
+            continue;
+        }
+        present += 1;
+        if !fact.readable {
+            unreadable.push(format!(
+                "{}: {}",
+                fact.expanded,
+                fact.error.clone().unwrap_or_else(|| "unreadable".into())
+            ));
+            continue;
+        }
+        let newest = fact
+            .newest_mtime_ms
+            .map(|t| format!(", newest {} ago", ago(facts.now_ms, t)))
+            .unwrap_or_default();
+        found.push(format!(
+            "{}: {}{} file(s){newest}",
+            fact.expanded,
+            if fact.truncated { "≥" } else { "" },
+            fact.files
+        ));
+    }
+    if present == 0 {
+        let expanded: Vec<String> = interface
+            .locations
+            .iter()
+            .map(|l| {
+                facts
+                    .locations
+                    .get(l)
+                    .map(|f| f.expanded.clone())
+                    .unwrap_or_else(|| l.clone())
+            })
+            .collect();
+        if interface.family == Family::ArtifactExchange {
+            found.push(format!("{} (created on first use)", expanded.join(", ")));
+            return Verdict::ok(found);
+        }
+        return Verdict::blocked(
+            Status::NotApplicable,
+            BlockerCode::StoreMissing,
+            format!("nothing at {}", expanded.join(", ")),
+            found,
+        );
+    }
+    if !unreadable.is_empty() {
+        return Verdict::blocked(
+            Status::Degraded,
+            BlockerCode::StoreUnreadable,
+            unreadable.join("; "),
+            found,
+        );
+    }
+    Verdict::ok(found)
+}
+
+fn ago(now_ms: u64, then_ms: u64) -> String {
+    crate::cli::table::age(now_ms, then_ms)
+}
+
+/// The interface's overall verdict: the environment's, refined by the daemon and sessions.
+fn interface_verdict(
+    interface: &Interface,
+    facts: &Facts,
+    plugins: &[&SessionInfo],
+    sessions: &[SessionPaths],
+    environment: &HashMap<String, Verdict>,
+) -> Verdict {
+    let base = environment[&interface.id].clone();
+    if base.status != Status::Ok {
+        return base;
+    }
+    let needs_daemon = interface.id == "daemon_socket"
+        || interface.depends_on.iter().any(|d| d == "daemon_socket")
+        || (interface.family == Family::IdeControl && interface.transport == Transport::UnixSocket);
+    if needs_daemon && !facts.daemon.running() {
+        let detail = facts
+            .daemon
+            .error
+            .clone()
+            .unwrap_or_else(|| format!("no daemon at {}", facts.daemon.socket));
+        return Verdict::blocked(
+            Status::Unavailable,
+            BlockerCode::DaemonDown,
+            detail,
+            base.facts,
+        );
+    }
+    let mut found = base.facts;
+    // A plugin socket: which plugins of its family are connected, and who was refused.
+    if interface.family == Family::IdeControl && interface.transport == Transport::UnixSocket {
+        let matching: Vec<&&SessionInfo> = plugins
+            .iter()
+            .filter(|s| applies_to_session(interface, s))
+            .collect();
+        for session in &matching {
+            found.push(describe_session(session));
+        }
+        let refused: Vec<String> = facts
+            .daemon
+            .status
+            .iter()
+            .flat_map(|s| s.refused_handshakes.iter())
+            .filter(|r| r.code == koru_protocol::ErrorCode::VersionMismatch)
+            .filter(|r| {
+                r.product.as_ref().is_some_and(|p| {
+                    interface
+                        .applies_to
+                        .products
+                        .iter()
+                        .any(|pattern| koru_registry::product_matches(pattern, &p.to_string()))
+                })
+            })
+            .map(|r| {
+                let client = r
+                    .client
+                    .as_ref()
+                    .map(|c| format!("{} {}", c.name, c.version))
+                    .unwrap_or_default();
+                let offered = r
+                    .protocol
+                    .map(|p| format!("protocol {}..{}", p.min, p.max))
+                    .unwrap_or_default();
+                format!(
+                    "{client} ({}) offered {offered}; this daemon speaks {}..{}",
+                    r.product
+                        .as_ref()
+                        .map(|p| p.to_string())
+                        .unwrap_or_default(),
+                    koru_protocol::MIN_PROTOCOL_VERSION,
+                    koru_protocol::PROTOCOL_VERSION
+                )
+            })
+            .collect();
+        if !refused.is_empty() {
+            return Verdict::blocked(
+                Status::Degraded,
+                BlockerCode::VersionMismatch,
+                refused.join("; "),
+                found,
+            );
+        }
+        if matching.is_empty() {
+            return Verdict::blocked(
+                Status::NotApplicable,
+                BlockerCode::PluginMissing,
+                "no plugin of this family is connected",
+                found,
+            );
+        }
+        return Verdict::ok(found);
+    }
+    // A plugin route: judged by the sessions it applies to.
+    if matches!(
+        interface.route,
+        Some(RouteKind::NativeSend | RouteKind::PluginDrive)
+    ) {
+        let candidates: Vec<&RouteCheck> = sessions
+            .iter()
+            .flat_map(|s| s.routes.iter())
+            .filter(|r| r.interface == interface.id)
+            .collect();
+        if candidates.is_empty() {
+            return Verdict::blocked(
+                Status::NotApplicable,
+                BlockerCode::PluginMissing,
+                "no connected session this route applies to",
+                found,
+            );
+        }
+        let usable = candidates.iter().filter(|r| r.usable).count();
+        found.push(format!(
+            "usable for {usable} of {} session(s)",
+            candidates.len()
+        ));
+        if usable == 0 {
+            let first = candidates[0].blocker.clone();
+            let code = first
+                .as_ref()
+                .and_then(|b| {
+                    serde_json::from_value(serde_json::Value::String(b.code.clone())).ok()
+                })
+                .unwrap_or(BlockerCode::CapabilityMissing);
+            return Verdict::blocked(
+                Status::Degraded,
+                code,
+                first.map(|b| b.detail).unwrap_or_default(),
+                found,
+            );
+        }
+        return Verdict::ok(found);
+    }
+    Verdict::ok(found)
+}
+
+fn applies_to_session(interface: &Interface, session: &SessionInfo) -> bool {
+    let product = session
+        .ide
+        .as_ref()
+        .map(|i| i.product.to_string())
+        .unwrap_or_default();
+    interface
+        .applies_to
+        .products
+        .iter()
+        .any(|pattern| koru_registry::product_matches(pattern, &product))
+}
+
+fn describe_session(session: &SessionInfo) -> String {
+    let (product, version) = session
+        .ide
+        .as_ref()
+        .map(|i| (i.product.to_string(), i.version.clone()))
+        .unwrap_or_default();
+    format!(
+        "{} {product} {version} via {} {} (protocol {})",
+        session.session_id, session.client.name, session.client.version, session.protocol
+    )
+}
+
+fn has_capability(session: &SessionInfo, wanted: &str) -> bool {
+    session
+        .capabilities
+        .iter()
+        .any(|capability| match (capability, wanted.split_once(':')) {
+            (Capability::Command { id }, Some(("command", want))) => id == want,
+            (Capability::ToolWindow { id }, Some(("tool_window", want))) => id == want,
+            (Capability::NativeSend, None) => wanted == "native_send",
+            (Capability::PluginDrive, None) => wanted == "plugin_drive",
+            (Capability::DriveSteps, None) => wanted == "drive_steps",
+            (Capability::ChatEvents, None) => wanted == "chat_events",
+            (Capability::Clipboard, None) => wanted == "clipboard",
+            _ => false,
+        })
+}
+
+fn session_paths(
+    session: &SessionInfo,
+    registry: &Registry,
+    project_layer: Option<String>,
+    facts: &Facts,
+    environment: &HashMap<String, Verdict>,
+) -> SessionPaths {
+    let product = session
+        .ide
+        .as_ref()
+        .map(|i| i.product.to_string())
+        .unwrap_or_else(|| "other".into());
+    let platform = facts.platform.unwrap_or(Platform::Linux);
+    let policy = effective_policy(registry, &product);
+    let routes = rank_routes(registry, &product, platform)
+        .into_iter()
+        .enumerate()
+        .map(|(index, interface)| {
+            let blocker: Option<(BlockerCode, String)> = match interface.route {
+                Some(RouteKind::OsInjection) => {
+                    let verdict = environment
+                        .get(&interface.id)
+                        .cloned()
+                        .unwrap_or_else(|| environment_verdict(interface, facts));
+                    if !policy.allow_os_injection {
+                        Some((
+                            BlockerCode::PolicyForbidden,
+                            format!("the registry policy forbids OS injection for {product}"),
+                        ))
+                    } else if verdict.status != Status::Ok {
+                        verdict.blocker
+                    } else if session.window.pid.is_none() {
+                        Some((
+                            BlockerCode::FocusMismatch,
+                            "the plugin did not report a window pid to target".into(),
+                        ))
+                    } else {
+                        None
+                    }
+                }
+                _ => {
+                    let verdict = environment_verdict(interface, facts);
+                    if verdict.status != Status::Ok {
+                        verdict.blocker
+                    } else {
+                        interface
+                            .requires
+                            .capabilities
+                            .iter()
+                            .find(|c| !has_capability(session, c))
+                            .map(|missing| {
+                                (
+                                    BlockerCode::CapabilityMissing,
+                                    format!("the plugin does not report `{missing}`"),
+                                )
+                            })
+                    }
+                }
+            };
+            RouteCheck {
+                rank: index + 1,
+                route: interface.route.map(|r| r.to_string()).unwrap_or_default(),
+                interface: interface.id.clone(),
+                usable: blocker.is_none(),
+                verification: interface.verification.mode.to_string(),
+                recovery: blocker
+                    .as_ref()
+                    .map(|(code, _)| hints(interface, *code))
+                    .unwrap_or_default(),
+                blocker: blocker.map(|(code, detail)| BlockerReport {
+                    code: code.to_string(),
+                    detail,
+                }),
+            }
+        })
+        .collect();
+    SessionPaths {
+        session_id: session.session_id.clone(),
+        product,
+        ide_version: session
+            .ide
+            .as_ref()
+            .map(|i| i.version.clone())
+            .unwrap_or_default(),
+        plugin: format!("{} {}", session.client.name, session.client.version),
+        protocol: session.protocol,
+        workspace_folders: session.window.workspace_folders.clone(),
+        window_pid: session.window.pid,
+        project_layer,
+        routes,
+    }
+}

@@ -1,15 +1,29 @@
 #!/usr/bin/env bash
-# Runs every test of the project on a fresh machine: installs what the tests need, then the Rust workspace tests.
+# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xdotool, wtype, xclip, dbus), then the Rust workspace tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need_apt=()
-command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
-if [ "${#need_apt[@]}" -gt 0 ]; then
+# program → Debian package providing it
+declare -A needed=(
+  [setpriv]=util-linux
+  [Xvfb]=xvfb
+  [xdpyinfo]=x11-utils
+  [xdotool]=xdotool
+  [wtype]=wtype
+  [xclip]=xclip
+  [dbus-daemon]=dbus
+)
+missing=()
+for program in "${!needed[@]}"; do
+  command -v "$program" >/dev/null 2>&1 || missing+=("${needed[$program]}")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
+    echo "installing: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   else
-    echo "missing system packages: ${need_apt[*]} (install them with apt-get)" >&2
+    echo "missing system packages: ${missing[*]} (install them with apt-get, or run this script as root)" >&2
     exit 1
   fi
 fi

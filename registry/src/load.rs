@@ -275,6 +275,7 @@ fn deserialize_collecting<T: serde::de::DeserializeOwned>(
     spans: &SpanIndex,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<T> {
+    let mut removed: Vec<String> = Vec::new();
     for _ in 0..64 {
         let result = serde_path_to_error::deserialize::<_, T>(value.clone());
         let error = match result {
@@ -307,13 +308,29 @@ fn deserialize_collecting<T: serde::de::DeserializeOwned>(
             }
             return None;
         }
+        // A missing field that we removed ourselves after reporting it: already said.
+        if inner_message
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split('`').next())
+            .is_some_and(|field| removed.iter().any(|r| r == field))
+        {
+            return None;
+        }
         let full = join_path(prefix, if relative == "." { "" } else { &relative });
         diagnostics.push(diagnostic_at(
             name,
             spans.find(&full),
             format!("{}: {inner_message}", describe_path(&full)),
         ));
-        return None;
+        // Drop the offending field and go on, so every bad field of the entry is reported.
+        let (holder, field) = match relative.rfind('.') {
+            Some(cut) => (&relative[..cut], &relative[cut + 1..]),
+            None => ("", relative.as_str()),
+        };
+        if relative == "." || field.contains('[') || !remove_key(&mut value, holder, field) {
+            return None;
+        }
+        removed.push(field.to_string());
     }
     None
 }

@@ -397,3 +397,112 @@ pub fn greet(socket: &Path, hello: &Value) -> (Raw, Value) {
     assert_eq!(welcome["type"], "welcome", "hello refused: {welcome}");
     (raw, welcome)
 }
+
+/// A private X server (Xvfb) for tests that need a real display; killed when dropped.
+pub struct Xvfb {
+    child: Child,
+    /// `:N`
+    pub display: String,
+}
+
+impl Xvfb {
+    /// Starts Xvfb on a free display (it picks the number itself) and waits until it answers.
+    pub fn start() -> Xvfb {
+        let mut child = Command::new("Xvfb")
+            .args([
+                "-displayfd",
+                "1",
+                "-screen",
+                "0",
+                "1280x800x24",
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("Xvfb is installed (scripts/test-all.sh installs it)");
+        let mut number = String::new();
+        let stdout = child.stdout.take().expect("piped stdout");
+        BufReader::new(stdout)
+            .read_line(&mut number)
+            .expect("Xvfb prints its display number");
+        let display = format!(":{}", number.trim());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let ready = Command::new("xdpyinfo")
+                .env("DISPLAY", &display)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            if ready {
+                return Xvfb { child, display };
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("Xvfb on {display} did not answer within 10 s");
+    }
+}
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A private D-Bus session bus; killed when dropped.
+pub struct SessionBus {
+    child: Child,
+    /// The value for DBUS_SESSION_BUS_ADDRESS.
+    pub address: String,
+}
+
+impl SessionBus {
+    pub fn start(dir: &Path) -> SessionBus {
+        let socket = dir.join("bus.sock");
+        let mut child = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--print-address=1"])
+            .arg(format!("--address=unix:path={}", socket.display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dbus-daemon is installed (scripts/test-all.sh installs it)");
+        let mut address = String::new();
+        BufReader::new(child.stdout.take().expect("piped stdout"))
+            .read_line(&mut address)
+            .expect("dbus-daemon prints its address");
+        SessionBus {
+            child,
+            address: address.trim().to_string(),
+        }
+    }
+}
+
+impl Drop for SessionBus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A directory to use as PATH that holds links to exactly the named programs.
+pub fn bin_dir_with(root: &Path, programs: &[&str]) -> PathBuf {
+    let dir = root.join(format!("bin-{}", unique()));
+    std::fs::create_dir_all(&dir).expect("bin dir");
+    for program in programs {
+        let real = ["/usr/bin", "/usr/local/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(program))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| {
+                panic!("{program} is not installed (scripts/test-all.sh installs it)")
+            });
+        std::os::unix::fs::symlink(real, dir.join(program)).expect("symlink");
+    }
+    dir
+}

@@ -1,7 +1,7 @@
 //! `koru doctor [--json] [--only ID…] [--timeout MS]`: gathers facts, evaluates them against the registry (with each session's project layer), prints the report and exits 0, 1 or 2.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ pub async fn run(socket: &Path, args: DoctorArgs, layers: LayerPaths) -> anyhow:
             let session_loaded = load_layers(&paths);
             session_registries.insert(
                 session.session_id.clone(),
-                (session_loaded.registry, display(&project)),
+                (session_loaded.registry, project.display().to_string()),
             );
         }
     }
@@ -65,8 +65,4 @@ pub async fn run(socket: &Path, args: DoctorArgs, layers: LayerPaths) -> anyhow:
         print!("{}", render(&report));
     }
     Ok(ExitCode::from(report.summary.exit_code))
-}
-
-fn display(path: &PathBuf) -> String {
-    path.display().to_string()
 }

@@ -681,8 +681,15 @@ fn session_paths(
         .unwrap_or_else(|| "other".into());
     let platform = facts.platform.unwrap_or(Platform::Linux);
     let policy = effective_policy(registry, &product);
+    // Routes that do not apply here at all (another display server) are not candidates:
+    // the planner would not try them.
     let routes = rank_routes(registry, &product, platform)
         .into_iter()
+        .filter(|interface| {
+            environment
+                .get(&interface.id)
+                .is_none_or(|verdict| verdict.status != Status::NotApplicable)
+        })
         .enumerate()
         .map(|(index, interface)| {
             let blocker: Option<(BlockerCode, String)> = match interface.route {

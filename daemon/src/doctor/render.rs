@@ -141,11 +141,11 @@ fn render_check(out: &mut String, check: &InterfaceCheck) {
         Some(blocker) => format!("{}: {}", blocker.code, blocker.detail),
         None => check.facts.join("; "),
     };
-    let _ = writeln!(
-        out,
+    let line = format!(
         "  {:<12} {:<38} {:<7} {:<12} {}",
         status, check.id, check.authority, check.verification, detail
     );
+    let _ = writeln!(out, "{}", line.trim_end());
     if check.blocker.is_some() && !check.facts.is_empty() {
         let _ = writeln!(
             out,

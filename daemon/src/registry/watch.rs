@@ -15,45 +15,80 @@ use crate::app::DaemonEvent;
 /// becomes one reload.
 pub const DEBOUNCE: Duration = Duration::from_millis(150);
 
-/// Watches the layer files and sends `RegistryChanged` on every change and on SIGHUP,
-/// until `shutdown`.
-pub async fn run(
+/// The file watch, set up before the daemon accepts connections so that no change made
+/// after start-up is missed.
+pub struct RegistryWatcher {
     paths: LayerPaths,
-    events: mpsc::Sender<DaemonEvent>,
-    shutdown: CancellationToken,
-) {
-    let (changed_tx, mut changed_rx) = mpsc::unbounded_channel::<()>();
-    let targets: Vec<PathBuf> = paths.files().iter().map(|(_, p)| p.to_path_buf()).collect();
-    let watch_dirs = directories_to_watch(&targets);
-    let handler_targets = targets.clone();
-    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Ok(event) = event {
-            let relevant = event.paths.iter().any(|changed| {
-                handler_targets
-                    .iter()
-                    .any(|target| changed == target || target.starts_with(changed))
-            });
-            if relevant {
-                let _ = changed_tx.send(());
+    targets: Vec<PathBuf>,
+    watched: BTreeSet<PathBuf>,
+    watcher: Option<notify::RecommendedWatcher>,
+    changed_rx: mpsc::UnboundedReceiver<()>,
+}
+
+impl RegistryWatcher {
+    /// Starts watching the layer files' directories now.
+    pub fn start(paths: LayerPaths) -> RegistryWatcher {
+        let (changed_tx, changed_rx) = mpsc::unbounded_channel::<()>();
+        let targets: Vec<PathBuf> = paths.files().iter().map(|(_, p)| p.to_path_buf()).collect();
+        let handler_targets = targets.clone();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if let Ok(event) = event {
+                let relevant = event.paths.iter().any(|changed| {
+                    handler_targets
+                        .iter()
+                        .any(|target| changed == target || target.starts_with(changed))
+                });
+                if relevant {
+                    let _ = changed_tx.send(());
+                }
             }
-        }
-    });
-    let mut watcher = match watcher {
-        Ok(watcher) => Some(watcher),
-        Err(err) => {
-            tracing::warn!(error = %err, "cannot watch registry files; reload with SIGHUP");
-            None
-        }
-    };
-    if let Some(watcher) = watcher.as_mut() {
-        for dir in &watch_dirs {
-            if let Err(err) = watcher.watch(dir, RecursiveMode::NonRecursive) {
-                tracing::warn!(dir = %dir.display(), error = %err, "cannot watch a registry directory");
-            } else {
-                tracing::debug!(dir = %dir.display(), "watching for registry changes");
+        });
+        let watcher = match watcher {
+            Ok(watcher) => Some(watcher),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot watch registry files; reload with SIGHUP");
+                None
+            }
+        };
+        let mut this = RegistryWatcher {
+            paths,
+            targets,
+            watched: BTreeSet::new(),
+            watcher,
+            changed_rx,
+        };
+        this.arm();
+        this
+    }
+
+    /// Watches every layer directory that exists and is not watched yet.
+    fn arm(&mut self) {
+        let Some(watcher) = self.watcher.as_mut() else {
+            return;
+        };
+        for dir in directories_to_watch(&self.targets) {
+            if self.watched.contains(&dir) {
+                continue;
+            }
+            match watcher.watch(&dir, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    tracing::debug!(dir = %dir.display(), "watching for registry changes");
+                    self.watched.insert(dir);
+                }
+                Err(err) => {
+                    tracing::warn!(dir = %dir.display(), error = %err, "cannot watch a registry directory")
+                }
             }
         }
     }
+}
+
+/// Sends `RegistryChanged` on every change of a layer file and on SIGHUP, until `shutdown`.
+pub async fn run(
+    mut watch: RegistryWatcher,
+    events: mpsc::Sender<DaemonEvent>,
+    shutdown: CancellationToken,
+) {
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(signal) => Some(signal),
         Err(err) => {
@@ -61,30 +96,21 @@ pub async fn run(
             None
         }
     };
-    let mut watched: BTreeSet<PathBuf> = watch_dirs.into_iter().collect();
     loop {
         let reason = tokio::select! {
             _ = shutdown.cancelled() => return,
-            Some(()) = changed_rx.recv() => {
+            Some(()) = watch.changed_rx.recv() => {
                 // Debounce: swallow the rest of the burst.
                 tokio::time::sleep(DEBOUNCE).await;
-                while changed_rx.try_recv().is_ok() {}
+                while watch.changed_rx.try_recv().is_ok() {}
                 "a registry file changed"
             }
             Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => "SIGHUP",
         };
         // A layer directory created after start (e.g. ~/.config/koru) gets watched now.
-        if let Some(watcher) = watcher.as_mut() {
-            for dir in directories_to_watch(&targets) {
-                if !watched.contains(&dir)
-                    && watcher.watch(&dir, RecursiveMode::NonRecursive).is_ok()
-                {
-                    watched.insert(dir);
-                }
-            }
-        }
+        watch.arm();
         let loaded = tokio::task::spawn_blocking({
-            let paths = paths.clone();
+            let paths = watch.paths.clone();
             move || load_layers(&paths)
         })
         .await;

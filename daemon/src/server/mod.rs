@@ -57,6 +57,9 @@ pub async fn run(
     shutdown: CancellationToken,
     ready: impl FnOnce(&std::path::Path),
 ) -> Result<(), SocketError> {
+    // Watch the registry files before anyone can connect, so no later edit is missed.
+    let registry_watch =
+        crate::registry::watch::RegistryWatcher::start(config.registry_paths.clone());
     let mut bound = socket::bind(&config.socket_path)?;
     tracing::info!(socket = %bound.path().display(), pid = std::process::id(), version = env!("CARGO_PKG_VERSION"), "koru daemon listening");
     ready(bound.path());
@@ -92,7 +95,7 @@ pub async fn run(
     });
     let tracker = TaskTracker::new();
     tracker.spawn(crate::registry::watch::run(
-        config.registry_paths.clone(),
+        registry_watch,
         events_tx.clone(),
         shutdown.clone(),
     ));

@@ -51,6 +51,15 @@ fn normalize(text: &str, sandbox: &Sandbox) -> String {
             "koru-fake-plugin <VERSION>",
         ),
         (r"vscode \d+\.\d+\.\d+", "vscode <VERSION>"),
+        (
+            r#""generated_at_ms": \d+"#,
+            r#""generated_at_ms": "<TIME>""#,
+        ),
+        (r#""(pid|window_pid)": \d+"#, r#""$1": "<PID>""#),
+        (
+            r#""(koru_version|version|ide_version)": "\d+\.\d+\.\d+""#,
+            r#""$1": "<VERSION>""#,
+        ),
     ];
     let mut out = text;
     for (pattern, replacement) in rules {
@@ -127,7 +136,10 @@ fn with_a_real_display_and_a_connected_plugin_the_routes_are_ranked_and_usable()
     let text = String::from_utf8_lossy(&table.stdout);
     expect_file!["snapshots/doctor_x11_with_plugin.txt"].assert_eq(&normalize(&text, &sandbox));
 
-    let report = json(&doctor(&sandbox, &path, &env, &["--json"]));
+    let raw = doctor(&sandbox, &path, &env, &["--json"]);
+    expect_file!["snapshots/doctor_x11_with_plugin.json"]
+        .assert_eq(&normalize(&String::from_utf8_lossy(&raw.stdout), &sandbox));
+    let report = json(&raw);
     assert_eq!(check(&report, "os_injector_xdotool")["status"], "ok");
     assert!(check(&report, "os_injector_xdotool")["facts"][0]
         .as_str()

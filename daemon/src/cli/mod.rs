@@ -188,10 +188,16 @@ pub enum DevCommand {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format, matches!(cli.command, Command::Daemon(_)));
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // The daemon is one event loop on one thread: every message crosses several tasks
+    // (connection reader → state machine → peer's writer), and on one thread those
+    // hand-offs are plain queue pushes instead of cross-thread wake-ups. Blocking work
+    // (registry reloads) goes to tokio's blocking pool.
+    let mut builder = if matches!(cli.command, Command::Daemon(_)) {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("koru: cannot start the async runtime: {err}");

@@ -408,6 +408,9 @@ pub fn role_may_send(role: Role, type_name: &str) -> bool {
     }
 }
 
+/// Lines already queued for a peer are coalesced into writes of up to this many bytes.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
 async fn write_loop(
     mut write_half: OwnedWriteHalf,
     mut outbound: mpsc::Receiver<Envelope>,
@@ -420,8 +423,16 @@ async fn write_loop(
             biased;
             envelope = outbound.recv() => {
                 let Some(envelope) = envelope else { break };
-                let line = koru_protocol::encode_line(&envelope);
-                match tokio::time::timeout(config.write_timeout, write_half.write_all(&line)).await {
+                // Everything already queued goes out in one write: a drive's reply and its
+                // first events are produced together.
+                let mut batch = koru_protocol::encode_line(&envelope);
+                while batch.len() < WRITE_BATCH_BYTES {
+                    match outbound.try_recv() {
+                        Ok(next) => batch.extend_from_slice(&koru_protocol::encode_line(&next)),
+                        Err(_) => break,
+                    }
+                }
+                match tokio::time::timeout(config.write_timeout, write_half.write_all(&batch)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(err)) => {
                         tracing::debug!(conn_id, error = %err, "write failed");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xdotool, wtype, xclip, dbus), then the Rust workspace tests.
+# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus), then the Rust workspace tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +12,11 @@ declare -A needed=(
   [wtype]=wtype
   [xclip]=xclip
   [dbus-daemon]=dbus
+  [xterm]=xterm
+  [sway]=sway
+  [foot]=foot
+  [wl-copy]=wl-clipboard
+  [xprop]=x11-utils
 )
 missing=()
 for program in "${!needed[@]}"; do

@@ -145,6 +145,8 @@ closed_enum! {
         FocusMismatch => "focus_mismatch",
         NoDisplay => "no_display",
         InjectorMissing => "injector_missing",
+        /// The injector is there but its command failed.
+        InjectorFailed => "injector_failed",
         ClipboardUnavailable => "clipboard_unavailable",
         Timeout => "timeout",
         ScreenLocked => "screen_locked",

@@ -1,0 +1,166 @@
+//! Which windows a drive may target: the IDE's process family (the pid from the plugin's hello, its ancestors and descendants) and/or title and class patterns.
+
+use std::collections::BTreeSet;
+
+use regex::Regex;
+
+/// What identifies the target window.
+#[derive(Debug, Clone, Default)]
+pub struct TargetSpec {
+    /// The pids whose windows qualify (see [`process_family`]).
+    pub pids: BTreeSet<u32>,
+    pub title: Option<Regex>,
+    pub class: Option<Regex>,
+}
+
+impl TargetSpec {
+    /// A target by process: the pid and its whole family.
+    pub fn for_pid(pid: u32) -> TargetSpec {
+        TargetSpec {
+            pids: process_family(pid),
+            ..TargetSpec::default()
+        }
+    }
+
+    /// True when `window` qualifies: its pid is in the family (when pids are given) and
+    /// its title and class match (when patterns are given).
+    pub fn matches(&self, window: &crate::Window) -> bool {
+        let pid_ok = self.pids.is_empty() || window.pid.is_some_and(|p| self.pids.contains(&p));
+        let title_ok = self
+            .title
+            .as_ref()
+            .is_none_or(|r| r.is_match(&window.title));
+        let class_ok = self
+            .class
+            .as_ref()
+            .is_none_or(|r| r.is_match(&window.class));
+        pid_ok && title_ok && class_ok
+    }
+
+    /// Nothing to match on at all.
+    pub fn is_empty(&self) -> bool {
+        self.pids.is_empty() && self.title.is_none() && self.class.is_none()
+    }
+}
+
+impl std::fmt::Display for TargetSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if !self.pids.is_empty() {
+            parts.push(format!(
+                "pids {}",
+                self.pids
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+        if let Some(title) = &self.title {
+            parts.push(format!("title /{title}/"));
+        }
+        if let Some(class) = &self.class {
+            parts.push(format!("class /{class}/"));
+        }
+        if parts.is_empty() {
+            f.write_str("nothing")
+        } else {
+            f.write_str(&parts.join(" and "))
+        }
+    }
+}
+
+/// `pid`, its ancestors up to (not including) init, and all its descendants: the window of
+/// an IDE may belong to the main process while the plugin runs in a child (VS Code's
+/// extension host), or the other way round.
+pub fn process_family(pid: u32) -> BTreeSet<u32> {
+    let mut family = BTreeSet::from([pid]);
+    let parents = all_parents();
+    let mut current = pid;
+    while let Some(parent) = parents.get(&current).copied() {
+        if parent <= 1 || !family.insert(parent) {
+            break;
+        }
+        current = parent;
+    }
+    let mut frontier = vec![pid];
+    while let Some(next) = frontier.pop() {
+        for (child, parent) in &parents {
+            if *parent == next && family.insert(*child) {
+                frontier.push(*child);
+            }
+        }
+    }
+    family
+}
+
+/// pid → parent pid for every process (Linux `/proc`).
+fn all_parents() -> std::collections::HashMap<u32, u32> {
+    let mut parents = std::collections::HashMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return parents;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The command name is in parentheses and may contain spaces: parse after the last ')'.
+        if let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) {
+            if let Some(ppid) = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
+                parents.insert(pid, ppid);
+            }
+        }
+    }
+    parents
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_family_of_this_process_holds_its_parent_and_its_children() {
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let family = process_family(me);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(family.contains(&me));
+        assert!(
+            family.contains(&child.id()),
+            "descendants are in the family"
+        );
+        let parent = std::os::unix::process::parent_id();
+        if parent > 1 {
+            assert!(family.contains(&parent), "ancestors are in the family");
+        }
+    }
+
+    #[test]
+    fn matching_needs_every_given_criterion() {
+        let window = crate::Window {
+            id: "1".into(),
+            pid: Some(10),
+            title: "repo — Visual Studio Code".into(),
+            class: "Code".into(),
+        };
+        let mut spec = TargetSpec::default();
+        spec.pids.insert(10);
+        assert!(spec.matches(&window));
+        spec.title = Some(Regex::new("Cursor").unwrap());
+        assert!(!spec.matches(&window));
+        spec.title = Some(Regex::new("Visual Studio Code$").unwrap());
+        spec.pids = BTreeSet::from([11]);
+        assert!(!spec.matches(&window));
+    }
+}

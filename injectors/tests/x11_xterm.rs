@@ -1,0 +1,234 @@
+//! The X11 backends against real windows: xterm under Xvfb, found by pid, receives a multi-line Unicode prompt byte-exact by paste (xdotool + xclip, and enigo) and ASCII by typing; the clipboard is restored; a target that cannot be focused gets nothing and neither does the decoy.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use koru_injectors::{
+    deliver, Clipboard, DeliverOptions, Injector, Method, Stage, TargetSpec, WindowControl,
+    XclipClipboard, XdotoolKeys, XdotoolWindows,
+};
+use koru_system_tests::Xvfb;
+
+/// X input is global to a display and DISPLAY is process-wide: one test at a time.
+static DISPLAY_LOCK: Mutex<()> = Mutex::new(());
+
+struct Desk {
+    _xvfb: Xvfb,
+    _guard: MutexGuard<'static, ()>,
+    dir: tempfile::TempDir,
+    terminals: Vec<Child>,
+}
+
+impl Desk {
+    fn new() -> Desk {
+        let guard = DISPLAY_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let xvfb = Xvfb::start();
+        // The injectors read DISPLAY from the environment, like the daemon does.
+        std::env::set_var("DISPLAY", &xvfb.display);
+        Desk {
+            _xvfb: xvfb,
+            _guard: guard,
+            dir: tempfile::tempdir().unwrap(),
+            terminals: Vec::new(),
+        }
+    }
+
+    /// An xterm titled `title` that appends what is typed into it to a file; returns its pid and file.
+    fn terminal(&mut self, title: &str) -> (u32, PathBuf) {
+        let out = self.dir.path().join(format!("{title}.txt"));
+        std::fs::write(&out, "").unwrap();
+        let child = Command::new("xterm")
+            .args(["-u8", "-title", title, "-xrm"])
+            .arg("XTerm*VT100.translations: #override Ctrl Shift <Key>V: insert-selection(CLIPBOARD)")
+            .args(["-e", "sh", "-c"])
+            .arg(format!("stty -echo; exec cat >> '{}'", out.display()))
+            .env("LANG", "C.UTF-8")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("xterm is installed (scripts/test-all.sh installs it)");
+        let pid = child.id();
+        self.terminals.push(child);
+        let windows = XdotoolWindows::default();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while windows
+            .find(&TargetSpec::for_pid(pid))
+            .map(|w| w.is_empty())
+            .unwrap_or(true)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "xterm {title} did not map a window"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Let the shell inside start reading.
+        std::thread::sleep(Duration::from_millis(300));
+        (pid, out)
+    }
+}
+
+impl Drop for Desk {
+    fn drop(&mut self) {
+        for child in &mut self.terminals {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn xdotool_injector() -> Injector {
+    Injector {
+        name: "xdotool",
+        windows: Box::new(XdotoolWindows::default()),
+        keys: Box::new(XdotoolKeys::default()),
+        clipboard: Some(Box::new(XclipClipboard::default())),
+    }
+}
+
+fn terminal_options(method: Method) -> DeliverOptions {
+    DeliverOptions {
+        method,
+        paste_chord: "ctrl+shift+v".parse().unwrap(),
+        ..DeliverOptions::default()
+    }
+}
+
+/// Waits until the file holds `expected` (or times out) and returns what it holds.
+fn wait_for(path: &Path, expected: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text == expected || Instant::now() >= deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const PROMPT: &str = "Fix the parser — keep «tests» green ✓\n日本語のコメント 🚀\n\ttabbed line; \"quoted\" & <angled> $HOME";
+
+#[test]
+fn xdotool_pastes_a_multiline_unicode_prompt_byte_exact_into_the_window_found_by_pid() {
+    let mut desk = Desk::new();
+    let (pid, out) = desk.terminal("target");
+    let clipboard = XclipClipboard::default();
+    clipboard.write("the user's own clipboard").unwrap();
+
+    let injector = xdotool_injector();
+    injector.probe().expect("xdotool works here");
+    let window = injector
+        .windows
+        .find(&TargetSpec::for_pid(pid))
+        .unwrap()
+        .remove(0);
+    assert_eq!(window.pid, Some(pid));
+    assert_eq!(window.title, "target");
+    let delivery = deliver(&injector, &window, PROMPT, &terminal_options(Method::Auto)).unwrap();
+    assert_eq!(delivery.method, Method::Paste);
+    assert_eq!(delivery.stage, Stage::Submitted);
+    assert!(delivery.clipboard_restored);
+
+    let expected = format!("{PROMPT}\n");
+    assert_eq!(wait_for(&out, &expected), expected);
+    assert_eq!(
+        clipboard.read().unwrap().as_deref(),
+        Some("the user's own clipboard")
+    );
+}
+
+#[test]
+fn xdotool_types_ascii_when_asked_to() {
+    let mut desk = Desk::new();
+    let (pid, out) = desk.terminal("typed");
+    let injector = xdotool_injector();
+    let window = injector
+        .windows
+        .find(&TargetSpec::for_pid(pid))
+        .unwrap()
+        .remove(0);
+    let text = "plain ASCII prompt: cargo test --workspace 2>&1 | tail -5";
+    let delivery = deliver(&injector, &window, text, &terminal_options(Method::Type)).unwrap();
+    assert_eq!(delivery.method, Method::Type);
+    let expected = format!("{text}\n");
+    assert_eq!(wait_for(&out, &expected), expected);
+}
+
+#[cfg(feature = "enigo")]
+#[test]
+fn enigo_delivers_by_paste_and_by_typing() {
+    let mut desk = Desk::new();
+    let (pid, out) = desk.terminal("enigo");
+    let injector = Injector {
+        name: "enigo",
+        windows: Box::new(XdotoolWindows::default()),
+        keys: Box::new(koru_injectors::EnigoKeys),
+        clipboard: Some(Box::new(XclipClipboard::default())),
+    };
+    injector.probe().expect("enigo works here");
+    let window = injector
+        .windows
+        .find(&TargetSpec::for_pid(pid))
+        .unwrap()
+        .remove(0);
+    deliver(&injector, &window, PROMPT, &terminal_options(Method::Paste)).unwrap();
+    let pasted = format!("{PROMPT}\n");
+    assert_eq!(wait_for(&out, &pasted), pasted);
+    deliver(
+        &injector,
+        &window,
+        "typed by enigo 42",
+        &terminal_options(Method::Type),
+    )
+    .unwrap();
+    let both = format!("{pasted}typed by enigo 42\n");
+    assert_eq!(wait_for(&out, &both), both);
+}
+
+#[test]
+fn a_target_that_cannot_be_focused_gets_nothing_and_neither_does_the_decoy() {
+    let mut desk = Desk::new();
+    let (decoy_pid, decoy_out) = desk.terminal("decoy");
+    let (target_pid, target_out) = desk.terminal("hidden");
+    let injector = xdotool_injector();
+    let target = injector
+        .windows
+        .find(&TargetSpec::for_pid(target_pid))
+        .unwrap()
+        .remove(0);
+    let decoy = injector
+        .windows
+        .find(&TargetSpec::for_pid(decoy_pid))
+        .unwrap()
+        .remove(0);
+    // The target is unmapped (it cannot take focus); the decoy holds focus.
+    Command::new("xdotool")
+        .args(["windowunmap", "--sync", &target.id])
+        .status()
+        .unwrap();
+    injector.windows.focus(&decoy).unwrap();
+
+    let failure = deliver(
+        &injector,
+        &target,
+        "must never land anywhere",
+        &terminal_options(Method::Auto),
+    )
+    .unwrap_err();
+    assert_eq!(
+        failure.error.blocker(),
+        "focus_mismatch",
+        "{:?}",
+        failure.error
+    );
+    assert_eq!(failure.reached, Stage::Nothing);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        std::fs::read_to_string(&decoy_out).unwrap(),
+        "",
+        "the decoy got keystrokes"
+    );
+    assert_eq!(std::fs::read_to_string(&target_out).unwrap(), "");
+}

@@ -51,7 +51,9 @@ fn plugin_hello(product: &str) -> Value {
     json!({"v": 1, "type": "hello", "role": "plugin", "protocol": {"min": 1, "max": 1},
            "client": {"name": "bench", "version": "0"},
            "ide": {"product": product, "version": "1", "app_name": "Bench"},
-           "window": {"pid": 1, "workspace_folders": ["/bench"]}, "capabilities": []})
+           "window": {"pid": 1, "workspace_folders": ["/bench"]},
+           "capabilities": [{"kind": "command", "id": "workbench.action.chat.open"},
+                            {"kind": "command", "id": "composer.startComposerPrompt"}]})
 }
 
 async fn greet(socket: &Path, hello: &Value) -> (Line, String) {

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod codec;
 pub mod dev;
 pub mod doctor;
+pub mod drive;
 pub mod paths;
 pub mod registry;
 pub mod server;

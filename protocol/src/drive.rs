@@ -27,16 +27,47 @@ pub mod blocker {
     pub const FOCUS_MISMATCH: &str = "focus_mismatch";
     /// The plugin refused a command outside its allow-list.
     pub const COMMAND_NOT_ALLOWED: &str = "command_not_allowed";
+    /// The registry policy forbids the route.
+    pub const POLICY_FORBIDDEN: &str = "policy_forbidden";
+    /// No route could be tried at all.
+    pub const NO_ROUTE: &str = "no_route";
+    /// No display server for OS injection.
+    pub const NO_DISPLAY: &str = "no_display";
+    /// The injector program is missing.
+    pub const INJECTOR_MISSING: &str = "injector_missing";
 }
 
-/// Which way the plugin should deliver the prompt.
+/// Which way a prompt is delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Route {
-    /// Run the product's native "send to chat" command with the prompt.
+    /// The plugin runs the product's native "send to chat" command with the prompt.
     NativeSend,
-    /// Focus the chat input, paste the prompt, submit — acking each stage.
+    /// The plugin focuses the chat input, pastes the prompt, submits — acking each stage.
     PluginDrive,
+    /// The daemon focuses the IDE window and injects keys (never sent to a plugin).
+    OsInjection,
+}
+
+impl Route {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Route::NativeSend => "native_send",
+            Route::PluginDrive => "plugin_drive",
+            Route::OsInjection => "os_injection",
+        }
+    }
+}
+
+/// What to do when the target chat is busy (replying or waiting for input).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BusyPolicy {
+    /// Wait until the chat is idle (bounded by the drive's timeout).
+    #[default]
+    Queue,
+    /// End at once as failed with blocker `chat_busy`.
+    Fail,
 }
 
 /// One step the plugin runs for a drive: an IDE command with arguments, and the stage it proves.
@@ -63,6 +94,9 @@ pub struct DriveOptions {
     /// How long the whole drive may take before it ends `timed_out` (daemon default if absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// What to do while the chat is busy.
+    #[serde(default)]
+    pub busy: BusyPolicy,
 }
 
 fn default_true() -> bool {
@@ -75,6 +109,7 @@ impl Default for DriveOptions {
             submit: true,
             new_chat: false,
             timeout_ms: None,
+            busy: BusyPolicy::Queue,
         }
     }
 }
@@ -138,10 +173,12 @@ pub struct Ack {
     pub blocker: Option<Blocker>,
 }
 
-/// Which session a drive is for.
+/// Which session (or, without a plugin, which window) a drive is for.
 ///
-/// On the wire: `{"session": "s_…"}`, `{"workspace": "/abs/path"}`, `{"product": "cursor"}`
-/// or the string `"focused"` (the plugin session whose window has focus).
+/// On the wire: `{"session": "s_…"}`, `{"workspace": "/abs/path"}`, `{"product": "cursor"}`,
+/// the string `"focused"` (the plugin session whose window has focus), or
+/// `{"window": {"pid": 4242}}` / `{"window": {"title": "regex"}}` for an IDE window
+/// without a plugin, driven by OS injection alone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Target {
@@ -149,6 +186,17 @@ pub enum Target {
     Workspace(String),
     Product(IdeProduct),
     Focused,
+    Window(WindowTarget),
+}
+
+/// An IDE window without a plugin: by process id (its whole process family counts) and/or
+/// a title regular expression.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WindowTarget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 impl std::fmt::Display for Target {
@@ -158,6 +206,12 @@ impl std::fmt::Display for Target {
             Target::Workspace(path) => write!(f, "workspace {path}"),
             Target::Product(product) => write!(f, "product {product}"),
             Target::Focused => f.write_str("the focused window"),
+            Target::Window(window) => match (window.pid, &window.title) {
+                (Some(pid), Some(title)) => write!(f, "window pid {pid} titled /{title}/"),
+                (Some(pid), None) => write!(f, "window pid {pid}"),
+                (None, Some(title)) => write!(f, "window titled /{title}/"),
+                (None, None) => f.write_str("an unspecified window"),
+            },
         }
     }
 }
@@ -219,12 +273,60 @@ pub struct StageRecord {
     pub at_ms: u64,
 }
 
+/// How far a drive's result can be trusted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Verification {
+    /// Not delivered (yet).
+    #[default]
+    None,
+    /// The plugin acked every stage.
+    Acked,
+    /// Delivered by OS injection with focus verified before and after, but nothing inside
+    /// the IDE confirmed it: unverified until an observer sees the prompt.
+    Unverified,
+}
+
+/// What happened to one route the planner considered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// Not tried: not usable now (the blocker says why).
+    Skipped,
+    Running,
+    Succeeded,
+    Failed,
+    /// Not tried because an earlier route may already have delivered the prompt.
+    NotTried,
+}
+
+/// One route the planner considered for a drive, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RouteAttempt {
+    pub route: Route,
+    /// The registry interface.
+    pub interface: String,
+    pub outcome: AttemptOutcome,
+    /// The last stage this route reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reached: Option<DriveState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocker: Option<Blocker>,
+    /// What an operator can do about the blocker (from the registry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_ms: Option<u64>,
+}
+
 /// The public record of a drive, as controllers see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DriveInfo {
     pub drive_id: String,
     pub target: Target,
-    /// The session the target resolved to.
+    /// The session the target resolved to (empty for a window target without a plugin).
     pub session_id: String,
     pub route: Route,
     pub options: DriveOptions,
@@ -241,4 +343,9 @@ pub struct DriveInfo {
     pub created_at_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at_ms: Option<u64>,
+    /// Every route the planner considered, in order, with what happened.
+    #[serde(default)]
+    pub attempts: Vec<RouteAttempt>,
+    #[serde(default)]
+    pub verification: Verification,
 }

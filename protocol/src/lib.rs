@@ -15,8 +15,9 @@ mod session;
 
 pub use capability::Capability;
 pub use drive::{
-    blocker, Ack, AckStage, Blocker, DriveCancelNotice, DriveInfo, DriveOptions, DriveRequest,
-    DriveState, DriveStep, Route, StageRecord, Target,
+    blocker, Ack, AckStage, AttemptOutcome, Blocker, BusyPolicy, DriveCancelNotice, DriveInfo,
+    DriveOptions, DriveRequest, DriveState, DriveStep, Route, RouteAttempt, StageRecord, Target,
+    Verification, WindowTarget,
 };
 pub use envelope::{
     decode_line, encode_line, Bye, DecodeError, DriveResult, Envelope, Message, RequestId,

@@ -168,6 +168,10 @@ pub struct PolicyEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_os_injection: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paste_chord: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_chord: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub products: Option<BTreeMap<String, ProductPolicy>>,
 }
 
@@ -709,6 +713,12 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
     }
     if let Some(Value::Bool(allow)) = policy.get("allow_os_injection") {
         resolved_policy.allow_os_injection = *allow;
+    }
+    if let Some(Value::String(chord)) = policy.get("paste_chord") {
+        resolved_policy.paste_chord = chord.clone();
+    }
+    if let Some(Value::String(chord)) = policy.get("submit_chord") {
+        resolved_policy.submit_chord = chord.clone();
     }
     if let Some(products) = policy.get("products") {
         resolved_policy.products = serde_json::from_value(products.clone()).unwrap_or_default();

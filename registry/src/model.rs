@@ -345,6 +345,12 @@ pub struct ProductPolicy {
     /// Interface ids never used for this product.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disabled: Vec<String>,
+    /// The chord that pastes into this product's chat input (OS injection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paste_chord: Option<String>,
+    /// The chord that submits this product's chat input (OS injection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_chord: Option<String>,
 }
 
 /// How the planner picks routes.
@@ -352,6 +358,10 @@ pub struct ProductPolicy {
 pub struct Policy {
     pub route_order: Vec<RouteKind>,
     pub allow_os_injection: bool,
+    /// The chord that pastes into a chat input under OS injection (`ctrl+v`).
+    pub paste_chord: String,
+    /// The chord that submits a chat input under OS injection (`Return`).
+    pub submit_chord: String,
     /// Keyed by product name (`cursor`, `jetbrains-idea`, `vscode-family`, `jetbrains-*`).
     pub products: BTreeMap<String, ProductPolicy>,
 }
@@ -365,6 +375,8 @@ impl Default for Policy {
                 RouteKind::OsInjection,
             ],
             allow_os_injection: true,
+            paste_chord: "ctrl+v".into(),
+            submit_chord: "Return".into(),
             products: BTreeMap::new(),
         }
     }

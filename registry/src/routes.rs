@@ -9,6 +9,8 @@ pub struct EffectivePolicy {
     pub route_order: Vec<RouteKind>,
     pub allow_os_injection: bool,
     pub disabled: Vec<String>,
+    pub paste_chord: String,
+    pub submit_chord: String,
 }
 
 /// Applies the per-product rules whose key matches `product`: broad patterns
@@ -20,6 +22,8 @@ pub fn effective_policy(registry: &Registry, product: &str) -> EffectivePolicy {
         route_order: policy.route_order.clone(),
         allow_os_injection: policy.allow_os_injection,
         disabled: Vec::new(),
+        paste_chord: policy.paste_chord.clone(),
+        submit_chord: policy.submit_chord.clone(),
     };
     let mut matching: Vec<(&String, &crate::ProductPolicy)> = policy
         .products
@@ -35,6 +39,12 @@ pub fn effective_policy(registry: &Registry, product: &str) -> EffectivePolicy {
             effective.allow_os_injection = allow;
         }
         effective.disabled.extend(rules.disabled.iter().cloned());
+        if let Some(chord) = &rules.paste_chord {
+            effective.paste_chord = chord.clone();
+        }
+        if let Some(chord) = &rules.submit_chord {
+            effective.submit_chord = chord.clone();
+        }
     }
     effective
 }

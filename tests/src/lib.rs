@@ -385,7 +385,7 @@ pub fn plugin_hello(product: &str, workspace: &Path) -> Value {
         "client": {"name": "system-test-plugin", "version": "0"},
         "ide": {"product": product, "version": "1.0", "app_name": "Test IDE"},
         "window": {"pid": std::process::id(), "workspace_folders": [workspace.to_str().unwrap()]},
-        "capabilities": [{"kind": "plugin_drive"}]
+        "capabilities": [{"kind": "plugin_drive"}, {"kind": "command", "id": "workbench.action.chat.open"}]
     })
 }
 

@@ -173,7 +173,7 @@ fn with_a_real_display_and_a_connected_plugin_the_routes_are_ranked_and_usable()
             ("vscode_native_chat_open".to_string(), true),
             ("vscode_plugin_drive".to_string(), true),
             ("os_injector_xdotool".to_string(), true),
-            ("os_injector_enigo".to_string(), false),
+            ("os_injector_enigo".to_string(), true),
             ("os_injector_ydotool".to_string(), false),
         ]
     );

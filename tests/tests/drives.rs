@@ -133,10 +133,7 @@ fn no_submit_ends_done_at_pasted() {
         .iter()
         .map(|h| h["state"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        states,
-        ["queued", "sent", "received", "focused", "pasted", "done"]
-    );
+    assert_eq!(states, ["queued", "sent", "received", "pasted", "done"]);
     assert!(std::fs::read_to_string(&record)
         .unwrap()
         .contains("\"submit\":false"));

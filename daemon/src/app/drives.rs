@@ -3,8 +3,11 @@
 use std::collections::{HashMap, VecDeque};
 
 use koru_protocol::{
-    AckStage, Blocker, DriveInfo, DriveOptions, DriveState, Route, StageRecord, Target,
+    AckStage, AttemptOutcome, Blocker, DriveInfo, DriveOptions, DriveState, Route, RouteAttempt,
+    StageRecord, Target, Verification, WindowTarget,
 };
+
+use crate::drive::planner::Candidate;
 
 /// How many characters of a prompt listings show.
 const EXCERPT_CHARS: usize = 60;
@@ -25,10 +28,20 @@ pub struct DriveRecord {
     /// The moment the drive ends `timed_out` if it has not ended before.
     pub deadline_ms: u64,
     pub finished_at_ms: Option<u64>,
+    /// Routes not tried yet, best first.
+    pub candidates: VecDeque<Candidate>,
+    /// The route being tried now.
+    pub current: Option<Candidate>,
+    pub attempts: Vec<RouteAttempt>,
+    pub verification: Verification,
+    /// The window OS injection aims at (a window target, or the plugin's window).
+    pub window: Option<WindowTarget>,
+    /// More pids of the target (the plugin's parent process).
+    pub extra_pids: Vec<u32>,
 }
 
 /// What an ack did to a drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AckOutcome {
     /// The drive moved forward and is still running.
     Advanced,
@@ -36,6 +49,8 @@ pub enum AckOutcome {
     Finished,
     /// Nothing changed (a repeated or out-of-order stage).
     Ignored,
+    /// The current route failed with this blocker; the planner decides what comes next.
+    StepFailed(Blocker),
 }
 
 impl DriveRecord {
@@ -66,7 +81,112 @@ impl DriveRecord {
             created_at_ms: now_ms,
             deadline_ms: now_ms.saturating_add(timeout_ms),
             finished_at_ms: None,
+            candidates: VecDeque::new(),
+            current: None,
+            attempts: Vec::new(),
+            verification: Verification::None,
+            window: None,
+            extra_pids: Vec::new(),
         }
+    }
+
+    /// Records a route that cannot be tried now.
+    pub fn skip(&mut self, candidate: &Candidate) {
+        self.attempts.push(RouteAttempt {
+            route: candidate.route,
+            interface: candidate.interface.clone(),
+            outcome: AttemptOutcome::Skipped,
+            reached: None,
+            blocker: candidate.usable.clone().err(),
+            hint: candidate.hint.clone(),
+            started_at_ms: None,
+            finished_at_ms: None,
+        });
+    }
+
+    /// Starts trying a route.
+    pub fn begin_attempt(&mut self, candidate: Candidate, now_ms: u64) {
+        self.route = candidate.route;
+        self.attempts.push(RouteAttempt {
+            route: candidate.route,
+            interface: candidate.interface.clone(),
+            outcome: AttemptOutcome::Running,
+            reached: None,
+            blocker: None,
+            hint: None,
+            started_at_ms: Some(now_ms),
+            finished_at_ms: None,
+        });
+        self.current = Some(candidate);
+        if self.state == DriveState::Queued {
+            self.enter(DriveState::Sent, now_ms);
+        } else if self.state != DriveState::Sent {
+            // A fallback: the next route starts from `sent` again.
+            self.enter(DriveState::Sent, now_ms);
+        }
+    }
+
+    /// Ends the running attempt.
+    pub fn end_attempt(
+        &mut self,
+        outcome: AttemptOutcome,
+        blocker: Option<Blocker>,
+        hint: Option<String>,
+        now_ms: u64,
+    ) {
+        let reached = (self.state != DriveState::Sent && self.state != DriveState::Queued)
+            .then_some(self.state)
+            .filter(|s| !s.is_terminal())
+            .or_else(|| {
+                // A finished drive reached the stage before its terminal state.
+                self.history.iter().rev().map(|r| r.state).find(|s| {
+                    !s.is_terminal() && *s != DriveState::Sent && *s != DriveState::Queued
+                })
+            });
+        if let Some(attempt) = self
+            .attempts
+            .iter_mut()
+            .rev()
+            .find(|a| a.outcome == AttemptOutcome::Running)
+        {
+            attempt.outcome = outcome;
+            attempt.reached = reached;
+            attempt.blocker = blocker;
+            attempt.hint = hint;
+            attempt.finished_at_ms = Some(now_ms);
+        }
+    }
+
+    /// Records every route not tried because the prompt may already be delivered.
+    pub fn abandon_rest(&mut self) {
+        for candidate in std::mem::take(&mut self.candidates) {
+            self.attempts.push(RouteAttempt {
+                route: candidate.route,
+                interface: candidate.interface,
+                outcome: AttemptOutcome::NotTried,
+                reached: None,
+                blocker: None,
+                hint: None,
+                started_at_ms: None,
+                finished_at_ms: None,
+            });
+        }
+    }
+
+    /// Moves through stages reached outside plugin acks (OS injection).
+    pub fn advance_to(&mut self, state: DriveState, now_ms: u64) {
+        if !self.is_terminal() && rank(state) > rank(self.state) {
+            self.enter(state, now_ms);
+        }
+    }
+
+    /// True once text may be in the chat input: retrying by another route could duplicate it.
+    pub fn may_have_delivered(&self) -> bool {
+        self.history
+            .iter()
+            .rev()
+            .take_while(|r| r.state != DriveState::Sent)
+            .any(|r| matches!(r.state, DriveState::Pasted | DriveState::Submitted))
     }
 
     pub fn is_terminal(&self) -> bool {
@@ -125,8 +245,7 @@ impl DriveRecord {
                         "the plugin reported failure without a blocker",
                     )
                 });
-                self.finish(DriveState::Failed, Some(blocker), now_ms);
-                return AckOutcome::Finished;
+                return AckOutcome::StepFailed(blocker);
             }
         };
         if rank(next) <= rank(self.state) {
@@ -157,6 +276,8 @@ impl DriveRecord {
             prompt_excerpt: excerpt(&self.prompt),
             created_at_ms: self.created_at_ms,
             finished_at_ms: self.finished_at_ms,
+            attempts: self.attempts.clone(),
+            verification: self.verification,
         }
     }
 }
@@ -335,15 +456,25 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_without_blocker_gets_a_default_one() {
+    fn a_failure_without_blocker_gets_a_default_one_and_leaves_the_decision_to_the_planner() {
         let mut d = drive(true);
-        assert_eq!(
-            d.apply_ack(AckStage::Failed, None, 102),
-            AckOutcome::Finished
-        );
-        assert_eq!(d.state, DriveState::Failed);
-        assert_eq!(d.blocker.as_ref().unwrap().code, "plugin_failed");
-        assert!(!d.finish(DriveState::Cancelled, None, 103));
+        match d.apply_ack(AckStage::Failed, None, 102) {
+            AckOutcome::StepFailed(blocker) => assert_eq!(blocker.code, "plugin_failed"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!d.is_terminal());
+        assert!(d.finish(DriveState::Failed, None, 103));
+        assert!(!d.finish(DriveState::Cancelled, None, 104));
+    }
+
+    #[test]
+    fn pasted_or_submitted_since_the_last_send_means_it_may_have_been_delivered() {
+        let mut d = drive(true);
+        d.mark_sent(101);
+        d.apply_ack(AckStage::Received, None, 102);
+        assert!(!d.may_have_delivered());
+        d.apply_ack(AckStage::Pasted, None, 103);
+        assert!(d.may_have_delivered());
     }
 
     #[test]

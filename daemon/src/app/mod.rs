@@ -12,15 +12,18 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use koru_protocol::{
-    blocker, Blocker, Bye, ChatState, DriveCancelNotice, DriveCreate, DriveRequest, DriveResult,
-    DriveState, DrivesListResult, Envelope, ErrorCode, ErrorMessage, Hello, Location, Message,
-    PluginEventKind, RefusedHandshake, RegistryStatus, RequestId, Role, Route, SessionHealth,
-    SessionsListResult, StatusInfo, StreamEvent, StreamItem, VersionRange,
+    blocker, AttemptOutcome, Blocker, Bye, ChatState, DriveCancelNotice, DriveCreate, DriveRequest,
+    DriveResult, DriveState, DrivesListResult, Envelope, ErrorCode, ErrorMessage, Hello, Location,
+    Message, PluginEventKind, RefusedHandshake, RegistryStatus, RequestId, Role, Route,
+    SessionHealth, SessionsListResult, StatusInfo, StreamEvent, StreamItem, Verification,
+    VersionRange,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
+use crate::drive::inject::{InjectionJob, InjectionOutcome, InjectionRunner, Reached};
+use crate::drive::planner::{plan, Candidate, PlanInput};
 use drives::{AckOutcome, DriveRecord, DriveTable};
 use sessions::{resolve_target, SessionRecord};
 
@@ -69,6 +72,8 @@ pub enum DaemonEvent {
     HandshakeRefused { record: Box<RefusedHandshake> },
     /// The registry layers were read again (file change or SIGHUP).
     RegistryChanged { loaded: Box<koru_registry::Loaded> },
+    /// An OS injection started for a drive has finished.
+    InjectionFinished { outcome: Box<InjectionOutcome> },
     /// Periodic: heartbeats and deadlines.
     Tick,
 }
@@ -108,12 +113,21 @@ pub struct App<C: Clock> {
     registry: Arc<koru_registry::Registry>,
     registry_status: RegistryStatus,
     refused_handshakes: VecDeque<RefusedHandshake>,
+    injections: Box<dyn InjectionRunner>,
+    /// The drive whose OS injection is running (keyboard input is global: one at a time).
+    injecting: Option<String>,
+    injection_waiting: VecDeque<String>,
 }
 
 impl<C: Clock> App<C> {
     /// A state machine routing with `registry` (the first load: used even when some
     /// layer had problems, which are reported in status).
-    pub fn new(config: AppConfig, clock: C, registry: koru_registry::Loaded) -> Self {
+    pub fn new(
+        config: AppConfig,
+        clock: C,
+        registry: koru_registry::Loaded,
+        injections: Box<dyn InjectionRunner>,
+    ) -> Self {
         let started_at_ms = clock.now_ms();
         let drives = DriveTable::new(config.drive_history);
         let registry_status = registry_status(&registry);
@@ -129,6 +143,9 @@ impl<C: Clock> App<C> {
             registry: Arc::new(registry.registry),
             registry_status,
             refused_handshakes: VecDeque::new(),
+            injections,
+            injecting: None,
+            injection_waiting: VecDeque::new(),
         }
     }
 
@@ -169,6 +186,7 @@ impl<C: Clock> App<C> {
                 }
             }
             DaemonEvent::RegistryChanged { loaded } => self.on_registry_changed(*loaded),
+            DaemonEvent::InjectionFinished { outcome } => self.on_injection_finished(*outcome),
             DaemonEvent::Tick => self.on_tick(),
         }
     }
@@ -402,7 +420,14 @@ impl<C: Clock> App<C> {
         };
         match event {
             PluginEventKind::ChatBusy => session.chat = ChatState::Busy,
-            PluginEventKind::ChatIdle => session.chat = ChatState::Idle,
+            PluginEventKind::ChatIdle => {
+                session.chat = ChatState::Idle;
+                let info = session.info();
+                self.publish(StreamEvent::SessionUpdated { session: info });
+                // Drives that waited for the chat can go now.
+                self.pump(session_id, now);
+                return;
+            }
             PluginEventKind::Focus { focused } => {
                 session.window.focused = Some(focused);
                 if focused {
@@ -442,18 +467,37 @@ impl<C: Clock> App<C> {
             );
             return;
         }
-        let session_id = match resolve_target(&create.target, self.sessions.values()) {
-            Ok(session_id) => session_id,
-            Err(error) => {
-                self.send_error(conn_id, id, error);
-                return;
+        // A window without a plugin is driven by OS injection alone; anything else names a
+        // plugin session.
+        let (session_id, window, extra_pids) = match &create.target {
+            koru_protocol::Target::Window(window) => {
+                if let Err(error) = check_window_target(window) {
+                    self.send_error(conn_id, id, error);
+                    return;
+                }
+                (String::new(), Some(window.clone()), Vec::new())
             }
+            target => match resolve_target(target, self.sessions.values()) {
+                Ok(session_id) => {
+                    let session = &self.sessions[&session_id];
+                    let window = session.window.pid.map(|pid| koru_protocol::WindowTarget {
+                        pid: Some(pid),
+                        title: None,
+                    });
+                    let extra = session.window.parent_pid.into_iter().collect();
+                    (session_id, window, extra)
+                }
+                Err(error) => {
+                    self.send_error(conn_id, id, error);
+                    return;
+                }
+            },
         };
         let timeout_ms = create
             .options
             .timeout_ms
             .unwrap_or(self.config.default_drive_timeout_ms);
-        let drive = DriveRecord::new(
+        let mut drive = DriveRecord::new(
             new_id("d_"),
             create.target,
             session_id.clone(),
@@ -463,22 +507,262 @@ impl<C: Clock> App<C> {
             now,
             timeout_ms,
         );
+        drive.candidates = self.plan(&session_id, window.is_some()).into();
+        drive.window = window;
+        drive.extra_pids = extra_pids;
         let drive_id = drive.drive_id.clone();
         tracing::info!(
             drive_id = %drive_id,
             session_id = %session_id,
             prompt_chars = drive.prompt.chars().count(),
+            routes = drive.candidates.len(),
             timeout_ms,
             "drive accepted"
         );
+        let busy_fail = drive.options.busy == koru_protocol::BusyPolicy::Fail
+            && self.sessions.get(&session_id).is_some_and(|s| {
+                s.chat == ChatState::Busy || s.active_drive.is_some() || !s.queued_drives.is_empty()
+            });
         self.drives.insert(drive);
-        if let Some(session) = self.sessions.get_mut(&session_id) {
-            session.queued_drives.push_back(drive_id.clone());
-        }
         let reply = drive_result(self.drives.get(&drive_id).expect("just inserted"));
         self.send(conn_id, Envelope::with_id(id, reply));
         self.publish_drive(&drive_id);
+        if busy_fail {
+            self.finish_drive(
+                &drive_id,
+                DriveState::Failed,
+                Some(Blocker::new(
+                    koru_protocol::blocker::CHAT_BUSY,
+                    "the chat is busy (replying, waiting for input, or another drive is running) and the drive asked to fail fast",
+                )),
+                now,
+            );
+            return;
+        }
+        if session_id.is_empty() {
+            self.start_next_route(&drive_id, now);
+            return;
+        }
+        if let Some(session) = self.sessions.get_mut(&session_id) {
+            session.queued_drives.push_back(drive_id.clone());
+        }
         self.pump(&session_id, now);
+    }
+
+    /// The candidate routes for a drive to `session_id` (empty: a plugin-less window).
+    fn plan(&self, session_id: &str, has_window: bool) -> Vec<Candidate> {
+        let session = self.sessions.get(session_id);
+        let product = session.and_then(|s| s.product()).map(|p| p.to_string());
+        let input = PlanInput {
+            registry: &self.registry,
+            product: product.as_deref(),
+            capabilities: session.map(|s| s.capabilities.as_slice()).unwrap_or(&[]),
+            has_window,
+            plugin_connected: session.is_some(),
+            platform: crate::doctor::probe::current_platform()
+                .unwrap_or(koru_registry::Platform::Linux),
+        };
+        let injections = &self.injections;
+        plan(&input, &|interface: &str| injections.probe(interface))
+    }
+
+    /// Tries the next usable route of a drive, or ends it when none is left.
+    fn start_next_route(&mut self, drive_id: &str, now: u64) {
+        loop {
+            let Some(drive) = self.drives.get_mut(drive_id) else {
+                return;
+            };
+            if drive.is_terminal() {
+                return;
+            }
+            let Some(candidate) = drive.candidates.pop_front() else {
+                // The most telling reason: the last route that was tried, else why the
+                // best-ranked route could not be tried at all.
+                let tried = drive
+                    .attempts
+                    .iter()
+                    .rev()
+                    .find(|a| a.outcome == AttemptOutcome::Failed)
+                    .and_then(|a| a.blocker.clone());
+                let blocker = tried.unwrap_or_else(|| {
+                    match drive.attempts.iter().find_map(|a| a.blocker.clone()) {
+                        Some(first) => Blocker::new(
+                            &first.code,
+                            format!("no usable route; the best one: {}", first.detail),
+                        ),
+                        None => Blocker::new(
+                            koru_protocol::blocker::NO_ROUTE,
+                            "no route in the registry applies to this target",
+                        ),
+                    }
+                });
+                self.finish_drive(drive_id, DriveState::Failed, Some(blocker), now);
+                return;
+            };
+            if candidate.usable.is_err() {
+                drive.skip(&candidate);
+                continue;
+            }
+            match candidate.route {
+                Route::NativeSend | Route::PluginDrive => {
+                    let conn_id = self.session_conn.get(&drive.session_id).copied();
+                    let Some(conn_id) = conn_id else {
+                        let mut skipped = candidate;
+                        skipped.usable = Err(Blocker::new(
+                            "plugin_missing",
+                            "the plugin is not connected",
+                        ));
+                        drive.skip(&skipped);
+                        continue;
+                    };
+                    let order = DriveRequest {
+                        drive_id: drive_id.to_string(),
+                        prompt: drive.prompt.clone(),
+                        options: drive.options,
+                        route: candidate.route,
+                        steps: candidate.steps.clone(),
+                    };
+                    tracing::info!(drive_id, route = candidate.route.as_str(), interface = %candidate.interface, "trying route");
+                    drive.begin_attempt(candidate, now);
+                    self.send(conn_id, Envelope::new(Message::Drive(order)));
+                    self.publish_drive(drive_id);
+                    return;
+                }
+                Route::OsInjection => {
+                    tracing::info!(drive_id, interface = %candidate.interface, "trying OS injection");
+                    drive.begin_attempt(candidate, now);
+                    self.publish_drive(drive_id);
+                    // Keyboard input is global: one injection at a time.
+                    if self.injecting.is_some() {
+                        self.injection_waiting.push_back(drive_id.to_string());
+                    } else {
+                        self.start_injection(drive_id);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn start_injection(&mut self, drive_id: &str) {
+        let Some(drive) = self.drives.get(drive_id) else {
+            return;
+        };
+        let Some(candidate) = drive.current.clone() else {
+            return;
+        };
+        self.injecting = Some(drive_id.to_string());
+        self.injections.start(InjectionJob {
+            drive_id: drive_id.to_string(),
+            interface: candidate.interface,
+            window: drive.window.clone().unwrap_or_default(),
+            extra_pids: drive.extra_pids.clone(),
+            text: drive.prompt.clone(),
+            submit: drive.options.submit,
+            paste_chord: candidate.paste_chord,
+            submit_chord: candidate.submit_chord,
+        });
+    }
+
+    fn on_injection_finished(&mut self, outcome: InjectionOutcome) {
+        let now = self.clock.now_ms();
+        if self.injecting.as_deref() == Some(outcome.drive_id.as_str()) {
+            self.injecting = None;
+        }
+        while self.injecting.is_none() {
+            let Some(next) = self.injection_waiting.pop_front() else {
+                break;
+            };
+            if self.drives.get(&next).is_some_and(|d| !d.is_terminal()) {
+                self.start_injection(&next);
+            }
+        }
+        let drive_id = outcome.drive_id.clone();
+        let Some(drive) = self.drives.get_mut(&drive_id) else {
+            return;
+        };
+        if drive.is_terminal() {
+            tracing::warn!(drive_id = %drive_id, reached = ?outcome.reached, "an injection finished after its drive had ended");
+            return;
+        }
+        for (reached, state) in [
+            (Reached::Focused, DriveState::Focused),
+            (Reached::Pasted, DriveState::Pasted),
+            (Reached::Submitted, DriveState::Submitted),
+        ] {
+            if outcome.reached >= reached {
+                drive.advance_to(state, now);
+            }
+        }
+        match outcome.error {
+            None => {
+                drive.verification = Verification::Unverified;
+                drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
+                let session_id = drive.session_id.clone();
+                drive.finish(DriveState::Done, None, now);
+                tracing::info!(drive_id = %drive_id, "delivered by OS injection (unverified until observed)");
+                self.release(&session_id, &drive_id);
+                self.publish_drive(&drive_id);
+                self.pump(&session_id, now);
+            }
+            Some(blocker) => self.route_failed(&drive_id, blocker, now),
+        }
+    }
+
+    /// The current route failed: fall back to the next one unless the prompt may already
+    /// be in the chat (then never: no duplicate prompts).
+    fn route_failed(&mut self, drive_id: &str, blocker: Blocker, now: u64) {
+        let hint = self.hint_for(drive_id, &blocker);
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        let may_have_delivered = drive.may_have_delivered();
+        drive.end_attempt(AttemptOutcome::Failed, Some(blocker.clone()), hint, now);
+        tracing::info!(drive_id, blocker = %blocker.code, detail = %blocker.detail, may_have_delivered, "route failed");
+        // The route reported its own failure: nothing to cancel on the plugin's side.
+        drive.current = None;
+        if may_have_delivered {
+            drive.abandon_rest();
+            let blocker = Blocker::new(
+                &blocker.code,
+                format!(
+                    "{} (the prompt may already be in the chat input, so no other route is tried)",
+                    blocker.detail
+                ),
+            );
+            self.finish_drive(drive_id, DriveState::Failed, Some(blocker), now);
+            return;
+        }
+        // Some blockers are about the chat or the desktop, not the route: another route
+        // would meet them too.
+        if matches!(
+            blocker.code.as_str(),
+            "chat_busy" | "timeout" | "screen_locked"
+        ) {
+            drive.abandon_rest();
+            self.finish_drive(drive_id, DriveState::Failed, Some(blocker), now);
+            return;
+        }
+        self.publish_drive(drive_id);
+        self.start_next_route(drive_id, now);
+    }
+
+    /// The registry's recovery hint for a blocker on the drive's current route.
+    fn hint_for(&self, drive_id: &str, blocker: &Blocker) -> Option<String> {
+        let interface = self
+            .drives
+            .get(drive_id)?
+            .current
+            .as_ref()?
+            .interface
+            .clone();
+        let code: koru_registry::BlockerCode =
+            serde_json::from_value(serde_json::Value::String(blocker.code.clone())).ok()?;
+        self.registry
+            .get(&interface)?
+            .recovery_for(code)
+            .first()
+            .map(|r| format!("{}: {}", r.label, r.does))
     }
 
     fn on_drive_cancel(
@@ -518,10 +802,12 @@ impl<C: Clock> App<C> {
     }
 
     fn on_ack(&mut self, conn_id: ConnId, session_id: &str, ack: koru_protocol::Ack, now: u64) {
-        let owned = self
-            .drives
-            .get(&ack.drive_id)
-            .is_some_and(|d| d.session_id == session_id);
+        let owned = self.drives.get(&ack.drive_id).is_some_and(|d| {
+            d.session_id == session_id
+                && d.current
+                    .as_ref()
+                    .is_some_and(|c| c.route != Route::OsInjection)
+        });
         if !owned {
             self.send_error(
                 conn_id,
@@ -544,11 +830,14 @@ impl<C: Clock> App<C> {
             }
             AckOutcome::Advanced => self.publish_drive(&ack.drive_id),
             AckOutcome::Finished => {
-                tracing::info!(drive_id = %ack.drive_id, state = %drive.state, blocker = ?drive.blocker, "drive finished");
+                drive.verification = Verification::Acked;
+                drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
+                tracing::info!(drive_id = %ack.drive_id, state = %drive.state, "drive finished");
                 self.release(session_id, &ack.drive_id);
                 self.publish_drive(&ack.drive_id);
                 self.pump(session_id, now);
             }
+            AckOutcome::StepFailed(blocker) => self.route_failed(&ack.drive_id, blocker, now),
         }
     }
 
@@ -583,15 +872,24 @@ impl<C: Clock> App<C> {
             .cloned()
             .collect();
         for drive_id in orphans {
-            if let Some(drive) = self.drives.get_mut(&drive_id) {
-                if drive.finish(
-                    DriveState::Failed,
-                    Some(Blocker::new(code, detail.clone())),
-                    now,
-                ) {
-                    self.publish_drive(&drive_id);
-                }
+            let injecting = self.drives.get(&drive_id).is_some_and(|d| {
+                d.current
+                    .as_ref()
+                    .is_some_and(|c| c.route == Route::OsInjection)
+                    && d.attempts
+                        .last()
+                        .is_some_and(|a| a.outcome == AttemptOutcome::Running)
+            });
+            if injecting {
+                // OS injection does not need the plugin; it ends on its own.
+                continue;
             }
+            self.finish_drive(
+                &drive_id,
+                DriveState::Failed,
+                Some(Blocker::new(code, detail.clone())),
+                now,
+            );
         }
         self.publish(StreamEvent::SessionDisconnected {
             session_id,
@@ -670,28 +968,15 @@ impl<C: Clock> App<C> {
         let Some(session) = self.sessions.get_mut(session_id) else {
             return;
         };
-        if session.active_drive.is_some() {
+        // One drive at a time per chat, and none while the chat is busy.
+        if session.active_drive.is_some() || session.chat == ChatState::Busy {
             return;
         }
         let Some(drive_id) = session.queued_drives.pop_front() else {
             return;
         };
         session.active_drive = Some(drive_id.clone());
-        let Some(drive) = self.drives.get_mut(&drive_id) else {
-            return;
-        };
-        drive.mark_sent(now);
-        let order = DriveRequest {
-            drive_id: drive_id.clone(),
-            prompt: drive.prompt.clone(),
-            options: drive.options,
-            route: drive.route,
-            steps: Vec::new(),
-        };
-        if let Some(conn_id) = self.session_conn.get(session_id).copied() {
-            self.send(conn_id, Envelope::new(Message::Drive(order)));
-        }
-        self.publish_drive(&drive_id);
+        self.start_next_route(&drive_id, now);
     }
 
     /// Frees the session of a drive that ended.
@@ -715,17 +1000,25 @@ impl<C: Clock> App<C> {
         let Some(drive) = self.drives.get_mut(drive_id) else {
             return;
         };
-        let was_sent = drive.state != DriveState::Queued;
+        if drive.is_terminal() {
+            return;
+        }
+        // Only a plugin that was given the drive needs telling.
+        let plugin_has_it = drive.state != DriveState::Queued
+            && drive
+                .current
+                .as_ref()
+                .is_some_and(|c| c.route != Route::OsInjection);
         let reason = blocker
             .as_ref()
             .map(|b| b.code.clone())
             .unwrap_or_else(|| state.to_string());
-        if !drive.finish(state, blocker, now) {
-            return;
-        }
+        drive.end_attempt(AttemptOutcome::Failed, blocker.clone(), None, now);
+        drive.abandon_rest();
+        drive.finish(state, blocker, now);
         let session_id = drive.session_id.clone();
         tracing::info!(drive_id, state = %state, reason = %reason, "drive ended by the daemon");
-        if was_sent {
+        if plugin_has_it {
             if let Some(conn_id) = self.session_conn.get(&session_id).copied() {
                 self.send(
                     conn_id,
@@ -835,6 +1128,37 @@ fn registry_status(loaded: &koru_registry::Loaded) -> RegistryStatus {
             .collect(),
         diagnostics: loaded.diagnostics.iter().map(|d| d.to_string()).collect(),
     }
+}
+
+/// A window target must name a pid or a valid title pattern.
+fn check_window_target(window: &koru_protocol::WindowTarget) -> Result<(), ErrorMessage> {
+    let location = |field: &str| Location {
+        field: Some(field.to_string()),
+        ..Location::default()
+    };
+    if window.pid.is_none() && window.title.is_none() {
+        return Err(ErrorMessage::new(
+            ErrorCode::InvalidMessage,
+            "a window target needs a pid or a title pattern",
+        )
+        .with_location(location("target.window")));
+    }
+    if window.pid == Some(0) {
+        return Err(
+            ErrorMessage::new(ErrorCode::InvalidMessage, "pid 0 is not a process")
+                .with_location(location("target.window.pid")),
+        );
+    }
+    if let Some(title) = &window.title {
+        if let Err(err) = regex::Regex::new(title) {
+            return Err(ErrorMessage::new(
+                ErrorCode::InvalidMessage,
+                format!("the window title pattern is not a valid regular expression: {err}"),
+            )
+            .with_location(location("target.window.title")));
+        }
+    }
+    Ok(())
 }
 
 /// The disconnect reason used when a plugin stops answering heartbeats.

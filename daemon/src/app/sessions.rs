@@ -165,6 +165,10 @@ pub fn resolve_target<'a>(
     };
 
     match target {
+        Target::Window(_) => Err(ErrorMessage::new(
+            ErrorCode::NoTarget,
+            "a window target is driven by OS injection, not through a plugin session",
+        )),
         Target::Session(id) => plugins
             .iter()
             .find(|s| &s.session_id == id)

@@ -34,10 +34,34 @@ struct Harness {
     app: App<ManualClock>,
     clock: ManualClock,
     next_conn: ConnId,
+    injections: crate::drive::inject::RecordingInjections,
 }
 
 impl Harness {
     fn new() -> Self {
+        Harness::with_registry("", &[])
+    }
+
+    /// A harness whose registry has `user_layer` on top of the built-in one and whose fake
+    /// injection runner reports `usable_injectors` as working.
+    fn with_registry(user_layer: &str, usable_injectors: &[&str]) -> Self {
+        let mut sources = vec![koru_registry::LayerSource::built_in()];
+        if !user_layer.is_empty() {
+            sources.push(koru_registry::LayerSource {
+                layer: koru_registry::Layer::User,
+                name: "user.yaml".into(),
+                path: None,
+                text: user_layer.into(),
+            });
+        }
+        let loaded = koru_registry::load(&sources);
+        assert!(loaded.is_clean(), "{:?}", loaded.diagnostics);
+        let injections = crate::drive::inject::RecordingInjections::default();
+        injections
+            .usable
+            .lock()
+            .unwrap()
+            .extend(usable_injectors.iter().map(|s| s.to_string()));
         let clock = ManualClock::starting_at(1_000_000);
         let app = App::new(
             AppConfig {
@@ -49,13 +73,52 @@ impl Harness {
                 daemon_pid: 1,
             },
             clock.clone(),
-            koru_registry::load(&[koru_registry::LayerSource::built_in()]),
+            loaded,
+            Box::new(injections.clone()),
         );
         Harness {
             app,
             clock,
             next_conn: 0,
+            injections,
         }
+    }
+
+    fn fail_step(&mut self, peer: &Peer, drive_id: &str, code: &str) {
+        self.app.handle(DaemonEvent::Received {
+            conn_id: peer.conn_id,
+            envelope: Box::new(Envelope::new(Message::Ack(Ack {
+                drive_id: drive_id.into(),
+                stage: AckStage::Failed,
+                blocker: Some(koru_protocol::Blocker::new(code, "test")),
+            }))),
+        });
+    }
+
+    fn finish_injection(
+        &mut self,
+        drive_id: &str,
+        reached: crate::drive::inject::Reached,
+        error: Option<&str>,
+    ) {
+        self.app.handle(DaemonEvent::InjectionFinished {
+            outcome: Box::new(crate::drive::inject::InjectionOutcome {
+                drive_id: drive_id.into(),
+                reached,
+                error: error.map(|code| koru_protocol::Blocker::new(code, "test")),
+            }),
+        });
+    }
+
+    fn attempts(&self, drive_id: &str) -> Vec<String> {
+        self.app
+            .drives
+            .get(drive_id)
+            .unwrap()
+            .attempts
+            .iter()
+            .map(|a| format!("{} {:?}", a.interface, a.outcome).to_lowercase())
+            .collect()
     }
 
     fn connect(&mut self, hello: Hello, capacity: usize) -> Peer {
@@ -160,12 +223,22 @@ fn controller_hello() -> Hello {
 fn plugin_hello(folder: &str) -> Hello {
     Hello {
         role: Role::Plugin,
+        // A complete VS Code: every command the catalog's routes need.
+        capabilities: [
+            "workbench.action.chat.open",
+            "workbench.action.chat.focusInput",
+            "workbench.action.chat.submit",
+        ]
+        .into_iter()
+        .map(|id| koru_protocol::Capability::Command { id: id.into() })
+        .collect(),
         ide: Some(IdeInfo {
             product: koru_protocol::IdeProduct::VsCode,
             version: "1".into(),
             app_name: "Code".into(),
         }),
         window: Some(WindowInfo {
+            pid: Some(4242),
             workspace_folders: vec![folder.into()],
             ..WindowInfo::default()
         }),
@@ -335,4 +408,255 @@ fn acks_from_a_session_that_was_not_given_the_drive_are_refused() {
     h.ack(&intruder, &drive_id, AckStage::Submitted);
     assert_eq!(intruder.types(), ["error"]);
     assert_eq!(h.drive_state(&drive_id), DriveState::Sent);
+}
+
+fn routes_sent(peer: &mut Peer) -> Vec<String> {
+    peer.drain()
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Drive(order) => Some(format!(
+                "{} {}",
+                order.route.as_str(),
+                order
+                    .steps
+                    .first()
+                    .map(|s| s.command.as_str())
+                    .unwrap_or("-")
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_nacked_native_send_falls_back_to_plugin_drive() {
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let drive_id = h.create(&mut controller, Target::Session(session_id), "hi");
+    assert_eq!(
+        routes_sent(&mut plugin),
+        ["native_send workbench.action.chat.open"]
+    );
+    h.ack(&plugin, &drive_id, AckStage::Received);
+    h.fail_step(&plugin, &drive_id, "command_not_allowed");
+    assert_eq!(
+        routes_sent(&mut plugin),
+        ["plugin_drive workbench.action.chat.focusInput"]
+    );
+    h.ack(&plugin, &drive_id, AckStage::Pasted);
+    h.ack(&plugin, &drive_id, AckStage::Submitted);
+    assert_eq!(h.drive_state(&drive_id), DriveState::Done);
+    assert_eq!(
+        h.attempts(&drive_id),
+        [
+            "vscode_native_chat_open failed",
+            "vscode_plugin_drive succeeded"
+        ]
+    );
+    assert_eq!(
+        h.app.drives.get(&drive_id).unwrap().verification,
+        koru_protocol::Verification::Acked
+    );
+}
+
+#[test]
+fn a_route_that_may_have_pasted_is_never_followed_by_another() {
+    let mut h = Harness::with_registry("", &["os_injector_xdotool"]);
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let drive_id = h.create(&mut controller, Target::Session(session_id), "hi");
+    h.ack(&plugin, &drive_id, AckStage::Received);
+    h.ack(&plugin, &drive_id, AckStage::Pasted);
+    h.fail_step(&plugin, &drive_id, "chat_busy");
+    assert_eq!(h.drive_state(&drive_id), DriveState::Failed);
+    assert_eq!(
+        routes_sent(&mut plugin).len(),
+        1,
+        "no second route was sent to the plugin"
+    );
+    assert!(
+        h.injections.started.lock().unwrap().is_empty(),
+        "no OS injection either"
+    );
+    let attempts = h.attempts(&drive_id);
+    assert_eq!(attempts[0], "vscode_native_chat_open failed");
+    assert!(
+        attempts[1..].iter().all(|a| a.ends_with("nottried")),
+        "{attempts:?}"
+    );
+}
+
+#[test]
+fn a_plugin_that_stalls_after_pasted_times_out_without_a_second_submit() {
+    let mut h = Harness::with_registry("", &["os_injector_xdotool"]);
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let drive_id = h.create(&mut controller, Target::Session(session_id), "hi");
+    h.ack(&plugin, &drive_id, AckStage::Received);
+    h.ack(&plugin, &drive_id, AckStage::Pasted);
+    for _ in 0..6 {
+        h.advance(999);
+        h.app.handle(DaemonEvent::Received {
+            conn_id: plugin.conn_id,
+            envelope: Box::new(Envelope::new(Message::Pong {})),
+        });
+    }
+    assert_eq!(h.drive_state(&drive_id), DriveState::TimedOut);
+    assert_eq!(routes_sent(&mut plugin).len(), 1);
+    assert!(h.injections.started.lock().unwrap().is_empty());
+}
+
+#[test]
+fn when_plugin_routes_fail_os_injection_delivers_unverified() {
+    let mut h = Harness::with_registry("", &["os_injector_xdotool"]);
+    let (plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let drive_id = h.create(&mut controller, Target::Session(session_id), "hi");
+    h.fail_step(&plugin, &drive_id, "capability_missing");
+    h.fail_step(&plugin, &drive_id, "capability_missing");
+    let jobs = h.injections.started.lock().unwrap().clone();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].interface, "os_injector_xdotool");
+    assert_eq!(jobs[0].window.pid, Some(4242));
+    assert_eq!(
+        (jobs[0].paste_chord.as_str(), jobs[0].submit_chord.as_str()),
+        ("ctrl+v", "Return")
+    );
+    h.finish_injection(&drive_id, crate::drive::inject::Reached::Submitted, None);
+    let drive = h.app.drives.get(&drive_id).unwrap();
+    assert_eq!(drive.state, DriveState::Done);
+    assert_eq!(drive.verification, koru_protocol::Verification::Unverified);
+    let attempts = h.attempts(&drive_id);
+    assert_eq!(
+        attempts,
+        [
+            "vscode_native_chat_open failed",
+            "vscode_plugin_drive failed",
+            "os_injector_wtype skipped",
+            "os_injector_xdotool succeeded"
+        ]
+    );
+}
+
+#[test]
+fn window_targets_use_os_injection_one_at_a_time_and_fall_back_when_focus_fails_early() {
+    let mut h = Harness::with_registry("", &["os_injector_xdotool", "os_injector_enigo"]);
+    let mut controller = h.controller(64);
+    let window = |pid| {
+        Target::Window(koru_protocol::WindowTarget {
+            pid: Some(pid),
+            title: None,
+        })
+    };
+    let first = h.create(&mut controller, window(100), "one");
+    let second = h.create(&mut controller, window(200), "two");
+    assert_eq!(
+        h.injections.started.lock().unwrap().len(),
+        1,
+        "keyboard input is global: one injection at a time"
+    );
+    // The first fails before any key (focus): the next injector is tried.
+    h.finish_injection(
+        &first,
+        crate::drive::inject::Reached::Nothing,
+        Some("focus_mismatch"),
+    );
+    // The second drive now gets the keyboard; the first's fallback waits behind it.
+    let started: Vec<(String, String)> = h
+        .injections
+        .started
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|j| (j.drive_id.clone(), j.interface.clone()))
+        .collect();
+    assert_eq!(
+        started[1],
+        (second.clone(), "os_injector_xdotool".to_string())
+    );
+    h.finish_injection(&second, crate::drive::inject::Reached::Submitted, None);
+    let started = h.injections.started.lock().unwrap().clone();
+    assert_eq!(
+        (started[2].drive_id.as_str(), started[2].interface.as_str()),
+        (first.as_str(), "os_injector_enigo")
+    );
+    h.finish_injection(&first, crate::drive::inject::Reached::Submitted, None);
+    assert_eq!(h.drive_state(&first), DriveState::Done);
+    assert_eq!(h.drive_state(&second), DriveState::Done);
+}
+
+#[test]
+fn policy_can_forbid_os_injection() {
+    let mut h = Harness::with_registry(
+        "policy:\n  allow_os_injection: false\n",
+        &["os_injector_xdotool"],
+    );
+    let mut controller = h.controller(64);
+    let drive_id = h.create(
+        &mut controller,
+        Target::Window(koru_protocol::WindowTarget {
+            pid: Some(100),
+            title: None,
+        }),
+        "no",
+    );
+    let drive = h.app.drives.get(&drive_id).unwrap();
+    assert_eq!(drive.state, DriveState::Failed);
+    assert_eq!(drive.blocker.as_ref().unwrap().code, "policy_forbidden");
+    assert!(h.injections.started.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_busy_chat_holds_queued_drives_until_idle_or_fails_fast_on_request() {
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let plugin_conn = plugin.conn_id;
+    let busy = |h: &mut Harness, kind: koru_protocol::PluginEventKind| {
+        h.app.handle(DaemonEvent::Received {
+            conn_id: plugin_conn,
+            envelope: Box::new(Envelope::new(Message::Event(koru_protocol::PluginEvent {
+                event: kind,
+            }))),
+        })
+    };
+    busy(&mut h, koru_protocol::PluginEventKind::ChatBusy);
+    let waiting = h.create(
+        &mut controller,
+        Target::Session(session_id.clone()),
+        "later",
+    );
+    assert_eq!(h.drive_state(&waiting), DriveState::Queued);
+    h.request(
+        &controller,
+        9,
+        Message::DriveCreate(DriveCreate {
+            target: Target::Session(session_id),
+            prompt: "now or never".into(),
+            options: DriveOptions {
+                busy: koru_protocol::BusyPolicy::Fail,
+                ..DriveOptions::default()
+            },
+        }),
+    );
+    let Message::DriveResult(result) = controller.drain().remove(0) else {
+        panic!()
+    };
+    let impatient = result.drive.drive_id;
+    assert_eq!(h.drive_state(&impatient), DriveState::Failed);
+    assert_eq!(
+        h.app
+            .drives
+            .get(&impatient)
+            .unwrap()
+            .blocker
+            .as_ref()
+            .unwrap()
+            .code,
+        "chat_busy"
+    );
+    assert!(routes_sent(&mut plugin).is_empty());
+    busy(&mut h, koru_protocol::PluginEventKind::ChatIdle);
+    assert_eq!(h.drive_state(&waiting), DriveState::Sent);
 }

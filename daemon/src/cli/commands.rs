@@ -237,6 +237,15 @@ fn read_prompt(raw: &str) -> anyhow::Result<String> {
 }
 
 fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
+    if args.window_pid.is_some() || args.window_title.is_some() {
+        if args.session.is_some() || args.workspace.is_some() || args.ide.is_some() {
+            bail!("--window-pid/--window-title target a window without a plugin; they cannot be combined with --session, --workspace or --ide");
+        }
+        return Ok(Target::Window(koru_protocol::WindowTarget {
+            pid: args.window_pid,
+            title: args.window_title.clone(),
+        }));
+    }
     if let Some(session) = &args.session {
         return Ok(Target::Session(session.clone()));
     }
@@ -280,6 +289,11 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
                 submit: !args.no_submit,
                 new_chat: args.new_chat,
                 timeout_ms,
+                busy: if args.fail_if_busy {
+                    koru_protocol::BusyPolicy::Fail
+                } else {
+                    koru_protocol::BusyPolicy::Queue
+                },
             },
         }))
         .await?;

@@ -111,6 +111,15 @@ pub struct SendArgs {
     /// Send to the window of this IDE product (vscode, cursor, code-server, jetbrains-idea, …)
     #[arg(long, group = "target", value_name = "PRODUCT")]
     pub ide: Option<String>,
+    /// Send to an IDE window without a plugin, by process id (OS injection only)
+    #[arg(long, group = "target", value_name = "PID")]
+    pub window_pid: Option<u32>,
+    /// Send to an IDE window without a plugin, by title regular expression (OS injection only)
+    #[arg(long, value_name = "REGEX")]
+    pub window_title: Option<String>,
+    /// Fail at once if the chat is busy, instead of waiting for it to be idle
+    #[arg(long)]
+    pub fail_if_busy: bool,
     /// Leave the prompt in the chat input without submitting it
     #[arg(long)]
     pub no_submit: bool,

@@ -26,6 +26,11 @@ pub enum Behaviour {
     Drop,
     /// Ack drives but never answer the daemon's pings (to test heartbeat loss).
     Mute,
+    /// Refuse native-send drives (`command_not_allowed`), ack every other route.
+    NackNative,
+    /// Ack received, focused and pasted, then go silent (the drive must time out and
+    /// never be submitted twice).
+    StallAfterPasted,
 }
 
 #[derive(Debug, Args)]
@@ -213,30 +218,56 @@ async fn answer(
     behaviour: Behaviour,
     delay_ms: u64,
 ) {
-    let stages: &[AckStage] = match behaviour {
-        Behaviour::Nack => &[AckStage::Received, AckStage::Failed],
-        _ if drive.options.submit => &[
-            AckStage::Received,
-            AckStage::Focused,
-            AckStage::Pasted,
-            AckStage::Submitted,
-        ],
-        _ => &[AckStage::Received, AckStage::Focused, AckStage::Pasted],
+    use koru_protocol::Route;
+    let refuse = |code: &str, detail: &str| Some(Blocker::new(code, detail));
+    let (stages, blocker): (&[AckStage], Option<Blocker>) = match (behaviour, drive.route) {
+        (Behaviour::Nack, _) => (
+            &[AckStage::Received, AckStage::Failed],
+            refuse(
+                koru_protocol::blocker::CAPABILITY_MISSING,
+                "fake plugin (--behaviour nack) refuses every drive",
+            ),
+        ),
+        (Behaviour::NackNative, Route::NativeSend) => (
+            &[AckStage::Received, AckStage::Failed],
+            refuse(
+                koru_protocol::blocker::COMMAND_NOT_ALLOWED,
+                "fake plugin (--behaviour nack-native) refuses native send",
+            ),
+        ),
+        (Behaviour::StallAfterPasted, _) => (
+            &[AckStage::Received, AckStage::Focused, AckStage::Pasted],
+            None,
+        ),
+        // A native send is one command: received, then submitted (or left in the input).
+        (_, Route::NativeSend) if drive.options.submit => {
+            (&[AckStage::Received, AckStage::Submitted], None)
+        }
+        (_, Route::NativeSend) => (&[AckStage::Received, AckStage::Pasted], None),
+        _ if drive.options.submit => (
+            &[
+                AckStage::Received,
+                AckStage::Focused,
+                AckStage::Pasted,
+                AckStage::Submitted,
+            ],
+            None,
+        ),
+        _ => (
+            &[AckStage::Received, AckStage::Focused, AckStage::Pasted],
+            None,
+        ),
     };
     for stage in stages {
         if behaviour == Behaviour::Slow {
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
         }
-        let blocker = (*stage == AckStage::Failed).then(|| {
-            Blocker::new(
-                koru_protocol::blocker::CAPABILITY_MISSING,
-                "fake plugin (--behaviour nack) refuses every drive",
-            )
-        });
         let ack = Ack {
             drive_id: drive.drive_id.clone(),
             stage: *stage,
-            blocker,
+            blocker: (*stage == AckStage::Failed)
+                .then(|| blocker.clone())
+                .flatten(),
         };
         if acks.send(ack).await.is_err() {
             return;

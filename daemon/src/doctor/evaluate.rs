@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use koru_protocol::{Capability, SessionInfo};
+use koru_protocol::SessionInfo;
 use koru_registry::{
     effective_policy, rank_routes, BlockerCode, DisplayServer, Family, Interface, Platform,
     Registry, RouteKind, Transport,
@@ -651,22 +651,6 @@ fn describe_session(session: &SessionInfo) -> String {
     )
 }
 
-fn has_capability(session: &SessionInfo, wanted: &str) -> bool {
-    session
-        .capabilities
-        .iter()
-        .any(|capability| match (capability, wanted.split_once(':')) {
-            (Capability::Command { id }, Some(("command", want))) => id == want,
-            (Capability::ToolWindow { id }, Some(("tool_window", want))) => id == want,
-            (Capability::NativeSend, None) => wanted == "native_send",
-            (Capability::PluginDrive, None) => wanted == "plugin_drive",
-            (Capability::DriveSteps, None) => wanted == "drive_steps",
-            (Capability::ChatEvents, None) => wanted == "chat_events",
-            (Capability::Clipboard, None) => wanted == "clipboard",
-            _ => false,
-        })
-}
-
 fn session_paths(
     session: &SessionInfo,
     registry: &Registry,
@@ -723,7 +707,9 @@ fn session_paths(
                             .requires
                             .capabilities
                             .iter()
-                            .find(|c| !has_capability(session, c))
+                            .find(|c| {
+                                !crate::drive::planner::has_capability(&session.capabilities, c)
+                            })
                             .map(|missing| {
                                 (
                                     BlockerCode::CapabilityMissing,

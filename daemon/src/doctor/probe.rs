@@ -10,7 +10,7 @@ use koru_registry::{Platform, Registry};
 use crate::client::{controller_hello, Client};
 
 /// Features this build of koru has, for `requires.features`.
-pub const BUILD_FEATURES: &[&str] = &["cli", "plugin_socket"];
+pub const BUILD_FEATURES: &[&str] = &["cli", "plugin_socket", "enigo"];
 
 /// What a probe found about one program.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

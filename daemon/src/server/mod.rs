@@ -80,6 +80,9 @@ pub async fn run(
         },
         SystemClock,
         registry,
+        Box::new(crate::drive::inject::SystemInjections::new(
+            events_tx.clone(),
+        )),
     );
     let tick = (config.heartbeat / 4).clamp(Duration::from_millis(20), Duration::from_millis(100));
     let app_stop = CancellationToken::new();

@@ -1,0 +1,251 @@
+//! OS-injection execution for the planner: probing which injector works here, and running one delivery on a blocking thread whose outcome comes back to the state machine as an event. Behind a trait so the state machine's tests use a fake.
+
+use std::sync::Arc;
+
+use koru_injectors::{
+    deliver, Chord, DeliverOptions, Injector, Method, Stage, SwayWindows, TargetSpec,
+    WindowControl, WlClipboard, WtypeKeys, XclipClipboard, XdotoolKeys, XdotoolWindows,
+    YdotoolKeys,
+};
+use koru_protocol::{Blocker, WindowTarget};
+use tokio::sync::mpsc;
+
+use crate::app::DaemonEvent;
+
+/// One OS-injection delivery to run.
+#[derive(Debug, Clone)]
+pub struct InjectionJob {
+    pub drive_id: String,
+    pub interface: String,
+    pub window: WindowTarget,
+    /// Extra pids that belong to the target (the plugin's parent).
+    pub extra_pids: Vec<u32>,
+    pub text: String,
+    pub submit: bool,
+    pub paste_chord: String,
+    pub submit_chord: String,
+}
+
+/// How far an injection got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reached {
+    Nothing,
+    Focused,
+    Pasted,
+    Submitted,
+}
+
+/// What an injection did.
+#[derive(Debug, Clone)]
+pub struct InjectionOutcome {
+    pub drive_id: String,
+    pub reached: Reached,
+    pub error: Option<Blocker>,
+}
+
+/// Probes and runs OS injections.
+pub trait InjectionRunner: Send + Sync {
+    /// Whether the injector behind this registry interface works here.
+    fn probe(&self, interface: &str) -> Result<(), Blocker>;
+    /// Starts a delivery; its outcome arrives later as `DaemonEvent::InjectionFinished`.
+    fn start(&self, job: InjectionJob);
+}
+
+/// Runs injections for real on tokio's blocking pool.
+pub struct SystemInjections {
+    events: mpsc::Sender<DaemonEvent>,
+}
+
+impl SystemInjections {
+    pub fn new(events: mpsc::Sender<DaemonEvent>) -> Self {
+        SystemInjections { events }
+    }
+}
+
+/// The injector a registry interface stands for.
+pub fn injector_for(interface: &str) -> Option<Injector> {
+    let on_sway =
+        std::env::var_os("SWAYSOCK").is_some() && std::env::var_os("WAYLAND_DISPLAY").is_some();
+    Some(match interface {
+        "os_injector_xdotool" => Injector {
+            name: "xdotool",
+            windows: Box::new(XdotoolWindows::default()),
+            keys: Box::new(XdotoolKeys::default()),
+            clipboard: Some(Box::new(XclipClipboard::default())),
+        },
+        "os_injector_wtype" => Injector {
+            name: "wtype",
+            windows: Box::new(SwayWindows::default()),
+            keys: Box::new(WtypeKeys::default()),
+            clipboard: Some(Box::new(WlClipboard::default())),
+        },
+        "os_injector_ydotool" => Injector {
+            name: "ydotool",
+            windows: if on_sway {
+                Box::new(SwayWindows::default()) as Box<dyn WindowControl>
+            } else {
+                Box::new(XdotoolWindows::default())
+            },
+            keys: Box::new(YdotoolKeys::default()),
+            clipboard: if on_sway {
+                Some(Box::new(WlClipboard::default()) as Box<dyn koru_injectors::Clipboard>)
+            } else {
+                Some(Box::new(XclipClipboard::default()))
+            },
+        },
+        "os_injector_enigo" => Injector {
+            name: "enigo",
+            windows: Box::new(XdotoolWindows::default()),
+            keys: Box::new(koru_injectors::EnigoKeys),
+            clipboard: Some(Box::new(XclipClipboard::default())),
+        },
+        _ => return None,
+    })
+}
+
+impl InjectionRunner for SystemInjections {
+    fn probe(&self, interface: &str) -> Result<(), Blocker> {
+        let injector = injector_for(interface).ok_or_else(|| {
+            Blocker::new(
+                koru_protocol::blocker::INJECTOR_MISSING,
+                format!("this build has no injector for {interface}"),
+            )
+        })?;
+        injector
+            .probe()
+            .map_err(|unavailable| Blocker::new(unavailable.blocker, unavailable.detail))
+    }
+
+    fn start(&self, job: InjectionJob) {
+        let events = self.events.clone();
+        tokio::task::spawn_blocking(move || {
+            let outcome = run(&job);
+            let _ = events.blocking_send(DaemonEvent::InjectionFinished {
+                outcome: Box::new(outcome),
+            });
+        });
+    }
+}
+
+/// Finds the target window and delivers, synchronously.
+pub fn run(job: &InjectionJob) -> InjectionOutcome {
+    let failed = |reached: Reached, blocker: Blocker| InjectionOutcome {
+        drive_id: job.drive_id.clone(),
+        reached,
+        error: Some(blocker),
+    };
+    let Some(injector) = injector_for(&job.interface) else {
+        return failed(
+            Reached::Nothing,
+            Blocker::new(
+                "injector_missing",
+                format!("no injector for {}", job.interface),
+            ),
+        );
+    };
+    let mut spec = TargetSpec::default();
+    if let Some(pid) = job.window.pid {
+        spec = TargetSpec::for_pid(pid);
+    }
+    for pid in &job.extra_pids {
+        spec.pids.extend(koru_injectors::process_family(*pid));
+    }
+    if let Some(title) = &job.window.title {
+        match regex::Regex::new(title) {
+            Ok(regex) => spec.title = Some(regex),
+            Err(err) => {
+                return failed(
+                    Reached::Nothing,
+                    Blocker::new(
+                        "focus_mismatch",
+                        format!("invalid window title pattern: {err}"),
+                    ),
+                )
+            }
+        }
+    }
+    if spec.is_empty() {
+        return failed(
+            Reached::Nothing,
+            Blocker::new("focus_mismatch", "no window pid or title to target"),
+        );
+    }
+    let windows = match injector.windows.find(&spec) {
+        Ok(windows) => windows,
+        Err(error) => {
+            return failed(
+                Reached::Nothing,
+                Blocker::new(error.blocker(), error.to_string()),
+            )
+        }
+    };
+    let Some(window) = windows.into_iter().next() else {
+        return failed(
+            Reached::Nothing,
+            Blocker::new("focus_mismatch", format!("no window matches {spec}")),
+        );
+    };
+    let chord = |raw: &str| -> Result<Chord, Blocker> {
+        raw.parse::<Chord>()
+            .map_err(|err| Blocker::new("injector_failed", err.to_string()))
+    };
+    let options = match (chord(&job.paste_chord), chord(&job.submit_chord)) {
+        (Ok(paste_chord), Ok(submit_chord)) => DeliverOptions {
+            method: Method::Auto,
+            paste_chord,
+            submit_chord: job.submit.then_some(submit_chord),
+            ..DeliverOptions::default()
+        },
+        (Err(blocker), _) | (_, Err(blocker)) => return failed(Reached::Nothing, blocker),
+    };
+    tracing::info!(drive_id = %job.drive_id, injector = injector.name, window = %window.id, title = %window.title, "injecting");
+    match deliver(&injector, &window, &job.text, &options) {
+        Ok(delivery) => InjectionOutcome {
+            drive_id: job.drive_id.clone(),
+            reached: match delivery.stage {
+                Stage::Submitted => Reached::Submitted,
+                Stage::Pasted => Reached::Pasted,
+                Stage::Focused => Reached::Focused,
+                Stage::Nothing => Reached::Nothing,
+            },
+            error: None,
+        },
+        Err(failure) => failed(
+            match failure.reached {
+                Stage::Nothing => Reached::Nothing,
+                Stage::Focused => Reached::Focused,
+                Stage::Pasted | Stage::Submitted => Reached::Pasted,
+            },
+            Blocker::new(failure.error.blocker(), failure.error.to_string()),
+        ),
+    }
+}
+
+/// A runner for tests that never touches the desktop: probes answer from a list and
+/// started jobs are recorded for the test to finish by hand.
+#[derive(Default, Clone)]
+pub struct RecordingInjections {
+    pub usable: Arc<std::sync::Mutex<Vec<String>>>,
+    pub started: Arc<std::sync::Mutex<Vec<InjectionJob>>>,
+}
+
+impl InjectionRunner for RecordingInjections {
+    fn probe(&self, interface: &str) -> Result<(), Blocker> {
+        if self
+            .usable
+            .lock()
+            .map(|u| u.iter().any(|i| i == interface))
+            .unwrap_or(false)
+        {
+            Ok(())
+        } else {
+            Err(Blocker::new("no_display", "test: not usable"))
+        }
+    }
+
+    fn start(&self, job: InjectionJob) {
+        if let Ok(mut started) = self.started.lock() {
+            started.push(job);
+        }
+    }
+}

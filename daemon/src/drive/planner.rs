@@ -1,0 +1,225 @@
+//! Route planning: for one drive, the registry's candidate routes in rank order, each already judged usable now or not (with a classified blocker and the registry's recovery hint). Pure given the probe function.
+
+use koru_protocol::{AckStage, Blocker, Capability, DriveStep, Route};
+use koru_registry::{
+    effective_policy, rank_routes, BlockerCode, Platform, Registry, RouteKind, StepStage,
+};
+
+/// One route the planner may try.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub interface: String,
+    pub route: Route,
+    /// The IDE commands a plugin runs (plugin routes).
+    pub steps: Vec<DriveStep>,
+    /// `Err` when the route cannot be tried now.
+    pub usable: Result<(), Blocker>,
+    /// The registry's recovery hint for the blocker, if any.
+    pub hint: Option<String>,
+    /// Chords for OS injection.
+    pub paste_chord: String,
+    pub submit_chord: String,
+}
+
+/// What the planner knows about the target.
+pub struct PlanInput<'a> {
+    pub registry: &'a Registry,
+    /// The IDE product, or `None` for a window without a plugin.
+    pub product: Option<&'a str>,
+    pub capabilities: &'a [Capability],
+    /// Whether there is a window to aim OS injection at.
+    pub has_window: bool,
+    /// Whether the plugin is connected (plugin routes need it).
+    pub plugin_connected: bool,
+    pub platform: Platform,
+}
+
+/// True when the plugin announced the capability (`native_send`, `command:<id>`, `tool_window:<id>`).
+pub fn has_capability(capabilities: &[Capability], wanted: &str) -> bool {
+    capabilities
+        .iter()
+        .any(|capability| match (capability, wanted.split_once(':')) {
+            (Capability::Command { id }, Some(("command", want))) => id == want,
+            (Capability::ToolWindow { id }, Some(("tool_window", want))) => id == want,
+            (Capability::NativeSend, None) => wanted == "native_send",
+            (Capability::PluginDrive, None) => wanted == "plugin_drive",
+            (Capability::DriveSteps, None) => wanted == "drive_steps",
+            (Capability::ChatEvents, None) => wanted == "chat_events",
+            (Capability::Clipboard, None) => wanted == "clipboard",
+            _ => false,
+        })
+}
+
+/// The candidates for a drive, best first. `probe` says whether an OS injector works here.
+pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) -> Vec<Candidate> {
+    let product = input.product.unwrap_or("other");
+    let policy = effective_policy(input.registry, product);
+    rank_routes(input.registry, product, input.platform)
+        .into_iter()
+        .filter(|interface| {
+            input.product.is_some() || interface.route == Some(RouteKind::OsInjection)
+        })
+        .map(|interface| {
+            let route = match interface.route {
+                Some(RouteKind::NativeSend) => Route::NativeSend,
+                Some(RouteKind::PluginDrive) => Route::PluginDrive,
+                _ => Route::OsInjection,
+            };
+            let usable = match route {
+                Route::OsInjection => {
+                    if !policy.allow_os_injection {
+                        Err(Blocker::new(
+                            koru_protocol::blocker::POLICY_FORBIDDEN,
+                            format!("the registry policy forbids OS injection for {product}"),
+                        ))
+                    } else if !input.has_window {
+                        Err(Blocker::new(
+                            koru_protocol::blocker::FOCUS_MISMATCH,
+                            "no window to target: the plugin reported no window pid",
+                        ))
+                    } else {
+                        probe(&interface.id)
+                    }
+                }
+                _ if !input.plugin_connected => Err(Blocker::new(
+                    "plugin_missing",
+                    "the plugin is not connected",
+                )),
+                _ => match interface
+                    .requires
+                    .capabilities
+                    .iter()
+                    .find(|c| !has_capability(input.capabilities, c))
+                {
+                    Some(missing) => Err(Blocker::new(
+                        koru_protocol::blocker::CAPABILITY_MISSING,
+                        format!("the plugin does not report `{missing}`"),
+                    )),
+                    None => Ok(()),
+                },
+            };
+            let hint = usable.as_ref().err().and_then(|blocker| {
+                let code: BlockerCode =
+                    serde_json::from_value(serde_json::Value::String(blocker.code.clone())).ok()?;
+                interface
+                    .recovery_for(code)
+                    .first()
+                    .map(|r| format!("{}: {}", r.label, r.does))
+            });
+            Candidate {
+                interface: interface.id.clone(),
+                route,
+                steps: interface
+                    .steps
+                    .iter()
+                    .map(|step| DriveStep {
+                        command: step.command.clone(),
+                        args: step.args.clone(),
+                        proves: match step.proves {
+                            StepStage::Received => AckStage::Received,
+                            StepStage::Focused => AckStage::Focused,
+                            StepStage::Pasted => AckStage::Pasted,
+                            StepStage::Submitted => AckStage::Submitted,
+                        },
+                    })
+                    .collect(),
+                usable,
+                hint,
+                paste_chord: policy.paste_chord.clone(),
+                submit_chord: policy.submit_chord.clone(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use koru_registry::{load, Layer, LayerSource};
+
+    fn registry(extra: &str) -> Registry {
+        let mut sources = vec![LayerSource::built_in()];
+        if !extra.is_empty() {
+            sources.push(LayerSource {
+                layer: Layer::User,
+                name: "user.yaml".into(),
+                path: None,
+                text: extra.into(),
+            });
+        }
+        let loaded = load(&sources);
+        assert!(loaded.is_clean(), "{:?}", loaded.diagnostics);
+        loaded.registry
+    }
+
+    fn summary(candidates: &[Candidate]) -> Vec<String> {
+        candidates
+            .iter()
+            .map(|c| match &c.usable {
+                Ok(()) => format!("{} ok", c.interface),
+                Err(b) => format!("{} {}", c.interface, b.code),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_vscode_session_gets_native_then_plugin_then_os_routes() {
+        let registry = registry("");
+        let capabilities = vec![Capability::Command {
+            id: "workbench.action.chat.open".into(),
+        }];
+        let input = PlanInput {
+            registry: &registry,
+            product: Some("vscode"),
+            capabilities: &capabilities,
+            has_window: true,
+            plugin_connected: true,
+            platform: Platform::Linux,
+        };
+        let probe = |id: &str| {
+            if id == "os_injector_xdotool" {
+                Ok(())
+            } else {
+                Err(Blocker::new("no_display", "not here"))
+            }
+        };
+        let candidates = plan(&input, &probe);
+        assert_eq!(
+            summary(&candidates),
+            [
+                "vscode_native_chat_open ok",
+                "vscode_plugin_drive capability_missing",
+                "os_injector_wtype no_display",
+                "os_injector_xdotool ok",
+                "os_injector_enigo no_display",
+                "os_injector_ydotool no_display",
+            ]
+        );
+        assert_eq!(candidates[0].steps[0].command, "workbench.action.chat.open");
+        assert_eq!(candidates[0].steps[0].proves, AckStage::Submitted);
+        assert!(candidates[1]
+            .hint
+            .as_deref()
+            .unwrap()
+            .starts_with("Enable the chat view"));
+    }
+
+    #[test]
+    fn policy_can_forbid_os_injection_and_windows_get_only_os_routes() {
+        let registry = registry("policy:\n  allow_os_injection: false\n");
+        let input = PlanInput {
+            registry: &registry,
+            product: None,
+            capabilities: &[],
+            has_window: true,
+            plugin_connected: false,
+            platform: Platform::Linux,
+        };
+        let candidates = plan(&input, &|_| Ok(()));
+        assert!(!candidates.is_empty());
+        assert!(candidates.iter().all(|c| c.route == Route::OsInjection));
+        assert!(candidates
+            .iter()
+            .all(|c| c.usable.as_ref().unwrap_err().code == "policy_forbidden"));
+    }
+}

@@ -1,24 +1,24 @@
 //! The X11 backends against real windows: xterm under Xvfb, found by pid, receives a multi-line Unicode prompt byte-exact by paste (xdotool + xclip, and enigo) and ASCII by typing; the clipboard is restored; a target that cannot be focused gets nothing and neither does the decoy.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use koru_injectors::{
-    deliver, Clipboard, DeliverOptions, Injector, Method, Stage, TargetSpec, WindowControl,
-    XclipClipboard, XdotoolKeys, XdotoolWindows,
+    deliver, Clipboard, DeliverOptions, Injector, Method, Stage, TargetSpec, XclipClipboard,
+    XdotoolKeys, XdotoolWindows,
 };
-use koru_system_tests::Xvfb;
+use koru_system_tests::{XTerm, Xvfb};
 
 /// X input is global to a display and DISPLAY is process-wide: one test at a time.
 static DISPLAY_LOCK: Mutex<()> = Mutex::new(());
 
 struct Desk {
-    _xvfb: Xvfb,
+    xvfb: Xvfb,
     _guard: MutexGuard<'static, ()>,
     dir: tempfile::TempDir,
-    terminals: Vec<Child>,
+    terminals: Vec<XTerm>,
 }
 
 impl Desk {
@@ -28,7 +28,7 @@ impl Desk {
         // The injectors read DISPLAY from the environment, like the daemon does.
         std::env::set_var("DISPLAY", &xvfb.display);
         Desk {
-            _xvfb: xvfb,
+            xvfb,
             _guard: guard,
             dir: tempfile::tempdir().unwrap(),
             terminals: Vec::new(),
@@ -37,45 +37,10 @@ impl Desk {
 
     /// An xterm titled `title` that appends what is typed into it to a file; returns its pid and file.
     fn terminal(&mut self, title: &str) -> (u32, PathBuf) {
-        let out = self.dir.path().join(format!("{title}.txt"));
-        std::fs::write(&out, "").unwrap();
-        let child = Command::new("xterm")
-            .args(["-u8", "-title", title, "-xrm"])
-            .arg("XTerm*VT100.translations: #override Ctrl Shift <Key>V: insert-selection(CLIPBOARD)")
-            .args(["-e", "sh", "-c"])
-            .arg(format!("stty -echo; exec cat >> '{}'", out.display()))
-            .env("LANG", "C.UTF-8")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("xterm is installed (scripts/test-all.sh installs it)");
-        let pid = child.id();
-        self.terminals.push(child);
-        let windows = XdotoolWindows::default();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while windows
-            .find(&TargetSpec::for_pid(pid))
-            .map(|w| w.is_empty())
-            .unwrap_or(true)
-        {
-            assert!(
-                Instant::now() < deadline,
-                "xterm {title} did not map a window"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // Let the shell inside start reading.
-        std::thread::sleep(Duration::from_millis(300));
-        (pid, out)
-    }
-}
-
-impl Drop for Desk {
-    fn drop(&mut self) {
-        for child in &mut self.terminals {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        let terminal = XTerm::start(&self.xvfb.display, self.dir.path(), title);
+        let found = (terminal.pid, terminal.output.clone());
+        self.terminals.push(terminal);
+        found
     }
 }
 

@@ -103,22 +103,7 @@ impl Sandbox {
 
     /// Starts `koru daemon ARGS` and waits until its socket accepts connections.
     pub fn start_daemon(&self, args: &[&str]) -> Daemon {
-        let log = self.path().join(format!("daemon-{}.log", unique()));
-        let child = self
-            .koru()
-            .arg("daemon")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("the daemon starts");
-        let daemon = Daemon {
-            child,
-            log,
-            socket: self.socket(),
-        };
-        daemon.wait_ready();
-        daemon
+        self.start_daemon_with_env(args, &[])
     }
 
     /// Starts `koru dev fake-plugin` and waits until the daemon lists its session.
@@ -505,4 +490,119 @@ pub fn bin_dir_with(root: &Path, programs: &[&str]) -> PathBuf {
         std::os::unix::fs::symlink(real, dir.join(program)).expect("symlink");
     }
     dir
+}
+
+/// An xterm on `display`, titled `title`, whose input is appended to `<dir>/<title>.txt`
+/// (echo off, so the file holds exactly what was typed or pasted); waits until its window
+/// is mapped. Ctrl+Shift+V pastes the CLIPBOARD selection, as in common terminals.
+pub struct XTerm {
+    pub child: Child,
+    pub pid: u32,
+    pub output: PathBuf,
+}
+
+impl XTerm {
+    pub fn start(display: &str, dir: &Path, title: &str) -> XTerm {
+        // xterm as root sometimes exits at start-up with an X toolkit error it refuses to
+        // print (seen when several X servers start at once); a fresh start succeeds.
+        let mut last_error = String::new();
+        for _ in 0..3 {
+            match XTerm::try_start(display, dir, title) {
+                Ok(xterm) => return xterm,
+                Err(error) => last_error = error,
+            }
+        }
+        panic!("xterm {title} did not start: {last_error}");
+    }
+
+    fn try_start(display: &str, dir: &Path, title: &str) -> Result<XTerm, String> {
+        let output = dir.join(format!("{title}.txt"));
+        std::fs::write(&output, "").expect("xterm output file");
+        let log = dir.join(format!("{title}.xterm.log"));
+        let mut child = Command::new("xterm")
+            .args(["-u8", "-title", title, "-xrm"])
+            .arg("XTerm*VT100.translations: #override Ctrl Shift <Key>V: insert-selection(CLIPBOARD)")
+            .args(["-e", "sh", "-c"])
+            .arg(format!("stty -echo; exec cat >> '{}'", output.display()))
+            .env("DISPLAY", display)
+            .env("LANG", "C.UTF-8")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("xterm log"))
+            .spawn()
+            .expect("xterm is installed (scripts/test-all.sh installs it)");
+        let pid = child.id();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!(
+                    "exited before mapping its window ({status}): {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                ));
+            }
+            let found = Command::new("xdotool")
+                .args(["search", "--onlyvisible", "--pid", &pid.to_string()])
+                .env("DISPLAY", display)
+                .output()
+                .map(|o| !o.stdout.is_empty())
+                .unwrap_or(false);
+            if found {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("did not map a window within 20 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Let the shell inside start reading.
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(XTerm { child, pid, output })
+    }
+
+    /// Waits until the output file holds `expected` (at most 10 s) and returns what it holds.
+    pub fn wait_for(&self, expected: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(&self.output).unwrap_or_default();
+            if text == expected || Instant::now() >= deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.output).unwrap_or_default()
+    }
+}
+
+impl Drop for XTerm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Sandbox {
+    /// Starts `koru daemon ARGS` with extra environment variables (DISPLAY, PATH, …).
+    pub fn start_daemon_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let log = self.path().join(format!("daemon-{}.log", unique()));
+        let mut command = self.koru();
+        command
+            .arg("daemon")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let daemon = Daemon {
+            child: command.spawn().expect("the daemon starts"),
+            log,
+            socket: self.socket(),
+        };
+        daemon.wait_ready();
+        daemon
+    }
 }

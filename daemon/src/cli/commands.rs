@@ -317,8 +317,16 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
     let mut progress = Progress::new(!args.json, created.drive.created_at_ms);
     progress.show(&created.drive);
     let mut last = created.drive;
+    let mut spinner = tokio::time::interval(Duration::from_millis(120));
     while !last.state.is_terminal() {
-        let Some(envelope) = client.next().await? else {
+        let envelope = tokio::select! {
+            envelope = client.next() => envelope?,
+            _ = spinner.tick() => {
+                progress.spin(last.state);
+                continue;
+            }
+        };
+        let Some(envelope) = envelope else {
             bail!("the daemon closed the connection before drive {drive_id} ended");
         };
         if let Message::Stream(item) = envelope.message {
@@ -330,9 +338,18 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    progress.clear_spinner();
     client.close().await;
     if args.json {
         print_json(&last)?;
+    }
+    if last.state == DriveState::Done
+        && last.verification == koru_protocol::Verification::Unverified
+        && !args.json
+    {
+        eprintln!(
+            "koru: delivered by OS injection with the focus verified before and after; unverified until the chat's history shows it"
+        );
     }
     Ok(if last.state == DriveState::Done {
         ExitCode::SUCCESS
@@ -349,12 +366,16 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Prints each new state of a drive once, with the time since it was created.
+/// Prints each new state of a drive once (stdout, one line per state, for scripts) and
+/// each route attempt as it ends (stderr), with a spinner on a terminal.
 struct Progress {
     enabled: bool,
     created_at_ms: u64,
     printed: usize,
+    attempts_printed: Vec<koru_protocol::AttemptOutcome>,
     tty: bool,
+    frame: usize,
+    spinning: bool,
 }
 
 impl Progress {
@@ -363,7 +384,27 @@ impl Progress {
             enabled,
             created_at_ms,
             printed: 0,
-            tty: std::io::stdout().is_terminal(),
+            attempts_printed: Vec::new(),
+            tty: std::io::stderr().is_terminal(),
+            frame: 0,
+            spinning: false,
+        }
+    }
+
+    fn spin(&mut self, state: DriveState) {
+        if !self.enabled || !self.tty {
+            return;
+        }
+        const FRAMES: [&str; 8] = ["⠋", "⠙", "⠸", "⠴", "⠦", "⠇", "⠏", "⠹"];
+        self.frame = (self.frame + 1) % FRAMES.len();
+        eprint!("\r{} {state}…  ", FRAMES[self.frame]);
+        self.spinning = true;
+    }
+
+    fn clear_spinner(&mut self) {
+        if self.spinning {
+            eprint!("\r\x1b[K");
+            self.spinning = false;
         }
     }
 
@@ -371,17 +412,48 @@ impl Progress {
         if !self.enabled {
             return;
         }
+        self.clear_spinner();
         let mut stdout = std::io::stdout().lock();
         for record in drive.history.iter().skip(self.printed) {
             let elapsed = record.at_ms.saturating_sub(self.created_at_ms);
-            let marker = if self.tty { "→ " } else { "" };
-            let _ = writeln!(
-                stdout,
-                "{marker}{} {} +{elapsed}ms",
-                drive.drive_id, record.state
-            );
+            let _ = writeln!(stdout, "{} {} +{elapsed}ms", drive.drive_id, record.state);
         }
         self.printed = drive.history.len();
         let _ = stdout.flush();
+        use koru_protocol::AttemptOutcome;
+        for (index, attempt) in drive.attempts.iter().enumerate() {
+            if self.attempts_printed.get(index) == Some(&attempt.outcome) {
+                continue;
+            }
+            let blocker = attempt
+                .blocker
+                .as_ref()
+                .map(|b| format!(": {} — {}", b.code, b.detail))
+                .unwrap_or_default();
+            let hint = attempt
+                .hint
+                .as_ref()
+                .map(|h| format!(" (→ {h})"))
+                .unwrap_or_default();
+            let what = match attempt.outcome {
+                AttemptOutcome::Running => "trying".to_string(),
+                AttemptOutcome::Skipped => "skipped".to_string(),
+                AttemptOutcome::Succeeded => "succeeded".to_string(),
+                AttemptOutcome::Failed => "failed".to_string(),
+                AttemptOutcome::NotTried => {
+                    "not tried (the prompt may already be delivered)".to_string()
+                }
+            };
+            eprintln!(
+                "koru: route {} via {}: {what}{blocker}{hint}",
+                attempt.route.as_str(),
+                attempt.interface
+            );
+            if index < self.attempts_printed.len() {
+                self.attempts_printed[index] = attempt.outcome;
+            } else {
+                self.attempts_printed.push(attempt.outcome);
+            }
+        }
     }
 }

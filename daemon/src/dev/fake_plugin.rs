@@ -52,7 +52,7 @@ pub struct FakePluginArgs {
     /// Delay before each ack with --behaviour slow
     #[arg(long, value_name = "MS", default_value_t = 2_000)]
     pub delay_ms: u64,
-    /// Append each received drive as one JSON line {drive_id, prompt, submit} to this file
+    /// Append each received drive as one JSON line {drive_id, prompt, submit, route} to this file
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// Do not announce the registry catalog's commands for the product as capabilities
@@ -285,6 +285,7 @@ fn record(path: &Path, drive: &DriveRequest) -> anyhow::Result<()> {
         "drive_id": drive.drive_id,
         "prompt": drive.prompt,
         "submit": drive.options.submit,
+        "route": drive.route,
     });
     writeln!(file, "{line}").with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())

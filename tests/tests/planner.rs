@@ -1,0 +1,255 @@
+//! The drive planner through the real daemon: OS injection into a real xterm under Xvfb by `koru send --window-pid`, focus safety with a decoy, fallback from a refused native send to plugin drive, no second route after a possible paste, and a policy that forbids OS injection.
+
+use std::process::Output;
+
+use koru_system_tests::{Sandbox, XTerm, Xvfb};
+use serde_json::Value;
+
+/// A registry layer for terminals: they paste with ctrl+shift+v.
+const TERMINAL_KEYS: &str = "policy:\n  paste_chord: ctrl+shift+v\n  submit_chord: Return\n";
+
+fn registry_file(sandbox: &Sandbox, text: &str) -> String {
+    let path = sandbox.path().join(format!("registry-{}.yaml", text.len()));
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn attempts(drive: &Value) -> Vec<String> {
+    drive["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {}",
+                a["interface"].as_str().unwrap(),
+                a["outcome"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn send_window_pid_pastes_a_unicode_prompt_byte_exact_into_a_real_xterm() {
+    let sandbox = Sandbox::new();
+    let xvfb = Xvfb::start();
+    let registry = registry_file(&sandbox, TERMINAL_KEYS);
+    let _daemon =
+        sandbox.start_daemon_with_env(&["--registry", &registry], &[("DISPLAY", &xvfb.display)]);
+    let xterm = XTerm::start(&xvfb.display, sandbox.path(), "ide");
+    let prompt = "Explique l'échec du test ✓\n第二行: keep «quotes» & $VARS 🚀";
+    let output = sandbox.run(&[
+        "send",
+        "--window-pid",
+        &xterm.pid.to_string(),
+        "--wait",
+        prompt,
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let expected = format!("{prompt}\n");
+    assert_eq!(xterm.wait_for(&expected), expected);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("route os_injection via os_injector_xdotool: succeeded"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("unverified until the chat's history shows it"),
+        "{stderr}"
+    );
+
+    let drives = json(&sandbox.run(&["drives", "--json"]));
+    let drive = &drives[0];
+    assert_eq!(drive["state"], "done");
+    assert_eq!(drive["verification"], "unverified");
+    assert_eq!(drive["route"], "os_injection");
+    let history: Vec<&str> = drive["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        history,
+        ["queued", "sent", "focused", "pasted", "submitted", "done"]
+    );
+}
+
+#[test]
+fn a_target_that_cannot_be_focused_fails_with_focus_mismatch_and_the_decoy_stays_empty() {
+    let sandbox = Sandbox::new();
+    let xvfb = Xvfb::start();
+    let registry = registry_file(&sandbox, TERMINAL_KEYS);
+    let _daemon =
+        sandbox.start_daemon_with_env(&["--registry", &registry], &[("DISPLAY", &xvfb.display)]);
+    let decoy = XTerm::start(&xvfb.display, sandbox.path(), "decoy");
+    let target = XTerm::start(&xvfb.display, sandbox.path(), "target");
+    let xdotool = |args: &[&str]| {
+        std::process::Command::new("xdotool")
+            .args(args)
+            .env("DISPLAY", &xvfb.display)
+            .output()
+            .unwrap()
+    };
+    let target_window =
+        String::from_utf8(xdotool(&["search", "--pid", &target.pid.to_string()]).stdout).unwrap();
+    let decoy_window = String::from_utf8(
+        xdotool(&["search", "--onlyvisible", "--pid", &decoy.pid.to_string()]).stdout,
+    )
+    .unwrap();
+    for id in target_window.lines() {
+        xdotool(&["windowunmap", "--sync", id]);
+    }
+    xdotool(&[
+        "windowfocus",
+        "--sync",
+        decoy_window.lines().next().unwrap(),
+    ]);
+
+    let output = sandbox.run(&[
+        "send",
+        "--window-pid",
+        &target.pid.to_string(),
+        "--wait",
+        "must not land",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("failed: focus_mismatch"), "{stderr}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(decoy.text(), "", "a keystroke reached the decoy");
+    assert_eq!(target.text(), "");
+}
+
+#[test]
+fn a_refused_native_send_falls_back_to_plugin_drive() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("fallback");
+    let record = sandbox.path().join("received.jsonl");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--behaviour",
+        "nack-native",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    let output = sandbox.run(&["send", "--wait", "--json", "fall back please"]);
+    assert!(output.status.success(), "{output:?}");
+    let drive = json(&output);
+    assert_eq!(drive["state"], "done");
+    assert_eq!(drive["verification"], "acked");
+    assert_eq!(
+        attempts(&drive)[..2],
+        [
+            "vscode_native_chat_open failed",
+            "vscode_plugin_drive succeeded"
+        ]
+    );
+    assert_eq!(
+        drive["attempts"][0]["blocker"]["code"],
+        "command_not_allowed"
+    );
+    let routes: Vec<String> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["route"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(routes, ["native_send", "plugin_drive"]);
+}
+
+#[test]
+fn a_plugin_that_stalls_after_pasted_is_never_followed_by_another_route() {
+    let sandbox = Sandbox::new();
+    let xvfb = Xvfb::start();
+    let registry = registry_file(&sandbox, TERMINAL_KEYS);
+    let _daemon =
+        sandbox.start_daemon_with_env(&["--registry", &registry], &[("DISPLAY", &xvfb.display)]);
+    // OS injection would work on this window: it must still not be used.
+    let window = XTerm::start(&xvfb.display, sandbox.path(), "ide");
+    let workspace = sandbox.workspace("stall");
+    let record = sandbox.path().join("received.jsonl");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--window-pid",
+        &window.pid.to_string(),
+        "--behaviour",
+        "stall-after-pasted",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    let output = sandbox.run(&["send", "--wait", "--timeout", "1", "--json", "only once"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let drive = json(&output);
+    assert_eq!(drive["state"], "timed_out");
+    let tried = attempts(&drive);
+    assert_eq!(tried[0], "vscode_native_chat_open failed");
+    assert!(
+        tried[1..].iter().all(|a| a.ends_with("not_tried")),
+        "{tried:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap().lines().count(),
+        1,
+        "the plugin got the prompt once"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(window.text(), "", "no route typed into the window");
+}
+
+#[test]
+fn a_policy_without_os_injection_refuses_window_targets() {
+    let sandbox = Sandbox::new();
+    let xvfb = Xvfb::start();
+    let registry = registry_file(&sandbox, "policy:\n  allow_os_injection: false\n");
+    let _daemon =
+        sandbox.start_daemon_with_env(&["--registry", &registry], &[("DISPLAY", &xvfb.display)]);
+    let window = XTerm::start(&xvfb.display, sandbox.path(), "ide");
+    let output = sandbox.run(&[
+        "send",
+        "--window-pid",
+        &window.pid.to_string(),
+        "--wait",
+        "--json",
+        "no",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let drive = json(&output);
+    assert_eq!(drive["blocker"]["code"], "policy_forbidden");
+    assert!(attempts(&drive).iter().all(|a| a.ends_with("skipped")));
+    assert_eq!(window.text(), "");
+}
+
+#[test]
+fn bad_window_targets_are_refused_with_the_field_at_fault() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let output = sandbox.run(&["send", "--window-title", "([unclosed", "x"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "invalid_message: the window title pattern is not a valid regular expression"
+        ),
+        "{stderr}"
+    );
+    let combined = sandbox.run(&["send", "--window-pid", "5", "--ide", "vscode", "x"]);
+    assert_eq!(combined.status.code(), Some(2), "clap refuses two targets");
+}

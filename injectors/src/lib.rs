@@ -23,7 +23,7 @@ use std::time::Duration;
 pub use chord::{Chord, ChordError};
 pub use command::{expect_success, CommandRunner, Output, SystemRunner};
 pub use deliver::{deliver, DeliverOptions, Delivery, DeliveryFailure, Method, Stage};
-pub use target::{process_family, TargetSpec};
+pub use target::{process_family, process_tree, TargetSpec};
 pub use wayland::{SwayWindows, WlClipboard, WtypeKeys};
 pub use x11::{XclipClipboard, XdotoolKeys, XdotoolWindows};
 pub use ydotool::YdotoolKeys;

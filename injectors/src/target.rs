@@ -7,18 +7,41 @@ use regex::Regex;
 /// What identifies the target window.
 #[derive(Debug, Clone, Default)]
 pub struct TargetSpec {
-    /// The pids whose windows qualify (see [`process_family`]).
+    /// The pids whose windows qualify first: the process and its descendants.
     pub pids: BTreeSet<u32>,
+    /// Ancestors, nearest first: when no window belongs to `pids`, the nearest ancestor
+    /// that owns one is the target (VS Code's window belongs to the parent of the
+    /// extension host). Never more than one generation is taken.
+    pub ancestors: Vec<u32>,
     pub title: Option<Regex>,
     pub class: Option<Regex>,
 }
 
 impl TargetSpec {
-    /// A target by process: the pid and its whole family.
+    /// A target by process: the pid, its descendants, then its nearest ancestor with a window.
     pub fn for_pid(pid: u32) -> TargetSpec {
+        let (pids, ancestors) = process_tree(pid);
         TargetSpec {
-            pids: process_family(pid),
+            pids,
+            ancestors,
             ..TargetSpec::default()
+        }
+    }
+
+    /// The pid generations to search, in order: the process family, then each ancestor.
+    pub fn generations(&self) -> Vec<BTreeSet<u32>> {
+        let mut generations = vec![self.pids.clone()];
+        generations.extend(self.ancestors.iter().map(|pid| BTreeSet::from([*pid])));
+        generations
+    }
+
+    /// This target restricted to one generation of pids.
+    pub fn with_pids(&self, pids: BTreeSet<u32>) -> TargetSpec {
+        TargetSpec {
+            pids,
+            ancestors: Vec::new(),
+            title: self.title.clone(),
+            class: self.class.clone(),
         }
     }
 
@@ -39,7 +62,10 @@ impl TargetSpec {
 
     /// Nothing to match on at all.
     pub fn is_empty(&self) -> bool {
-        self.pids.is_empty() && self.title.is_none() && self.class.is_none()
+        self.pids.is_empty()
+            && self.ancestors.is_empty()
+            && self.title.is_none()
+            && self.class.is_none()
     }
 }
 
@@ -70,19 +96,10 @@ impl std::fmt::Display for TargetSpec {
     }
 }
 
-/// `pid`, its ancestors up to (not including) init, and all its descendants: the window of
-/// an IDE may belong to the main process while the plugin runs in a child (VS Code's
-/// extension host), or the other way round.
-pub fn process_family(pid: u32) -> BTreeSet<u32> {
-    let mut family = BTreeSet::from([pid]);
+/// `pid` and all its descendants, plus its ancestors nearest first (up to, not including, init).
+pub fn process_tree(pid: u32) -> (BTreeSet<u32>, Vec<u32>) {
     let parents = all_parents();
-    let mut current = pid;
-    while let Some(parent) = parents.get(&current).copied() {
-        if parent <= 1 || !family.insert(parent) {
-            break;
-        }
-        current = parent;
-    }
+    let mut family = BTreeSet::from([pid]);
     let mut frontier = vec![pid];
     while let Some(next) = frontier.pop() {
         for (child, parent) in &parents {
@@ -91,6 +108,22 @@ pub fn process_family(pid: u32) -> BTreeSet<u32> {
             }
         }
     }
+    let mut ancestors = Vec::new();
+    let mut current = pid;
+    while let Some(parent) = parents.get(&current).copied() {
+        if parent <= 1 || family.contains(&parent) || ancestors.contains(&parent) {
+            break;
+        }
+        ancestors.push(parent);
+        current = parent;
+    }
+    (family, ancestors)
+}
+
+/// `pid`, its ancestors and all its descendants.
+pub fn process_family(pid: u32) -> BTreeSet<u32> {
+    let (mut family, ancestors) = process_tree(pid);
+    family.extend(ancestors);
     family
 }
 

@@ -78,12 +78,23 @@ impl WindowControl for SwayWindows {
     }
 
     fn find(&self, target: &TargetSpec) -> Result<Vec<Window>, InjectError> {
-        Ok(self
-            .windows()?
-            .into_iter()
-            .map(|(w, _)| w)
-            .filter(|w| target.matches(w))
-            .collect())
+        let windows: Vec<Window> = self.windows()?.into_iter().map(|(w, _)| w).collect();
+        if target.pids.is_empty() && target.ancestors.is_empty() {
+            return Ok(windows.into_iter().filter(|w| target.matches(w)).collect());
+        }
+        // The process family first, then the nearest ancestor that owns a window.
+        for generation in target.generations() {
+            let spec = target.with_pids(generation);
+            let found: Vec<Window> = windows
+                .iter()
+                .filter(|w| spec.matches(w))
+                .cloned()
+                .collect();
+            if !found.is_empty() {
+                return Ok(found);
+            }
+        }
+        Ok(Vec::new())
     }
 
     fn focused_window(&self) -> Result<Option<Window>, InjectError> {

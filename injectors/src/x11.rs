@@ -58,6 +58,18 @@ impl XdotoolWindows {
     }
 }
 
+impl XdotoolWindows {
+    fn matching<'a>(&self, ids: impl Iterator<Item = &'a str>, target: &TargetSpec) -> Vec<Window> {
+        let mut ids: Vec<&str> = ids.map(str::trim).filter(|id| !id.is_empty()).collect();
+        ids.sort();
+        ids.dedup();
+        ids.into_iter()
+            .map(|id| self.describe(id))
+            .filter(|w| target.matches(w))
+            .collect()
+    }
+}
+
 impl WindowControl for XdotoolWindows {
     fn name(&self) -> &'static str {
         "xdotool"
@@ -69,18 +81,20 @@ impl WindowControl for XdotoolWindows {
     }
 
     fn find(&self, target: &TargetSpec) -> Result<Vec<Window>, InjectError> {
-        let mut ids: Vec<String> = Vec::new();
-        if target.pids.is_empty() {
-            // Titles and classes only: consider every visible window with a name.
+        if target.pids.is_empty() && target.ancestors.is_empty() {
+            // Titles and classes only: consider every visible window.
             let listed = self.runner.run(
                 "xdotool",
                 &["search", "--onlyvisible", "--name", ""],
                 None,
                 COMMAND_TIMEOUT,
             )?;
-            ids.extend(listed.stdout.lines().map(str::to_string));
-        } else {
-            for pid in &target.pids {
+            return Ok(self.matching(listed.stdout.lines(), target));
+        }
+        // The process family first, then the nearest ancestor that owns a window.
+        for generation in target.generations() {
+            let mut ids: Vec<String> = Vec::new();
+            for pid in &generation {
                 let pid = pid.to_string();
                 // No match exits 1: that is an empty result, not an error.
                 let listed = self.runner.run(
@@ -91,16 +105,15 @@ impl WindowControl for XdotoolWindows {
                 )?;
                 ids.extend(listed.stdout.lines().map(str::to_string));
             }
+            let windows = self.matching(
+                ids.iter().map(String::as_str),
+                &target.with_pids(generation),
+            );
+            if !windows.is_empty() {
+                return Ok(windows);
+            }
         }
-        ids.sort();
-        ids.dedup();
-        let windows: Vec<Window> = ids
-            .iter()
-            .filter(|id| !id.trim().is_empty())
-            .map(|id| self.describe(id.trim()))
-            .filter(|w| target.matches(w))
-            .collect();
-        Ok(windows)
+        Ok(Vec::new())
     }
 
     fn focused_window(&self) -> Result<Option<Window>, InjectError> {

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use koru_protocol::{
-    decode_line, encode_line, DriveOptions, DriveRequest, Envelope, Message, Route,
+    decode_line, encode_line, AckStage, DriveOptions, DriveRequest, DriveStep, Envelope, Message,
+    Route,
 };
 
 /// Text a person might send to a chat: ASCII code words, accents, CJK, an emoji, a quote
@@ -30,14 +31,20 @@ fn prompt_of_bytes(bytes: usize) -> String {
     prompt
 }
 
-/// A `drive` line as the daemon sends it to a plugin (built in `App::pump` in the daemon).
+/// A `drive` line as the daemon sends it to a VS Code plugin with the default registry:
+/// the native-send route and its one step (`vscode_native_chat_open` in
+/// `registry/default.yaml`).
 fn drive_envelope(prompt: String) -> Envelope {
     Envelope::new(Message::Drive(DriveRequest {
         drive_id: "d_3f9a1c2e4b5d".to_string(),
         prompt,
         options: DriveOptions::default(),
-        route: Route::PluginDrive,
-        steps: Vec::new(),
+        route: Route::NativeSend,
+        steps: vec![DriveStep {
+            command: "workbench.action.chat.open".to_string(),
+            args: vec![serde_json::json!({"query": "$prompt", "isPartialQuery": false})],
+            proves: AckStage::Submitted,
+        }],
     }))
 }
 

@@ -467,7 +467,7 @@ mod tests {
         check(
             r#"{"v":1,"id":3,"type":"drive.create","target":"focused","prompt":"hi"}"#,
             expect![[
-                r#"ok {"v":1,"id":3,"type":"drive.create","target":"focused","prompt":"hi","options":{"submit":true,"new_chat":false}}"#
+                r#"ok {"v":1,"id":3,"type":"drive.create","target":"focused","prompt":"hi","options":{"submit":true,"new_chat":false,"busy":"queue"}}"#
             ]],
         );
     }

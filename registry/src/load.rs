@@ -171,6 +171,9 @@ pub struct PolicyEntry {
     pub paste_chord: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submit_chord: Option<String>,
+    /// `{class regex: chord}`: paste chords by window class (e.g. terminals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paste_chord_by_class: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub products: Option<BTreeMap<String, ProductPolicy>>,
 }
@@ -719,6 +722,21 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
     }
     if let Some(Value::String(chord)) = policy.get("submit_chord") {
         resolved_policy.submit_chord = chord.clone();
+    }
+    if let Some(map) = policy.get("paste_chord_by_class") {
+        resolved_policy.paste_chord_by_class =
+            serde_json::from_value(map.clone()).unwrap_or_default();
+        for pattern in resolved_policy.paste_chord_by_class.keys() {
+            if let Err(err) = regex::Regex::new(pattern) {
+                let origin = policy_origins.get("paste_chord_by_class").cloned();
+                diagnostics.push(Diagnostic {
+                    file: origin.as_ref().map(|o| o.file.clone()).unwrap_or_default(),
+                    line: origin.as_ref().map(|o| o.line).unwrap_or_default(),
+                    column: origin.as_ref().map(|o| o.column).unwrap_or_default(),
+                    message: format!("`policy.paste_chord_by_class`: {pattern:?} is not a valid regular expression: {err}"),
+                });
+            }
+        }
     }
     if let Some(products) = policy.get("products") {
         resolved_policy.products = serde_json::from_value(products.clone()).unwrap_or_default();

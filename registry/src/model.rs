@@ -362,6 +362,9 @@ pub struct Policy {
     pub paste_chord: String,
     /// The chord that submits a chat input under OS injection (`Return`).
     pub submit_chord: String,
+    /// Paste chords for windows whose class matches a regular expression (terminals paste
+    /// with ctrl+shift+v); the first match wins over `paste_chord`.
+    pub paste_chord_by_class: BTreeMap<String, String>,
     /// Keyed by product name (`cursor`, `jetbrains-idea`, `vscode-family`, `jetbrains-*`).
     pub products: BTreeMap<String, ProductPolicy>,
 }
@@ -377,6 +380,7 @@ impl Default for Policy {
             allow_os_injection: true,
             paste_chord: "ctrl+v".into(),
             submit_chord: "Return".into(),
+            paste_chord_by_class: BTreeMap::new(),
             products: BTreeMap::new(),
         }
     }

@@ -11,6 +11,7 @@ pub struct EffectivePolicy {
     pub disabled: Vec<String>,
     pub paste_chord: String,
     pub submit_chord: String,
+    pub paste_chord_by_class: Vec<(String, String)>,
 }
 
 /// Applies the per-product rules whose key matches `product`: broad patterns
@@ -24,6 +25,11 @@ pub fn effective_policy(registry: &Registry, product: &str) -> EffectivePolicy {
         disabled: Vec::new(),
         paste_chord: policy.paste_chord.clone(),
         submit_chord: policy.submit_chord.clone(),
+        paste_chord_by_class: policy
+            .paste_chord_by_class
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     };
     let mut matching: Vec<(&String, &crate::ProductPolicy)> = policy
         .products

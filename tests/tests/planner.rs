@@ -5,8 +5,8 @@ use std::process::Output;
 use koru_system_tests::{Sandbox, XTerm, Xvfb};
 use serde_json::Value;
 
-/// A registry layer for terminals: they paste with ctrl+shift+v.
-const TERMINAL_KEYS: &str = "policy:\n  paste_chord: ctrl+shift+v\n  submit_chord: Return\n";
+/// A registry layer given to the daemon (terminals paste with ctrl+shift+v by the built-in `paste_chord_by_class`).
+const TERMINAL_KEYS: &str = "policy:\n  submit_chord: Return\n";
 
 fn registry_file(sandbox: &Sandbox, text: &str) -> String {
     let path = sandbox.path().join(format!("registry-{}.yaml", text.len()));

@@ -661,6 +661,7 @@ impl<C: Clock> App<C> {
             submit: drive.options.submit,
             paste_chord: candidate.paste_chord,
             submit_chord: candidate.submit_chord,
+            paste_chord_by_class: candidate.paste_chord_by_class,
         });
     }
 

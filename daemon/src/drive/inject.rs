@@ -24,6 +24,9 @@ pub struct InjectionJob {
     pub submit: bool,
     pub paste_chord: String,
     pub submit_chord: String,
+    /// `(class regex, chord)`: the first pattern matching the window's class overrides
+    /// `paste_chord`.
+    pub paste_chord_by_class: Vec<(String, String)>,
 }
 
 /// How far an injection got.
@@ -148,7 +151,10 @@ pub fn run(job: &InjectionJob) -> InjectionOutcome {
         spec = TargetSpec::for_pid(pid);
     }
     for pid in &job.extra_pids {
-        spec.pids.extend(koru_injectors::process_family(*pid));
+        // The plugin's parent (e.g. the IDE process that owns the window).
+        if !spec.ancestors.contains(pid) {
+            spec.ancestors.insert(0, *pid);
+        }
     }
     if let Some(title) = &job.window.title {
         match regex::Regex::new(title) {
@@ -185,11 +191,17 @@ pub fn run(job: &InjectionJob) -> InjectionOutcome {
             Blocker::new("focus_mismatch", format!("no window matches {spec}")),
         );
     };
+    let paste_chord = job
+        .paste_chord_by_class
+        .iter()
+        .find(|(pattern, _)| regex::Regex::new(pattern).is_ok_and(|r| r.is_match(&window.class)))
+        .map(|(_, chord)| chord.as_str())
+        .unwrap_or(&job.paste_chord);
     let chord = |raw: &str| -> Result<Chord, Blocker> {
         raw.parse::<Chord>()
             .map_err(|err| Blocker::new("injector_failed", err.to_string()))
     };
-    let options = match (chord(&job.paste_chord), chord(&job.submit_chord)) {
+    let options = match (chord(paste_chord), chord(&job.submit_chord)) {
         (Ok(paste_chord), Ok(submit_chord)) => DeliverOptions {
             method: Method::Auto,
             paste_chord,

@@ -19,6 +19,8 @@ pub struct Candidate {
     /// Chords for OS injection.
     pub paste_chord: String,
     pub submit_chord: String,
+    /// `(class regex, chord)`: paste chords for matching window classes.
+    pub paste_chord_by_class: Vec<(String, String)>,
 }
 
 /// What the planner knows about the target.
@@ -127,6 +129,7 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
                 hint,
                 paste_chord: policy.paste_chord.clone(),
                 submit_chord: policy.submit_chord.clone(),
+                paste_chord_by_class: policy.paste_chord_by_class.clone(),
             }
         })
         .collect()

@@ -193,15 +193,18 @@ fn describe(window: &Option<Window>) -> String {
 }
 
 fn verify_focus(injector: &Injector, target: &Window) -> Result<(), InjectError> {
+    // The cheap check first; the full description only to explain a mismatch.
+    if injector.windows.focused_id()?.as_deref() == Some(target.id.as_str()) {
+        return Ok(());
+    }
     let focused = injector.windows.focused_window()?;
     if focused.as_ref().map(|w| &w.id) == Some(&target.id) {
-        Ok(())
-    } else {
-        Err(InjectError::FocusMismatch {
-            expected: describe(&Some(target.clone())),
-            actual: describe(&focused),
-        })
+        return Ok(());
     }
+    Err(InjectError::FocusMismatch {
+        expected: describe(&Some(target.clone())),
+        actual: describe(&focused),
+    })
 }
 
 fn wait_for_focus(

@@ -61,6 +61,10 @@ pub trait WindowControl: Send + Sync {
     fn find(&self, target: &TargetSpec) -> Result<Vec<Window>, InjectError>;
     /// The window that has keyboard focus now, if any.
     fn focused_window(&self) -> Result<Option<Window>, InjectError>;
+    /// Only the id of the focused window: cheaper, used for the repeated focus checks.
+    fn focused_id(&self) -> Result<Option<String>, InjectError> {
+        Ok(self.focused_window()?.map(|w| w.id))
+    }
     /// Asks the window system to focus `window` (verification is the caller's: see [`deliver`]).
     fn focus(&self, window: &Window) -> Result<(), InjectError>;
 }

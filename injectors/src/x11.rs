@@ -127,6 +127,14 @@ impl WindowControl for XdotoolWindows {
         Ok((!id.is_empty()).then(|| self.describe(id)))
     }
 
+    fn focused_id(&self) -> Result<Option<String>, InjectError> {
+        let output = self
+            .runner
+            .run("xdotool", &["getwindowfocus"], None, COMMAND_TIMEOUT)?;
+        let id = output.stdout.trim();
+        Ok((output.success && !id.is_empty()).then(|| id.to_string()))
+    }
+
     fn focus(&self, window: &Window) -> Result<(), InjectError> {
         // With a window manager, activation also raises and switches desktops; bare X
         // servers (no _NET_ACTIVE_WINDOW) only support input focus.

@@ -129,7 +129,6 @@ fn main() {
         None,
     ));
 
-
     println!("| path | runs | min | p50 | max | target |");
     println!("|---|---|---|---|---|---|");
     for (name, (min, p50, max), target) in rows {

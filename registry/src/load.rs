@@ -761,6 +761,17 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
         }
     }
     for (product, rules) in &resolved_policy.products {
+        for pattern in rules.window_class.iter().chain(rules.window_title.iter()) {
+            if let Err(err) = regex::Regex::new(pattern) {
+                let origin = policy_origins.get(&format!("products.{product}")).cloned();
+                diagnostics.push(Diagnostic {
+                    file: origin.as_ref().map(|o| o.file.clone()).unwrap_or_default(),
+                    line: origin.as_ref().map(|o| o.line).unwrap_or_default(),
+                    column: origin.as_ref().map(|o| o.column).unwrap_or_default(),
+                    message: format!("policy for `{product}`: {pattern:?} is not a valid regular expression: {err}"),
+                });
+            }
+        }
         for disabled in &rules.disabled {
             if !known.contains(disabled.as_str()) {
                 let origin = policy_origins.get(&format!("products.{product}")).cloned();

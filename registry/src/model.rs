@@ -351,6 +351,12 @@ pub struct ProductPolicy {
     /// The chord that submits this product's chat input (OS injection).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submit_chord: Option<String>,
+    /// OS injection only targets windows of this product whose class matches (regex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_class: Option<String>,
+    /// OS injection only targets windows of this product whose title matches (regex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_title: Option<String>,
 }
 
 /// How the planner picks routes.

@@ -12,6 +12,8 @@ pub struct EffectivePolicy {
     pub paste_chord: String,
     pub submit_chord: String,
     pub paste_chord_by_class: Vec<(String, String)>,
+    pub window_class: Option<String>,
+    pub window_title: Option<String>,
 }
 
 /// Applies the per-product rules whose key matches `product`: broad patterns
@@ -30,6 +32,8 @@ pub fn effective_policy(registry: &Registry, product: &str) -> EffectivePolicy {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        window_class: None,
+        window_title: None,
     };
     let mut matching: Vec<(&String, &crate::ProductPolicy)> = policy
         .products
@@ -50,6 +54,12 @@ pub fn effective_policy(registry: &Registry, product: &str) -> EffectivePolicy {
         }
         if let Some(chord) = &rules.submit_chord {
             effective.submit_chord = chord.clone();
+        }
+        if let Some(pattern) = &rules.window_class {
+            effective.window_class = Some(pattern.clone());
+        }
+        if let Some(pattern) = &rules.window_title {
+            effective.window_title = Some(pattern.clone());
         }
     }
     effective

@@ -38,6 +38,8 @@ pub struct DriveRecord {
     pub window: Option<WindowTarget>,
     /// More pids of the target (the plugin's parent process).
     pub extra_pids: Vec<u32>,
+    /// When the plugin must have acked the next stage of the running route.
+    pub step_deadline_ms: Option<u64>,
 }
 
 /// What an ack did to a drive.
@@ -87,6 +89,7 @@ impl DriveRecord {
             verification: Verification::None,
             window: None,
             extra_pids: Vec::new(),
+            step_deadline_ms: None,
         }
     }
 
@@ -369,6 +372,15 @@ impl DriveTable {
 
     pub fn total_created(&self) -> usize {
         self.total_created
+    }
+
+    /// Ids of running drives whose plugin has not acked the next stage in time.
+    pub fn step_overdue(&self, now_ms: u64) -> Vec<String> {
+        self.by_id
+            .values()
+            .filter(|d| !d.is_terminal() && d.step_deadline_ms.is_some_and(|t| t <= now_ms))
+            .map(|d| d.drive_id.clone())
+            .collect()
     }
 
     /// Ids of running drives whose deadline has passed.

@@ -88,6 +88,8 @@ pub struct AppConfig {
     pub heartbeat_ms: u64,
     pub max_line_bytes: usize,
     pub default_drive_timeout_ms: u64,
+    /// How long a plugin may take to ack the next stage of a route.
+    pub step_timeout_ms: u64,
     pub drive_history: usize,
     pub daemon_pid: u32,
 }
@@ -624,6 +626,7 @@ impl<C: Clock> App<C> {
                     };
                     tracing::info!(drive_id, route = candidate.route.as_str(), interface = %candidate.interface, "trying route");
                     drive.begin_attempt(candidate, now);
+                    drive.step_deadline_ms = Some(now + self.config.step_timeout_ms);
                     self.send(conn_id, Envelope::new(Message::Drive(order)));
                     self.publish_drive(drive_id);
                     return;
@@ -652,16 +655,21 @@ impl<C: Clock> App<C> {
             return;
         };
         self.injecting = Some(drive_id.to_string());
+        let mut window = drive.window.clone().unwrap_or_default();
+        if window.title.is_none() {
+            window.title = candidate.window_title.clone();
+        }
         self.injections.start(InjectionJob {
             drive_id: drive_id.to_string(),
             interface: candidate.interface,
-            window: drive.window.clone().unwrap_or_default(),
+            window,
             extra_pids: drive.extra_pids.clone(),
             text: drive.prompt.clone(),
             submit: drive.options.submit,
             paste_chord: candidate.paste_chord,
             submit_chord: candidate.submit_chord,
             paste_chord_by_class: candidate.paste_chord_by_class,
+            window_class: candidate.window_class,
         });
     }
 
@@ -722,6 +730,7 @@ impl<C: Clock> App<C> {
         tracing::info!(drive_id, blocker = %blocker.code, detail = %blocker.detail, may_have_delivered, "route failed");
         // The route reported its own failure: nothing to cancel on the plugin's side.
         drive.current = None;
+        drive.step_deadline_ms = None;
         if may_have_delivered {
             drive.abandon_rest();
             let blocker = Blocker::new(
@@ -825,11 +834,15 @@ impl<C: Clock> App<C> {
         }
         let drive = self.drives.get_mut(&ack.drive_id).expect("checked above");
         let outcome = drive.apply_ack(ack.stage, ack.blocker, now);
+        drive.step_deadline_ms = None;
         match outcome {
             AckOutcome::Ignored => {
                 tracing::debug!(drive_id = %ack.drive_id, stage = ?ack.stage, "ack ignored: drive ended or stage already passed");
             }
-            AckOutcome::Advanced => self.publish_drive(&ack.drive_id),
+            AckOutcome::Advanced => {
+                drive.step_deadline_ms = Some(now + self.config.step_timeout_ms);
+                self.publish_drive(&ack.drive_id)
+            }
             AckOutcome::Finished => {
                 drive.verification = Verification::Acked;
                 drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
@@ -900,6 +913,23 @@ impl<C: Clock> App<C> {
 
     fn on_tick(&mut self) {
         let now = self.clock.now_ms();
+        for drive_id in self.drives.step_overdue(now) {
+            let Some(drive) = self.drives.get_mut(&drive_id) else {
+                continue;
+            };
+            drive.step_deadline_ms = None;
+            // The step may have run: no other route is tried.
+            let detail = format!(
+                "the plugin acked nothing for {} ms after `{}`; the step may have run, so no other route is tried",
+                self.config.step_timeout_ms, drive.state
+            );
+            self.finish_drive(
+                &drive_id,
+                DriveState::TimedOut,
+                Some(Blocker::new(blocker::TIMEOUT, detail)),
+                now,
+            );
+        }
         for drive_id in self.drives.overdue(now) {
             let Some(drive) = self.drives.get(&drive_id) else {
                 continue;

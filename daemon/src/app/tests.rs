@@ -69,6 +69,7 @@ impl Harness {
                 heartbeat_ms: 1_000,
                 max_line_bytes: 1024,
                 default_drive_timeout_ms: 5_000,
+                step_timeout_ms: 60_000,
                 drive_history: 100,
                 daemon_pid: 1,
             },
@@ -659,4 +660,32 @@ fn a_busy_chat_holds_queued_drives_until_idle_or_fails_fast_on_request() {
     assert!(routes_sent(&mut plugin).is_empty());
     busy(&mut h, koru_protocol::PluginEventKind::ChatIdle);
     assert_eq!(h.drive_state(&waiting), DriveState::Sent);
+}
+
+#[test]
+fn a_plugin_silent_for_a_whole_step_ends_the_drive_timed_out_without_fallback() {
+    let mut h = Harness::with_registry("", &["os_injector_xdotool"]);
+    h.app.config.step_timeout_ms = 3_000;
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let drive_id = h.create(&mut controller, Target::Session(session_id), "hi");
+    h.ack(&plugin, &drive_id, AckStage::Received);
+    // Keep the session alive but ack nothing more for longer than the step timeout.
+    for _ in 0..4 {
+        h.advance(900);
+        h.app.handle(DaemonEvent::Received {
+            conn_id: plugin.conn_id,
+            envelope: Box::new(Envelope::new(Message::Pong {})),
+        });
+    }
+    let drive = h.app.drives.get(&drive_id).unwrap();
+    assert_eq!(drive.state, DriveState::TimedOut);
+    assert!(drive
+        .blocker
+        .as_ref()
+        .unwrap()
+        .detail
+        .contains("acked nothing for 3000 ms after `received`"));
+    assert_eq!(routes_sent(&mut plugin).len(), 1);
+    assert!(h.injections.started.lock().unwrap().is_empty());
 }

@@ -28,6 +28,7 @@ pub async fn daemon(
         handshake_timeout: Duration::from_millis(args.handshake_timeout_ms.max(1)),
         max_line_bytes: args.max_line_bytes.max(64),
         default_drive_timeout: Duration::from_millis(args.drive_timeout_ms.max(1)),
+        step_timeout: Duration::from_millis(args.step_timeout_ms.max(1)),
         outbound_capacity: args.outbound_queue.max(1),
         registry_paths,
         ..DaemonConfig::with_socket(socket)

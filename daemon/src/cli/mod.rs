@@ -93,6 +93,9 @@ pub struct DaemonArgs {
     /// Default time a drive may take before it ends timed_out
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub drive_timeout_ms: u64,
+    /// How long a plugin may take to ack the next stage of a route
+    #[arg(long, value_name = "MS", default_value_t = 15_000)]
+    pub step_timeout_ms: u64,
     /// Lines queued for one peer before it is disconnected as a slow reader
     #[arg(long, value_name = "LINES", default_value_t = 1024)]
     pub outbound_queue: usize,

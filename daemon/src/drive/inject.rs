@@ -27,6 +27,8 @@ pub struct InjectionJob {
     /// `(class regex, chord)`: the first pattern matching the window's class overrides
     /// `paste_chord`.
     pub paste_chord_by_class: Vec<(String, String)>,
+    /// The product's window class pattern from the registry policy, if any.
+    pub window_class: Option<String>,
 }
 
 /// How far an injection got.
@@ -170,11 +172,28 @@ pub fn run(job: &InjectionJob) -> InjectionOutcome {
             }
         }
     }
+    if let Some(class) = &job.window_class {
+        match regex::Regex::new(class) {
+            Ok(regex) => spec.class = Some(regex),
+            Err(err) => {
+                return failed(
+                    Reached::Nothing,
+                    Blocker::new(
+                        "focus_mismatch",
+                        format!("invalid window class pattern: {err}"),
+                    ),
+                )
+            }
+        }
+    }
     if spec.is_empty() {
         return failed(
             Reached::Nothing,
             Blocker::new("focus_mismatch", "no window pid or title to target"),
         );
+    }
+    if let Some(detail) = screen_locked() {
+        return failed(Reached::Nothing, Blocker::new("screen_locked", detail));
     }
     let windows = match injector.windows.find(&spec) {
         Ok(windows) => windows,
@@ -230,6 +249,34 @@ pub fn run(job: &InjectionJob) -> InjectionOutcome {
             },
             Blocker::new(failure.error.blocker(), failure.error.to_string()),
         ),
+    }
+}
+
+/// Asks the session's screen saver (org.freedesktop.ScreenSaver on the D-Bus session bus)
+/// whether the screen is locked; `Some(why)` when it is. Unknown (no bus, no service)
+/// counts as not locked: focus verification still guards every key.
+pub fn screen_locked() -> Option<String> {
+    std::env::var_os("DBUS_SESSION_BUS_ADDRESS")?;
+    let ask = || -> zbus::Result<bool> {
+        let connection = zbus::blocking::Connection::session()?;
+        let reply = connection.call_method(
+            Some("org.freedesktop.ScreenSaver"),
+            "/org/freedesktop/ScreenSaver",
+            Some("org.freedesktop.ScreenSaver"),
+            "GetActive",
+            &(),
+        )?;
+        reply.body().deserialize()
+    };
+    match ask() {
+        Ok(true) => Some(
+            "the session's screen saver reports the screen locked (org.freedesktop.ScreenSaver.GetActive)".into(),
+        ),
+        Ok(false) => None,
+        Err(error) => {
+            tracing::debug!(%error, "cannot ask the screen saver whether the screen is locked");
+            None
+        }
     }
 }
 

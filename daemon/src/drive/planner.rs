@@ -21,6 +21,9 @@ pub struct Candidate {
     pub submit_chord: String,
     /// `(class regex, chord)`: paste chords for matching window classes.
     pub paste_chord_by_class: Vec<(String, String)>,
+    /// Window class and title patterns the product's policy requires (OS injection).
+    pub window_class: Option<String>,
+    pub window_title: Option<String>,
 }
 
 /// What the planner knows about the target.
@@ -130,6 +133,8 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
                 paste_chord: policy.paste_chord.clone(),
                 submit_chord: policy.submit_chord.clone(),
                 paste_chord_by_class: policy.paste_chord_by_class.clone(),
+                window_class: policy.window_class.clone(),
+                window_title: policy.window_title.clone(),
             }
         })
         .collect()

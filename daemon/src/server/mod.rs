@@ -26,6 +26,8 @@ pub struct DaemonConfig {
     pub max_line_bytes: usize,
     pub outbound_capacity: usize,
     pub default_drive_timeout: Duration,
+    /// How long a plugin may take to ack the next stage of a route.
+    pub step_timeout: Duration,
     /// How long shutdown waits for connections to flush and close.
     pub drain_timeout: Duration,
     pub drive_history: usize,
@@ -42,6 +44,7 @@ impl DaemonConfig {
             max_line_bytes: koru_protocol::DEFAULT_MAX_LINE_BYTES,
             outbound_capacity: 1024,
             default_drive_timeout: Duration::from_secs(30),
+            step_timeout: Duration::from_secs(15),
             drain_timeout: Duration::from_secs(3),
             drive_history: 1000,
             registry_paths: crate::registry::LayerPaths::default(),
@@ -75,6 +78,7 @@ pub async fn run(
             heartbeat_ms: config.heartbeat.as_millis() as u64,
             max_line_bytes: config.max_line_bytes,
             default_drive_timeout_ms: config.default_drive_timeout.as_millis() as u64,
+            step_timeout_ms: config.step_timeout.as_millis() as u64,
             drive_history: config.drive_history,
             daemon_pid: std::process::id(),
         },

@@ -192,6 +192,27 @@ pub fn require_programs(programs: &[&str]) -> Probe {
     }
 }
 
+/// After handing `text` to a clipboard owner process: waits (at most 2 s) until reading
+/// the clipboard gives it back, so the paste chord never pastes the old content.
+pub fn wait_until_served(
+    clipboard: &dyn Clipboard,
+    text: &str,
+    owner: &str,
+) -> Result<(), InjectError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        if clipboard.read()?.as_deref() == Some(text) {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(InjectError::ClipboardUnavailable {
+                detail: format!("{owner} did not start serving the new content within 2 s"),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// `Err(no_display)` unless the variable is set.
 pub fn require_env(variable: &str) -> Probe {
     match std::env::var(variable) {

@@ -1,7 +1,7 @@
 //! The wlroots Wayland backend: sway's IPC (swaymsg) finds, focuses and reports windows, wtype sends keys, wl-clipboard serves the clipboard.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -212,18 +212,7 @@ impl Clipboard for WlClipboard {
     fn write(&self, text: &str) -> Result<(), InjectError> {
         self.runner.spawn("wl-copy", &[], text)?;
         // The old selection may still be served for a moment: wait for the new one.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        loop {
-            if self.read()?.as_deref() == Some(text) {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(InjectError::ClipboardUnavailable {
-                    detail: "wl-copy did not start serving the new content within 2 s".into(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        crate::wait_until_served(self, text, "wl-copy")
     }
 
     fn clear(&self) -> Result<(), InjectError> {

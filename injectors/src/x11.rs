@@ -1,7 +1,7 @@
 //! The X11 backend: xdotool finds, focuses and reports windows and sends keys; xclip serves the clipboard.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::{
     expect_success, require_env, require_programs, Chord, Clipboard, CommandRunner, InjectError,
@@ -251,18 +251,7 @@ impl Clipboard for XclipClipboard {
         // xclip forks a server that owns the selection until another owner takes it.
         self.runner
             .spawn("xclip", &["-selection", "clipboard", "-i"], text)?;
-        let deadline = Instant::now() + Duration::from_secs(2);
-        loop {
-            if self.read()?.as_deref() == Some(text) {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(InjectError::ClipboardUnavailable {
-                    detail: "xclip did not start serving the new content within 2 s".into(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        crate::wait_until_served(self, text, "xclip")
     }
 
     fn clear(&self) -> Result<(), InjectError> {

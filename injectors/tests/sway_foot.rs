@@ -1,7 +1,7 @@
 //! The Wayland backend against a real compositor: headless sway (run as `nobody`, since sway refuses root) with a foot terminal; sway IPC finds and focuses it by pid, wtype + wl-clipboard deliver a multi-line Unicode prompt byte-exact, and the clipboard is restored.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -135,17 +135,6 @@ impl Drop for Sway {
     }
 }
 
-fn wait_for(path: &Path, expected: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        if text == expected || Instant::now() >= deadline {
-            return text;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn wtype_and_wl_clipboard_deliver_a_unicode_prompt_into_foot_found_by_pid() {
     let mut sway = Sway::start();
@@ -185,7 +174,7 @@ fn wtype_and_wl_clipboard_deliver_a_unicode_prompt_into_foot_found_by_pid() {
     assert_eq!(delivery.method, Method::Paste);
     assert_eq!(delivery.stage, Stage::Submitted);
     let expected = format!("{prompt}\n");
-    assert_eq!(wait_for(&out, &expected), expected);
+    assert_eq!(koru_system_tests::wait_for_file(&out, &expected), expected);
     assert_eq!(
         std::fs::read_to_string(&other_out).unwrap(),
         "",
@@ -203,5 +192,5 @@ fn wtype_and_wl_clipboard_deliver_a_unicode_prompt_into_foot_found_by_pid() {
     };
     deliver(&injector, &window, "typed with wtype", &typed).unwrap();
     let both = format!("{expected}typed with wtype\n");
-    assert_eq!(wait_for(&out, &both), both);
+    assert_eq!(koru_system_tests::wait_for_file(&out, &both), both);
 }

@@ -1,9 +1,9 @@
 //! The X11 backends against real windows: xterm under Xvfb, found by pid, receives a multi-line Unicode prompt byte-exact by paste (xdotool + xclip, and enigo) and ASCII by typing; the clipboard is restored; a target that cannot be focused gets nothing and neither does the decoy.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use koru_injectors::{
     deliver, Clipboard, DeliverOptions, Injector, Method, Stage, TargetSpec, XclipClipboard,
@@ -61,18 +61,6 @@ fn terminal_options(method: Method) -> DeliverOptions {
     }
 }
 
-/// Waits until the file holds `expected` (or times out) and returns what it holds.
-fn wait_for(path: &Path, expected: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        if text == expected || Instant::now() >= deadline {
-            return text;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 const PROMPT: &str = "Fix the parser — keep «tests» green ✓\n日本語のコメント 🚀\n\ttabbed line; \"quoted\" & <angled> $HOME";
 
 #[test]
@@ -97,7 +85,7 @@ fn xdotool_pastes_a_multiline_unicode_prompt_byte_exact_into_the_window_found_by
     assert!(delivery.clipboard_restored);
 
     let expected = format!("{PROMPT}\n");
-    assert_eq!(wait_for(&out, &expected), expected);
+    assert_eq!(koru_system_tests::wait_for_file(&out, &expected), expected);
     assert_eq!(
         clipboard.read().unwrap().as_deref(),
         Some("the user's own clipboard")
@@ -118,7 +106,7 @@ fn xdotool_types_ascii_when_asked_to() {
     let delivery = deliver(&injector, &window, text, &terminal_options(Method::Type)).unwrap();
     assert_eq!(delivery.method, Method::Type);
     let expected = format!("{text}\n");
-    assert_eq!(wait_for(&out, &expected), expected);
+    assert_eq!(koru_system_tests::wait_for_file(&out, &expected), expected);
 }
 
 #[cfg(feature = "enigo")]
@@ -140,7 +128,7 @@ fn enigo_delivers_by_paste_and_by_typing() {
         .remove(0);
     deliver(&injector, &window, PROMPT, &terminal_options(Method::Paste)).unwrap();
     let pasted = format!("{PROMPT}\n");
-    assert_eq!(wait_for(&out, &pasted), pasted);
+    assert_eq!(koru_system_tests::wait_for_file(&out, &pasted), pasted);
     deliver(
         &injector,
         &window,
@@ -149,7 +137,7 @@ fn enigo_delivers_by_paste_and_by_typing() {
     )
     .unwrap();
     let both = format!("{pasted}typed by enigo 42\n");
-    assert_eq!(wait_for(&out, &both), both);
+    assert_eq!(koru_system_tests::wait_for_file(&out, &both), both);
 }
 
 #[test]

@@ -562,14 +562,7 @@ impl XTerm {
 
     /// Waits until the output file holds `expected` (at most 10 s) and returns what it holds.
     pub fn wait_for(&self, expected: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let text = std::fs::read_to_string(&self.output).unwrap_or_default();
-            if text == expected || Instant::now() >= deadline {
-                return text;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for_file(&self.output, expected)
     }
 
     pub fn text(&self) -> String {
@@ -604,5 +597,17 @@ impl Sandbox {
         };
         daemon.wait_ready();
         daemon
+    }
+}
+
+/// Waits until `path` holds exactly `expected` (at most 10 s) and returns what it holds.
+pub fn wait_for_file(path: &Path, expected: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text == expected || Instant::now() >= deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -59,11 +59,34 @@ pub trait InjectionRunner: Send + Sync {
 /// Runs injections for real on tokio's blocking pool.
 pub struct SystemInjections {
     events: mpsc::Sender<DaemonEvent>,
+    /// Probe results by interface, with when they were taken: planning happens for every
+    /// drive, and PATH lookups are not free.
+    probes: std::sync::Mutex<
+        std::collections::HashMap<String, (std::time::Instant, Result<(), Blocker>)>,
+    >,
 }
+
+/// How long a probe result is reused.
+const PROBE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl SystemInjections {
     pub fn new(events: mpsc::Sender<DaemonEvent>) -> Self {
-        SystemInjections { events }
+        SystemInjections {
+            events,
+            probes: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    fn probe_now(interface: &str) -> Result<(), Blocker> {
+        let injector = injector_for(interface).ok_or_else(|| {
+            Blocker::new(
+                koru_protocol::blocker::INJECTOR_MISSING,
+                format!("this build has no injector for {interface}"),
+            )
+        })?;
+        injector
+            .probe()
+            .map_err(|unavailable| Blocker::new(unavailable.blocker, unavailable.detail))
     }
 }
 
@@ -110,15 +133,20 @@ pub fn injector_for(interface: &str) -> Option<Injector> {
 
 impl InjectionRunner for SystemInjections {
     fn probe(&self, interface: &str) -> Result<(), Blocker> {
-        let injector = injector_for(interface).ok_or_else(|| {
-            Blocker::new(
-                koru_protocol::blocker::INJECTOR_MISSING,
-                format!("this build has no injector for {interface}"),
-            )
-        })?;
-        injector
-            .probe()
-            .map_err(|unavailable| Blocker::new(unavailable.blocker, unavailable.detail))
+        let Ok(mut probes) = self.probes.lock() else {
+            return SystemInjections::probe_now(interface);
+        };
+        if let Some((at, result)) = probes.get(interface) {
+            if at.elapsed() < PROBE_TTL {
+                return result.clone();
+            }
+        }
+        let result = SystemInjections::probe_now(interface);
+        probes.insert(
+            interface.to_string(),
+            (std::time::Instant::now(), result.clone()),
+        );
+        result
     }
 
     fn start(&self, job: InjectionJob) {

@@ -61,10 +61,11 @@ pub struct SystemInjections {
     events: mpsc::Sender<DaemonEvent>,
     /// Probe results by interface, with when they were taken: planning happens for every
     /// drive, and PATH lookups are not free.
-    probes: std::sync::Mutex<
-        std::collections::HashMap<String, (std::time::Instant, Result<(), Blocker>)>,
-    >,
+    probes: std::sync::Mutex<std::collections::HashMap<String, CachedProbe>>,
 }
+
+/// A probe result and when it was taken.
+type CachedProbe = (std::time::Instant, Result<(), Blocker>);
 
 /// How long a probe result is reused.
 const PROBE_TTL: std::time::Duration = std::time::Duration::from_secs(5);

@@ -60,6 +60,7 @@ pub async fn run(
     shutdown: CancellationToken,
     ready: impl FnOnce(&std::path::Path),
 ) -> Result<(), SocketError> {
+    raise_open_files_limit();
     // Watch the registry files before anyone can connect, so no later edit is missed.
     let registry_watch =
         crate::registry::watch::RegistryWatcher::start(config.registry_paths.clone());
@@ -107,6 +108,7 @@ pub async fn run(
         shutdown.clone(),
     ));
     let mut next_conn_id = 0u64;
+    let mut accept_failures = 0u32;
     loop {
         use interprocess::local_socket::traits::tokio::Listener as _;
         let accepted = tokio::select! {
@@ -115,6 +117,10 @@ pub async fn run(
         };
         match accepted {
             Ok(stream) => {
+                if accept_failures > 0 {
+                    tracing::info!(failures = accept_failures, "accepting connections again");
+                    accept_failures = 0;
+                }
                 next_conn_id += 1;
                 let stream = UnixStream::from(stream);
                 tracker.spawn(connection::serve(
@@ -125,8 +131,14 @@ pub async fn run(
                 ));
             }
             Err(err) => {
-                tracing::warn!(error = %err, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Out of descriptors (EMFILE) or similar: back off, warn once per streak.
+                accept_failures += 1;
+                if accept_failures == 1 {
+                    tracing::warn!(error = %err, "accept failed; backing off until it works again");
+                }
+                let backoff = Duration::from_millis(50 * (1 << accept_failures.min(5)));
+                tokio::time::sleep(backoff).await;
+                continue;
             }
         }
     }
@@ -151,4 +163,17 @@ pub async fn run(
     drop(bound);
     tracing::info!("koru daemon stopped");
     Ok(())
+}
+
+/// Each plugin holds a descriptor: raise the soft open-files limit to the hard one (many
+/// sessions start programs with a soft limit of 1,024).
+fn raise_open_files_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => tracing::debug!(from = soft, to = hard, "raised the open-files limit"),
+            Err(err) => tracing::warn!(error = %err, soft, "cannot raise the open-files limit"),
+        },
+        _ => {}
+    }
 }

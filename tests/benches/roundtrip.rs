@@ -1,0 +1,803 @@
+//! Whole-system benchmark of the real `koru daemon` (release under `cargo bench`): the controller → daemon → plugin → ack → controller drive round trip with 1 and 100 plugins connected, the raw Unix-socket echo floor measured in the same run, and the daemon's RSS idle and with 1,000 plugins (`cargo bench -p koru-system-tests --bench roundtrip`).
+//!
+//! Prints Markdown tables and a pass/fail line per target. Run without `--bench` (as
+//! `cargo test --benches` does) it makes a quick smoke run with small counts instead.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use koru_daemon::client::{self, Client};
+use koru_protocol::{
+    encode_line, Ack, AckStage, Capability, DriveCreate, DriveOptions, DriveState, Envelope,
+    IdeInfo, IdeProduct, Message, StreamEvent, StreamItem, Target, WindowInfo,
+};
+use koru_system_tests::{koru_bin, Daemon, Sandbox};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// How much work one run does.
+#[derive(Debug, Clone, Copy)]
+struct BenchConfig {
+    /// Timed echoes, pings and drives of each per case (a multiple of `block`).
+    drives: usize,
+    /// Echoes, pings and drives of each run first and not timed (a multiple of `block`).
+    warm_up: usize,
+    /// Echoes, pings and drives are measured in turns of this many each.
+    block: usize,
+    /// Idle plugins connected besides the driven one in the "100 plugins" case.
+    idle_plugins: usize,
+    /// Plugins connected for the memory measurement.
+    memory_plugins: usize,
+    /// Whether this is a real measurement (`--bench`) rather than a smoke run.
+    measuring: bool,
+}
+
+impl BenchConfig {
+    fn from_args() -> BenchConfig {
+        if std::env::args().any(|arg| arg == "--bench") {
+            BenchConfig {
+                drives: 2_000,
+                warm_up: 200,
+                block: 100,
+                idle_plugins: 99,
+                memory_plugins: 1_000,
+                measuring: true,
+            }
+        } else {
+            BenchConfig {
+                drives: 20,
+                warm_up: 5,
+                block: 5,
+                idle_plugins: 9,
+                memory_plugins: 20,
+                measuring: false,
+            }
+        }
+    }
+}
+
+/// The targets of the foundation issue.
+const ROUND_TRIP_MAX_FLOOR_RATIO_P50: f64 = 3.0;
+const ROUND_TRIP_MAX_P99: Duration = Duration::from_millis(1);
+const IDLE_RSS_MAX_BYTES: u64 = 10_000_000;
+const THOUSAND_PLUGINS_RSS_MAX_BYTES: u64 = 60_000_000;
+
+/// The echo floor's line: about the size of an `ack` with a short blocker.
+const ECHO_LINE_BYTES: usize = 200;
+
+/// A ~200-character prompt of mixed ASCII and Unicode, as in the codec benchmark.
+fn bench_prompt() -> String {
+    "Refactor `parse_header()` so errors carry line:column — keep the tests green, \
+     «ne casse rien», 日本語のコメントも直して ✓ 🚀\n\"then\" run cargo test. "
+        .chars()
+        .cycle()
+        .take(200)
+        .collect()
+}
+
+fn main() -> Result<()> {
+    let config = BenchConfig::from_args();
+    // Both this process (one socket per plugin) and the daemon (which inherits the limit
+    // from this process) hold one descriptor per connection.
+    let fd_limit = raise_open_files_limit(config.memory_plugins as u64 + 256)?;
+    // One thread for both clients of the bench, so that on a 2-core machine the other
+    // core is left to the daemon (whose event loop is one thread too).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the bench runtime")?;
+    let report = runtime.block_on(run(config))?;
+    report.print(&config, fd_limit);
+    Ok(())
+}
+
+async fn run(config: BenchConfig) -> Result<Report> {
+    let binary = koru_bin();
+    let prompt = bench_prompt();
+
+    // Memory first, on a daemon of its own, so that drive history from the latency runs
+    // does not count as "idle".
+    let sandbox = Sandbox::new();
+    let mut daemon = start_daemon(&sandbox)?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle = ProcessSample::of(daemon.pid())?;
+    let plugins = connect_raw_plugins(&daemon.socket, config.memory_plugins).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let loaded = ProcessSample::of(daemon.pid())?;
+    drop(plugins);
+    daemon.terminate(Duration::from_secs(5));
+
+    // The floor and the daemon hop are measured in turns with the drives, on the same
+    // daemon, so that all three see the same machine.
+    let sandbox = Sandbox::new();
+    let mut daemon = start_daemon(&sandbox)?;
+    let mut echo = EchoFloor::start(sandbox.path()).await?;
+    let one_plugin =
+        drive_round_trips(&daemon.socket, daemon.pid(), 0, &prompt, &config, &mut echo).await?;
+    let hundred_plugins = drive_round_trips(
+        &daemon.socket,
+        daemon.pid(),
+        config.idle_plugins,
+        &prompt,
+        &config,
+        &mut echo,
+    )
+    .await?;
+    echo.stop()?;
+    // Let the daemon notice the closed connections before looking at it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after_drives = ProcessSample::of(daemon.pid())?;
+    daemon.terminate(Duration::from_secs(5));
+
+    Ok(Report {
+        binary,
+        one_plugin,
+        hundred_plugins,
+        idle,
+        loaded,
+        after_drives,
+    })
+}
+
+/// Starts `koru daemon` in `sandbox` the way `Sandbox::start_daemon` does, but at the
+/// daemon's default log level (info, as in `contrib/koru.service`) rather than the tests'
+/// debug, so that logging costs what it costs for users.
+fn start_daemon(sandbox: &Sandbox) -> Result<Daemon> {
+    let log = sandbox.path().join("daemon.log");
+    let child = sandbox
+        .koru()
+        .env("RUST_LOG", "info")
+        .args(["daemon", "--heartbeat-ms", "60000"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).context("cannot create the daemon log")?)
+        .spawn()
+        .context("cannot start koru daemon")?;
+    let daemon = Daemon {
+        child,
+        log,
+        socket: sandbox.socket(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&daemon.socket).is_err() {
+        if Instant::now() > deadline {
+            bail!(
+                "the daemon did not listen within 10 s; log:\n{}",
+                daemon.log_text()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(daemon)
+}
+
+/// Raises this process's soft RLIMIT_NOFILE to at least `wanted` (within the hard limit)
+/// and returns the soft limit in force.
+fn raise_open_files_limit(wanted: u64) -> Result<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).context("getrlimit(NOFILE)")?;
+    if soft >= wanted {
+        return Ok(soft);
+    }
+    ensure!(
+        hard >= wanted,
+        "the hard open-files limit is {hard}, below the {wanted} this benchmark needs; raise it (ulimit -Hn)"
+    );
+    setrlimit(Resource::RLIMIT_NOFILE, wanted, hard).context("setrlimit(NOFILE)")?;
+    Ok(wanted)
+}
+
+/// What one case measured (timed samples only).
+struct DriveRun {
+    /// Raw echo round trips.
+    floor: Stats,
+    /// Controller `ping` → `pong` through the daemon.
+    daemon_hop: Stats,
+    /// `drive.create` written → `done` event read.
+    drive: Stats,
+    /// `drive.create` written → `drive.result` reply read.
+    to_reply: Stats,
+    /// `drive.create` written → the plugin read `drive`.
+    to_plugin: Stats,
+    /// On-CPU time of the daemon's event-loop thread per drive.
+    daemon_cpu: Duration,
+    /// On-CPU time of the bench's client thread (controller and plugin) per drive.
+    bench_cpu: Duration,
+    /// What the controller read for the last drive.
+    last_drive: Traffic,
+}
+
+/// The lines a controller read for one drive.
+#[derive(Debug, Clone, Default)]
+struct Traffic {
+    /// `drive.result`, then `stream` lines by event kind and drive state.
+    lines: Vec<String>,
+    /// Their size re-encoded (the daemon writes the same bytes, give or take the `id`).
+    bytes: usize,
+}
+
+impl Traffic {
+    fn of(messages: &[Message]) -> Traffic {
+        let lines = messages
+            .iter()
+            .map(|message| match message {
+                Message::Stream(StreamItem {
+                    event: StreamEvent::DriveUpdated { drive },
+                    ..
+                }) => format!("drive_updated({})", drive.state),
+                other => other.type_name().to_string(),
+            })
+            .collect();
+        let bytes = messages
+            .iter()
+            .map(|message| encode_line(&Envelope::new(message.clone())).len())
+            .sum();
+        Traffic { lines, bytes }
+    }
+}
+
+/// Runs `warm_up + drives` raw echoes, controller pings and drives through one plugin,
+/// with `idle_plugins` other plugins connected. A drive is timed from writing
+/// `drive.create` to reading the `drive_updated` event that says it is `done`.
+async fn drive_round_trips(
+    socket: &Path,
+    daemon_pid: i32,
+    idle_plugins: usize,
+    prompt: &str,
+    config: &BenchConfig,
+    echo: &mut EchoFloor,
+) -> Result<DriveRun> {
+    let idle = connect_raw_plugins(socket, idle_plugins).await?;
+    let plugin = Client::connect(socket, bench_plugin_hello())
+        .await
+        .context("the driven plugin cannot connect")?;
+    let session_id = plugin.welcome.session_id.clone();
+    let (drive_seen, mut drive_seen_at) = tokio::sync::mpsc::unbounded_channel();
+    let plugin_task = tokio::spawn(answer_drives(plugin, drive_seen));
+
+    let mut controller = Client::connect(socket, client::controller_hello("koru-bench"))
+        .await
+        .context("the controller cannot connect")?;
+    let subscribed = controller.request(Message::EventsSubscribe {}).await?;
+    ensure!(
+        matches!(subscribed, Message::EventsSubscribed {}),
+        "events.subscribe answered with {}",
+        subscribed.type_name()
+    );
+
+    let bench_pid = std::process::id() as i32;
+    let mut floor = Vec::with_capacity(config.drives);
+    let mut daemon_hop = Vec::with_capacity(config.drives);
+    let mut drive = Vec::with_capacity(config.drives);
+    let mut to_reply = Vec::with_capacity(config.drives);
+    let mut to_plugin = Vec::with_capacity(config.drives);
+    let (mut daemon_cpu, mut bench_cpu) = (Duration::ZERO, Duration::ZERO);
+    let mut lines = Vec::new();
+    // Blocks of echoes, pings and drives take turns, so that all three see the same
+    // machine while each is measured back to back within its block.
+    for block_start in (0..config.warm_up + config.drives).step_by(config.block) {
+        let timed = block_start >= config.warm_up;
+        for _ in 0..config.block {
+            let elapsed = echo.round_trip().await?;
+            if timed {
+                floor.push(elapsed);
+            }
+        }
+        for _ in 0..config.block {
+            let elapsed = ping(&mut controller).await?;
+            if timed {
+                daemon_hop.push(elapsed);
+            }
+        }
+        let cpu_before = (on_cpu(daemon_pid)?, on_cpu(bench_pid)?);
+        for round in block_start..block_start + config.block {
+            let create = Message::DriveCreate(DriveCreate {
+                target: Target::Session(session_id.clone()),
+                prompt: prompt.to_string(),
+                options: DriveOptions::default(),
+            });
+            lines.clear();
+            let started = Instant::now();
+            let one = one_drive(&mut controller, create, &mut lines);
+            let replied = tokio::time::timeout(Duration::from_secs(5), one)
+                .await
+                .with_context(|| format!("drive {round} did not finish within 5 s"))??;
+            let finished = Instant::now();
+            // The plugin saw the drive before it acked, so its timestamp is already queued.
+            let plugin_saw = drive_seen_at
+                .try_recv()
+                .context("the plugin did not report the drive it acked")?;
+            if timed {
+                drive.push(finished - started);
+                to_reply.push(replied - started);
+                to_plugin.push(plugin_saw - started);
+            }
+        }
+        if timed {
+            daemon_cpu += on_cpu(daemon_pid)?.saturating_sub(cpu_before.0);
+            bench_cpu += on_cpu(bench_pid)?.saturating_sub(cpu_before.1);
+        }
+    }
+
+    plugin_task.abort();
+    controller.close().await;
+    drop(idle);
+    let timed = config.drives.max(1) as u32;
+    Ok(DriveRun {
+        floor: Stats::of(floor),
+        daemon_hop: Stats::of(daemon_hop),
+        drive: Stats::of(drive),
+        to_reply: Stats::of(to_reply),
+        to_plugin: Stats::of(to_plugin),
+        daemon_cpu: daemon_cpu / timed,
+        bench_cpu: bench_cpu / timed,
+        last_drive: Traffic::of(&lines),
+    })
+}
+
+/// Sends one `drive.create` and waits for that drive's terminal `drive_updated` event;
+/// every message read on the way is appended to `lines`. Returns when the reply arrived.
+async fn one_drive(
+    controller: &mut Client,
+    create: Message,
+    lines: &mut Vec<Message>,
+) -> Result<Instant> {
+    let reply = controller.request(create).await?;
+    let replied = Instant::now();
+    let drive_id = match &reply {
+        Message::DriveResult(result) => result.drive.drive_id.clone(),
+        other => bail!("drive.create answered with {}", other.type_name()),
+    };
+    lines.push(reply);
+    loop {
+        let Some(envelope) = controller.next().await? else {
+            bail!("the daemon closed the controller connection");
+        };
+        let finished = match &envelope.message {
+            Message::Stream(StreamItem {
+                event: StreamEvent::DriveUpdated { drive },
+                ..
+            }) if drive.drive_id == drive_id && drive.state.is_terminal() => {
+                ensure!(
+                    drive.state == DriveState::Done,
+                    "drive {drive_id} ended {} ({:?})",
+                    drive.state,
+                    drive.blocker
+                );
+                true
+            }
+            _ => false,
+        };
+        lines.push(envelope.message);
+        if finished {
+            return Ok(replied);
+        }
+    }
+}
+
+/// One hop through the daemon and back without a plugin: a controller's `ping` is read
+/// by its connection task, answered by the state machine, and written by its writer task.
+async fn ping(controller: &mut Client) -> Result<Duration> {
+    let started = Instant::now();
+    let reply = controller.request(Message::Ping {}).await?;
+    let elapsed = started.elapsed();
+    ensure!(
+        matches!(reply, Message::Pong {}),
+        "ping answered with {}",
+        reply.type_name()
+    );
+    Ok(elapsed)
+}
+
+/// The driven plugin: acks every drive `received`, then `submitted`, as a plugin that
+/// submits instantly would, and reports when each drive arrived on `drive_seen`.
+async fn answer_drives(
+    mut plugin: Client,
+    drive_seen: tokio::sync::mpsc::UnboundedSender<Instant>,
+) -> Result<()> {
+    while let Some(Envelope { message, .. }) = plugin.next().await? {
+        if let Message::Drive(drive) = message {
+            let _ = drive_seen.send(Instant::now());
+            for stage in [AckStage::Received, AckStage::Submitted] {
+                let ack = Ack {
+                    drive_id: drive.drive_id.clone(),
+                    stage,
+                    blocker: None,
+                };
+                plugin.send(None, Message::Ack(ack)).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The driven plugin's hello: what a VS Code plugin announces (the same set as
+/// `koru dev fake-plugin --product vscode`), so that the daemon's planner picks the
+/// registry's native-send route for it.
+fn bench_plugin_hello() -> koru_protocol::Hello {
+    let commands = [
+        "workbench.action.chat.open",
+        "workbench.action.chat.focusInput",
+        "workbench.action.chat.submit",
+    ];
+    let mut capabilities = vec![
+        Capability::NativeSend,
+        Capability::PluginDrive,
+        Capability::Clipboard,
+        Capability::ChatEvents,
+    ];
+    capabilities.extend(commands.map(|id| Capability::Command { id: id.to_string() }));
+    client::plugin_hello(
+        "koru-bench-plugin",
+        IdeInfo {
+            product: IdeProduct::VsCode,
+            version: "1.100.0".to_string(),
+            app_name: "Visual Studio Code".to_string(),
+        },
+        WindowInfo {
+            pid: Some(std::process::id()),
+            workspace_folders: vec!["/bench/driven".to_string()],
+            ..WindowInfo::default()
+        },
+        capabilities,
+    )
+}
+
+/// The hello line of the n-th idle plugin, as raw bytes.
+fn raw_plugin_hello(n: usize) -> Vec<u8> {
+    let hello = serde_json::json!({
+        "v": 1, "type": "hello", "role": "plugin",
+        "protocol": {"min": 1, "max": 1},
+        "client": {"name": "koru-bench-idle", "version": "0"},
+        "ide": {"product": "vscode", "version": "1.100.0", "app_name": "Visual Studio Code"},
+        "window": {"pid": std::process::id(), "workspace_folders": [format!("/bench/idle-{n}")]},
+        "capabilities": []
+    });
+    let mut line = hello.to_string().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+/// Connects `count` plugins over raw sockets, each greeted (hello sent, welcome read),
+/// and keeps them open and silent.
+async fn connect_raw_plugins(socket: &Path, count: usize) -> Result<Vec<UnixStream>> {
+    let mut plugins = Vec::with_capacity(count);
+    for n in 0..count {
+        let greeted = async {
+            let mut stream = UnixStream::connect(socket).await?;
+            stream.write_all(&raw_plugin_hello(n)).await?;
+            let mut reader = BufReader::new(&mut stream);
+            let mut reply = String::new();
+            reader.read_line(&mut reply).await?;
+            anyhow::Ok((stream, reply))
+        };
+        let (stream, reply) = tokio::time::timeout(Duration::from_secs(10), greeted)
+            .await
+            .with_context(|| format!("plugin {n} got no welcome within 10 s"))?
+            .with_context(|| format!("plugin {n} could not connect"))?;
+        ensure!(
+            reply.contains(r#""type":"welcome""#),
+            "plugin {n} was not welcomed: {reply}"
+        );
+        plugins.push(stream);
+    }
+    Ok(plugins)
+}
+
+/// The floor: one ~200-byte line to an echo server on its own thread and back, over a
+/// plain tokio `UnixStream` with no protocol work on either side.
+struct EchoFloor {
+    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: tokio::net::unix::OwnedWriteHalf,
+    line: Vec<u8>,
+    echoed: Vec<u8>,
+    server: std::thread::JoinHandle<Result<()>>,
+}
+
+impl EchoFloor {
+    async fn start(dir: &Path) -> Result<EchoFloor> {
+        let path = dir.join("echo.sock");
+        let listener =
+            std::os::unix::net::UnixListener::bind(&path).context("cannot bind the echo socket")?;
+        let server = std::thread::spawn(move || serve_echo(listener));
+        let stream = UnixStream::connect(&path).await?;
+        let (read_half, writer) = stream.into_split();
+        let prefix =
+            r#"{"v":1,"type":"ack","drive_id":"d_3f9a1c2e4b5d","stage":"received","pad":""#;
+        let suffix = "\"}\n";
+        let padding = "x".repeat(ECHO_LINE_BYTES - prefix.len() - suffix.len());
+        let line = format!("{prefix}{padding}{suffix}").into_bytes();
+        Ok(EchoFloor {
+            reader: BufReader::new(read_half),
+            writer,
+            echoed: Vec::with_capacity(line.len()),
+            line,
+            server,
+        })
+    }
+
+    async fn round_trip(&mut self) -> Result<Duration> {
+        self.echoed.clear();
+        let started = Instant::now();
+        self.writer.write_all(&self.line).await?;
+        self.reader.read_until(b'\n', &mut self.echoed).await?;
+        let elapsed = started.elapsed();
+        ensure!(
+            self.echoed == self.line,
+            "the echo server sent back other bytes"
+        );
+        Ok(elapsed)
+    }
+
+    /// Closes the connection, which ends the server.
+    fn stop(self) -> Result<()> {
+        drop(self.reader);
+        drop(self.writer);
+        match self.server.join() {
+            Ok(outcome) => outcome,
+            Err(_) => bail!("the echo server thread panicked"),
+        }
+    }
+}
+
+/// Serves one connection: every line read is written back.
+fn serve_echo(listener: std::os::unix::net::UnixListener) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::UnixListener::from_std(listener)?;
+        let (mut stream, _) = listener.accept().await?;
+        let (read_half, mut write_half) = stream.split();
+        let mut reader = BufReader::new(read_half);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if reader.read_until(b'\n', &mut line).await? == 0 {
+                return Ok(());
+            }
+            write_half.write_all(&line).await?;
+        }
+    })
+}
+
+/// p50 / p99 / mean of a set of timings.
+#[derive(Debug, Clone, Copy)]
+struct Stats {
+    p50: Duration,
+    p99: Duration,
+    mean: Duration,
+}
+
+impl Stats {
+    fn of(mut samples: Vec<Duration>) -> Stats {
+        samples.sort_unstable();
+        let count = samples.len().max(1);
+        // Nearest rank: the smallest sample with at least p of all samples at or below it.
+        let rank = |p: f64| samples[((p * count as f64).ceil() as usize).clamp(1, count) - 1];
+        let total: Duration = samples.iter().sum();
+        Stats {
+            p50: rank(0.50),
+            p99: rank(0.99),
+            mean: total / count as u32,
+        }
+    }
+}
+
+/// How long the main thread of `pid` has run on a CPU, from `/proc/<pid>/schedstat`. Both
+/// the daemon's event loop and the bench's clients run on their process's main thread.
+/// (In a virtual machine this also counts time the host took the vCPU away.)
+fn on_cpu(pid: i32) -> Result<Duration> {
+    let schedstat = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+        .with_context(|| format!("cannot read /proc/{pid}/schedstat"))?;
+    let nanos = schedstat
+        .split_whitespace()
+        .next()
+        .and_then(|field| field.parse().ok())
+        .with_context(|| format!("unexpected /proc/{pid}/schedstat: {schedstat:?}"))?;
+    Ok(Duration::from_nanos(nanos))
+}
+
+/// What `/proc` says about the daemon at one moment.
+#[derive(Debug, Clone, Copy)]
+struct ProcessSample {
+    rss_bytes: u64,
+    threads: u64,
+    open_fds: usize,
+    max_open_files: u64,
+}
+
+impl ProcessSample {
+    fn of(pid: i32) -> Result<ProcessSample> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .with_context(|| format!("cannot read /proc/{pid}/status"))?;
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|value| value.parse::<u64>().ok())
+                .with_context(|| format!("no {name} in /proc/{pid}/status"))
+        };
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits"))
+            .with_context(|| format!("cannot read /proc/{pid}/limits"))?;
+        let max_open_files = limits
+            .lines()
+            .find_map(|line| line.strip_prefix("Max open files"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|soft| soft.parse().ok())
+            .unwrap_or(0);
+        let open_fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .with_context(|| format!("cannot list /proc/{pid}/fd"))?
+            .count();
+        Ok(ProcessSample {
+            rss_bytes: field("VmRSS:")? * 1024,
+            threads: field("Threads:")?,
+            open_fds,
+            max_open_files,
+        })
+    }
+}
+
+/// Everything one run measured.
+struct Report {
+    binary: PathBuf,
+    one_plugin: DriveRun,
+    hundred_plugins: DriveRun,
+    idle: ProcessSample,
+    loaded: ProcessSample,
+    after_drives: ProcessSample,
+}
+
+impl Report {
+    fn print(&self, config: &BenchConfig, bench_fd_limit: u64) {
+        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        if !config.measuring {
+            println!("_Smoke run with small counts (no `--bench` argument): figures are not meaningful._\n");
+        }
+        println!(
+            "Daemon: `{}` · {cores} cores · open-files soft limit {bench_fd_limit} (bench), {} (daemon)\n",
+            self.binary.display(),
+            self.loaded.max_open_files
+        );
+        let cases = [
+            ("1 plugin".to_string(), &self.one_plugin),
+            (
+                format!("{} plugins", config.idle_plugins + 1),
+                &self.hundred_plugins,
+            ),
+        ];
+
+        println!(
+            "### Round trip ({} of each, after {} warm-up, per case; in turns of {} echoes, {} pings, {} drives)\n",
+            config.drives, config.warm_up, config.block, config.block, config.block
+        );
+        println!("| plugins connected | measurement | p50 | p99 | mean | p50 ÷ floor p50 |");
+        println!("|---|---|---:|---:|---:|---:|");
+        for (case, run) in &cases {
+            let rows = [
+                (
+                    format!("floor: raw tokio `UnixStream` echo, one {ECHO_LINE_BYTES}-byte line"),
+                    &run.floor,
+                ),
+                (
+                    "daemon hop: controller `ping` → `pong`".to_string(),
+                    &run.daemon_hop,
+                ),
+                (
+                    "drive: `drive.create` → controller has the `drive.result` reply".to_string(),
+                    &run.to_reply,
+                ),
+                (
+                    "drive: `drive.create` → plugin has `drive`".to_string(),
+                    &run.to_plugin,
+                ),
+                (
+                    "**drive round trip**: `drive.create` → controller has `done`".to_string(),
+                    &run.drive,
+                ),
+            ];
+            for (label, stats) in rows {
+                println!(
+                    "| {case} | {label} | {} | {} | {} | {:.1}× |",
+                    micros(stats.p50),
+                    micros(stats.p99),
+                    micros(stats.mean),
+                    run.floor_ratio(stats)
+                );
+            }
+        }
+
+        println!("\n| plugins connected | daemon on-CPU per drive | bench clients (controller + plugin) on-CPU per drive |");
+        println!("|---|---:|---:|");
+        for (case, run) in &cases {
+            println!(
+                "| {case} | {} | {} |",
+                micros(run.daemon_cpu),
+                micros(run.bench_cpu)
+            );
+        }
+        let traffic = &self.one_plugin.last_drive;
+        println!(
+            "\nPer drive the controller wrote 1 line and read {} (≈{} bytes): {}; the plugin read 1 `drive` line and wrote 2 `ack`s.",
+            traffic.lines.len(),
+            traffic.bytes,
+            traffic.lines.join(", ")
+        );
+
+        println!("\n### Daemon memory\n");
+        println!("| daemon state | VmRSS | threads | open fds |");
+        println!("|---|---:|---:|---:|");
+        let samples = [
+            ("idle, no connections".to_string(), &self.idle),
+            (
+                format!(
+                    "{} plugins connected (greeted, silent)",
+                    config.memory_plugins
+                ),
+                &self.loaded,
+            ),
+            (
+                format!(
+                    "after the round-trip runs ({} drives; the daemon keeps the last 1,000), nobody connected",
+                    2 * (config.warm_up + config.drives)
+                ),
+                &self.after_drives,
+            ),
+        ];
+        for (label, sample) in samples {
+            println!(
+                "| {label} | {} | {} | {} |",
+                megabytes(sample.rss_bytes),
+                sample.threads,
+                sample.open_fds
+            );
+        }
+
+        println!("\n### Targets\n");
+        println!("| target | measured | verdict |");
+        println!("|---|---:|---|");
+        let verdict = |met: bool| if met { "met" } else { "**MISSED**" };
+        for (case, run) in &cases {
+            let ratio = run.floor_ratio(&run.drive);
+            println!(
+                "| round trip p50 ≤ {ROUND_TRIP_MAX_FLOOR_RATIO_P50}× floor p50 ({case}) | {ratio:.1}× | {} |",
+                verdict(ratio <= ROUND_TRIP_MAX_FLOOR_RATIO_P50)
+            );
+            println!(
+                "| round trip p99 < 1 ms ({case}) | {} | {} |",
+                micros(run.drive.p99),
+                verdict(run.drive.p99 < ROUND_TRIP_MAX_P99)
+            );
+        }
+        println!(
+            "| idle RSS < 10 MB | {} | {} |",
+            megabytes(self.idle.rss_bytes),
+            verdict(self.idle.rss_bytes < IDLE_RSS_MAX_BYTES)
+        );
+        println!(
+            "| RSS with {} plugins < 60 MB | {} | {} |",
+            config.memory_plugins,
+            megabytes(self.loaded.rss_bytes),
+            verdict(self.loaded.rss_bytes < THOUSAND_PLUGINS_RSS_MAX_BYTES)
+        );
+    }
+}
+
+impl DriveRun {
+    /// How many times this run's echo floor (p50) a measurement's p50 is.
+    fn floor_ratio(&self, stats: &Stats) -> f64 {
+        stats.p50.as_secs_f64() / self.floor.p50.as_secs_f64()
+    }
+}
+
+fn micros(duration: Duration) -> String {
+    format!("{:.1} µs", duration.as_secs_f64() * 1e6)
+}
+
+/// Decimal megabytes, the unit the targets are written in.
+fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}

@@ -295,6 +295,19 @@ pub fn decode_line(line: &[u8]) -> Result<Envelope, DecodeError> {
     let text = std::str::from_utf8(line).map_err(|err| DecodeError::InvalidUtf8 {
         valid_up_to: err.valid_up_to(),
     })?;
+    // Fast path: a well-formed line parses straight into its typed message. Anything it
+    // rejects goes through the slow path below, which names exactly what is wrong.
+    if let Ok(envelope) = serde_json::from_str::<Envelope>(text) {
+        if envelope.v >= 1 {
+            return Ok(envelope);
+        }
+    }
+    decode_precisely(text)
+}
+
+/// The slow path: parse to a JSON value, then check the envelope and the body step by step
+/// to report the first problem with its location.
+fn decode_precisely(text: &str) -> Result<Envelope, DecodeError> {
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|err| DecodeError::InvalidJson {
             detail: strip_serde_position(&err.to_string()),
@@ -524,6 +537,26 @@ mod tests {
         assert_eq!(err, DecodeError::InvalidUtf8 { valid_up_to: 15 });
         assert_eq!(err.code(), ErrorCode::Malformed);
         assert_eq!(err.to_error_message(1).location.unwrap().column, Some(16));
+    }
+
+    #[test]
+    fn the_fast_and_the_precise_paths_agree_on_good_lines() {
+        for line in [
+            r#"{"v":1,"type":"ping"}"#,
+            r#"{"v":1,"id":null,"type":"pong","extra":true}"#,
+            r#"{"v":2,"id":"x","type":"drive.get","drive_id":"d_1"}"#,
+            r#"{"v":1,"type":"event","event":{"kind":"from_the_future"}}"#,
+            r#"{"v":1,"type":"hello","role":"controller","protocol":{"min":1,"max":1},"client":{"name":"a","version":"1"},"capabilities":[{"kind":"new","x":1}]}"#,
+        ] {
+            let fast = decode_line(line.as_bytes()).unwrap();
+            let precise = decode_precisely(line).unwrap();
+            assert_eq!(fast, precise, "{line}");
+        }
+        // v = 0 is not a protocol version: the precise path says so.
+        assert!(matches!(
+            decode_line(br#"{"v":0,"type":"ping"}"#),
+            Err(DecodeError::InvalidMessage { .. })
+        ));
     }
 
     #[test]

@@ -593,6 +593,16 @@ fn valid_product_pattern(pattern: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
+/// A diagnostic at a merged value's origin (or at the file as a whole when unknown).
+fn diagnostic_from(origin: Option<&Origin>, message: String) -> Diagnostic {
+    Diagnostic {
+        file: origin.map(|o| o.file.clone()).unwrap_or_default(),
+        line: origin.map(|o| o.line).unwrap_or_default(),
+        column: origin.map(|o| o.column).unwrap_or_default(),
+        message,
+    }
+}
+
 /// Fields an interface must have once all layers are merged.
 const REQUIRED_FIELDS: &[&str] = &[
     "description",
@@ -679,16 +689,14 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
             .collect();
         if !missing.is_empty() {
             let origin = origins[id].get("id").cloned();
-            diagnostics.push(Diagnostic {
-                file: origin.as_ref().map(|o| o.file.clone()).unwrap_or_default(),
-                line: origin.as_ref().map(|o| o.line).unwrap_or_default(),
-                column: origin.as_ref().map(|o| o.column).unwrap_or_default(),
-                message: format!(
+            diagnostics.push(diagnostic_from(
+                origin.as_ref(),
+                format!(
                     "interface `{id}` is new in this layer and lacks required field{} {}",
                     if missing.len() == 1 { "" } else { "s" },
                     missing.join(", ")
                 ),
-            });
+            ));
             origins.remove(id);
             continue;
         }
@@ -696,12 +704,10 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
             Ok(interface) => interfaces.push(interface),
             Err(error) => {
                 let origin = origins[id].get("id").cloned();
-                diagnostics.push(Diagnostic {
-                    file: origin.as_ref().map(|o| o.file.clone()).unwrap_or_default(),
-                    line: origin.as_ref().map(|o| o.line).unwrap_or_default(),
-                    column: origin.as_ref().map(|o| o.column).unwrap_or_default(),
-                    message: format!("interface `{id}`: {}", error.into_inner()),
-                });
+                diagnostics.push(diagnostic_from(
+                    origin.as_ref(),
+                    format!("interface `{id}`: {}", error.into_inner()),
+                ));
                 origins.remove(id);
             }
         }
@@ -729,12 +735,7 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
         for pattern in resolved_policy.paste_chord_by_class.keys() {
             if let Err(err) = regex::Regex::new(pattern) {
                 let origin = policy_origins.get("paste_chord_by_class").cloned();
-                diagnostics.push(Diagnostic {
-                    file: origin.as_ref().map(|o| o.file.clone()).unwrap_or_default(),
-                    line: origin.as_ref().map(|o| o.line).unwrap_or_default(),
-                    column: origin.as_ref().map(|o| o.column).unwrap_or_default(),
-                    message: format!("`policy.paste_chord_by_class`: {pattern:?} is not a valid regular expression: {err}"),
-                });
+                diagnostics.push(diagnostic_from(origin.as_ref(), format!("`policy.paste_chord_by_class`: {pattern:?} is not a valid regular expression: {err}")));
             }
         }
     }
@@ -764,25 +765,16 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
         for pattern in rules.window_class.iter().chain(rules.window_title.iter()) {
             if let Err(err) = regex::Regex::new(pattern) {
                 let origin = policy_origins.get(&format!("products.{product}")).cloned();
-                diagnostics.push(Diagnostic {
-                    file: origin.as_ref().map(|o| o.file.clone()).unwrap_or_default(),
-                    line: origin.as_ref().map(|o| o.line).unwrap_or_default(),
-                    column: origin.as_ref().map(|o| o.column).unwrap_or_default(),
-                    message: format!("policy for `{product}`: {pattern:?} is not a valid regular expression: {err}"),
-                });
+                diagnostics.push(diagnostic_from(origin.as_ref(), format!("policy for `{product}`: {pattern:?} is not a valid regular expression: {err}")));
             }
         }
         for disabled in &rules.disabled {
             if !known.contains(disabled.as_str()) {
                 let origin = policy_origins.get(&format!("products.{product}")).cloned();
-                diagnostics.push(Diagnostic {
-                    file: origin.as_ref().map(|o| o.file.clone()).unwrap_or_default(),
-                    line: origin.as_ref().map(|o| o.line).unwrap_or_default(),
-                    column: origin.as_ref().map(|o| o.column).unwrap_or_default(),
-                    message: format!(
-                        "policy for `{product}` disables `{disabled}`, which no layer defines"
-                    ),
-                });
+                diagnostics.push(diagnostic_from(
+                    origin.as_ref(),
+                    format!("policy for `{product}` disables `{disabled}`, which no layer defines"),
+                ));
             }
         }
     }

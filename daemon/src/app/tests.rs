@@ -181,6 +181,14 @@ impl Harness {
         });
     }
 
+    /// A pong from `peer`: any line keeps a session alive.
+    fn pong(&mut self, peer: &Peer) {
+        self.app.handle(DaemonEvent::Received {
+            conn_id: peer.conn_id,
+            envelope: Box::new(Envelope::new(Message::Pong {})),
+        });
+    }
+
     fn advance(&mut self, ms: u64) {
         self.clock.advance(ms);
         self.app.handle(DaemonEvent::Tick);
@@ -281,10 +289,7 @@ fn any_line_from_a_stale_plugin_makes_it_active_again() {
     let (plugin, session_id) = h.plugin("/w");
     h.advance(2_500);
     assert_eq!(h.app.sessions[&session_id].health, SessionHealth::Stale);
-    h.app.handle(DaemonEvent::Received {
-        conn_id: plugin.conn_id,
-        envelope: Box::new(Envelope::new(Message::Pong {})),
-    });
+    h.pong(&plugin);
     assert_eq!(h.app.sessions[&session_id].health, SessionHealth::Active);
 }
 
@@ -298,10 +303,7 @@ fn a_drive_past_its_deadline_times_out_and_the_plugin_is_told() {
     // Keep the plugin alive while the deadline passes.
     for _ in 0..5 {
         h.advance(999);
-        h.app.handle(DaemonEvent::Received {
-            conn_id: plugin.conn_id,
-            envelope: Box::new(Envelope::new(Message::Pong {})),
-        });
+        h.pong(&plugin);
     }
     assert_eq!(h.drive_state(&drive_id), DriveState::Received);
     h.advance(10);
@@ -498,10 +500,7 @@ fn a_plugin_that_stalls_after_pasted_times_out_without_a_second_submit() {
     h.ack(&plugin, &drive_id, AckStage::Pasted);
     for _ in 0..6 {
         h.advance(999);
-        h.app.handle(DaemonEvent::Received {
-            conn_id: plugin.conn_id,
-            envelope: Box::new(Envelope::new(Message::Pong {})),
-        });
+        h.pong(&plugin);
     }
     assert_eq!(h.drive_state(&drive_id), DriveState::TimedOut);
     assert_eq!(routes_sent(&mut plugin).len(), 1);
@@ -673,10 +672,7 @@ fn a_plugin_silent_for_a_whole_step_ends_the_drive_timed_out_without_fallback() 
     // Keep the session alive but ack nothing more for longer than the step timeout.
     for _ in 0..4 {
         h.advance(900);
-        h.app.handle(DaemonEvent::Received {
-            conn_id: plugin.conn_id,
-            envelope: Box::new(Envelope::new(Message::Pong {})),
-        });
+        h.pong(&plugin);
     }
     let drive = h.app.drives.get(&drive_id).unwrap();
     assert_eq!(drive.state, DriveState::TimedOut);

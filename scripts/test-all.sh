@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus), then the Rust workspace tests.
+# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus), then the Rust workspace tests and the VS Code extension's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,3 +34,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 cargo test --workspace --locked
+
+# The VS Code-family extension's own tests (node's test runner), with its pinned dev dependencies.
+(cd plugins/vscode && npm ci --no-audit --no-fund --loglevel=error && npm test)

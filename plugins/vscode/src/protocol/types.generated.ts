@@ -1,0 +1,734 @@
+/** Mirrors protocol/src/ (Rust): generated from docs/protocol.schema.json by scripts/generate-types.mjs — do not edit; run `npm run generate-types`. */
+
+/**
+ * One protocol line.
+ */
+export type Envelope = {
+  /**
+   * Present on requests; a reply carries the id of the request it answers.
+   */
+  id?: RequestId | null;
+  /**
+   * The protocol version this line is written in.
+   */
+  v: number;
+} & (
+  | (Hello & {
+      type: "hello";
+    })
+  | (Welcome & {
+      type: "welcome";
+    })
+  | (ErrorMessage & {
+      type: "error";
+    })
+  | {
+      type: "ping";
+    }
+  | {
+      type: "pong";
+    }
+  | (Bye & {
+      type: "bye";
+    })
+  | (DriveRequest & {
+      type: "drive";
+    })
+  | (DriveCancelNotice & {
+      type: "cancel";
+    })
+  | (Ack & {
+      type: "ack";
+    })
+  | (PluginEvent & {
+      type: "event";
+    })
+  | {
+      type: "status";
+    }
+  | (StatusInfo & {
+      type: "status.result";
+    })
+  | (SessionsList & {
+      type: "sessions.list";
+    })
+  | (SessionsListResult & {
+      type: "sessions.list.result";
+    })
+  | (DrivesList & {
+      type: "drives.list";
+    })
+  | (DrivesListResult & {
+      type: "drives.list.result";
+    })
+  | (DriveCreate & {
+      type: "drive.create";
+    })
+  | (DriveRef & {
+      type: "drive.get";
+    })
+  | (DriveRef & {
+      type: "drive.cancel";
+    })
+  | (DriveResult & {
+      type: "drive.result";
+    })
+  | {
+      type: "events.subscribe";
+    }
+  | {
+      type: "events.subscribed";
+    }
+  | (StreamItem & {
+      type: "stream";
+    })
+);
+/**
+ * A request id chosen by the sender: an integer or a string. Replies carry it back.
+ */
+export type RequestId = number | string;
+/**
+ * A plugin capability tagged by `kind`. Receivers must accept kinds they do not know (kept as unknown) so that newer plugins never break older daemons.
+ */
+export type Capability =
+  | KnownCapability
+  | {
+      kind: string;
+    };
+/**
+ * The known shapes, as serde sees them.
+ */
+export type KnownCapability =
+  | {
+      kind: "native_send";
+    }
+  | {
+      kind: "plugin_drive";
+    }
+  | {
+      kind: "drive_steps";
+    }
+  | {
+      kind: "chat_events";
+    }
+  | {
+      kind: "clipboard";
+    }
+  | {
+      id: string;
+      kind: "command";
+    }
+  | {
+      id: string;
+      kind: "tool_window";
+    };
+/**
+ * IDE product: vscode, vscode-insiders, vscodium, cursor, windsurf, antigravity, code-server, jetbrains-<product code>, or other. Unknown names are accepted and kept verbatim.
+ */
+export type IdeProduct = string;
+/**
+ * Who is on the other end of a connection.
+ */
+export type Role = "plugin" | "controller";
+/**
+ * Why a line or request was refused.
+ */
+export type ErrorCode =
+  | "hello_required"
+  | "version_mismatch"
+  | "invalid_hello"
+  | "malformed"
+  | "line_too_long"
+  | "unknown_type"
+  | "invalid_message"
+  | "wrong_role"
+  | "already_greeted"
+  | "no_target"
+  | "ambiguous_target"
+  | "unknown_drive"
+  | "drive_finished"
+  | "peer_refused"
+  | "handshake_timeout"
+  | "slow_reader"
+  | "shutting_down"
+  | "internal"
+  | "unknown";
+/**
+ * What to do when the target chat is busy (replying or waiting for input).
+ */
+export type BusyPolicy = "queue" | "fail";
+/**
+ * Which way a prompt is delivered.
+ */
+export type Route = "native_send" | "plugin_drive" | "os_injection";
+/**
+ * A stage a plugin reports for a drive.
+ */
+export type AckStage = "received" | "focused" | "pasted" | "submitted" | "failed";
+/**
+ * The things a plugin reports, tagged by `kind`; unknown kinds are accepted and ignored.
+ */
+export type PluginEventKind =
+  | {
+      kind: "chat_busy";
+    }
+  | {
+      kind: "chat_idle";
+    }
+  | {
+      focused: boolean;
+      kind: "focus";
+    }
+  | {
+      kind: "workspace_changed";
+      workspace_folders: string[];
+    }
+  | {
+      kind: "window_closing";
+    }
+  | {
+      kind: "unknown";
+    };
+/**
+ * What the plugin last said about its chat.
+ */
+export type ChatState = "unknown" | "idle" | "busy";
+/**
+ * Whether a session answers its heartbeats.
+ */
+export type SessionHealth = "active" | "stale";
+/**
+ * What happened to one route the planner considered.
+ */
+export type AttemptOutcome = ("running" | "succeeded" | "failed") | "skipped" | "not_tried";
+/**
+ * Where a drive is in its life. The last four are terminal.
+ */
+export type DriveState =
+  | ("received" | "focused" | "pasted" | "submitted" | "failed" | "cancelled" | "timed_out")
+  | "queued"
+  | "sent"
+  | "done";
+/**
+ * Which session (or, without a plugin, which window) a drive is for.
+ *
+ * On the wire: `{"session": "s_…"}`, `{"workspace": "/abs/path"}`, `{"product": "cursor"}`,
+ * the string `"focused"` (the plugin session whose window has focus), or
+ * `{"window": {"pid": 4242}}` / `{"window": {"title": "regex"}}` for an IDE window
+ * without a plugin, driven by OS injection alone.
+ */
+export type Target =
+  | "focused"
+  | {
+      session: string;
+    }
+  | {
+      workspace: string;
+    }
+  | {
+      product: IdeProduct;
+    }
+  | {
+      window: WindowTarget;
+    };
+/**
+ * How far a drive's result can be trusted.
+ */
+export type Verification = "none" | "acked" | "unverified";
+/**
+ * One item of the daemon's event stream (`stream` lines after `events.subscribe`), tagged by `kind`.
+ */
+export type StreamEvent =
+  | {
+      kind: "session_connected";
+      session: SessionInfo;
+    }
+  | {
+      kind: "session_updated";
+      session: SessionInfo;
+    }
+  | {
+      kind: "session_disconnected";
+      reason: string;
+      session_id: string;
+    }
+  | {
+      drive: DriveInfo;
+      kind: "drive_updated";
+    }
+  | {
+      applied: boolean;
+      diagnostics: string[];
+      interfaces: number;
+      kind: "registry_reloaded";
+    }
+  | {
+      kind: "unknown";
+    };
+
+/**
+ * `hello`: the first line every client sends.
+ */
+export interface Hello {
+  capabilities?: Capability[];
+  client: ClientInfo;
+  /**
+   * Required for plugins, absent for controllers.
+   */
+  ide?: IdeInfo | null;
+  protocol: VersionRange;
+  role: Role;
+  /**
+   * Required for plugins, absent for controllers.
+   */
+  window?: WindowInfo | null;
+}
+/**
+ * The name and version of the program that connects.
+ */
+export interface ClientInfo {
+  name: string;
+  version: string;
+}
+/**
+ * The IDE a plugin runs in.
+ */
+export interface IdeInfo {
+  /**
+   * The IDE's display name as it reports it (`vscode.env.appName`, `ApplicationInfo`).
+   */
+  app_name?: string;
+  product: IdeProduct;
+  /**
+   * The IDE's own version string.
+   */
+  version: string;
+}
+/**
+ * An inclusive range of protocol versions.
+ */
+export interface VersionRange {
+  max: number;
+  min: number;
+}
+/**
+ * The IDE window a plugin lives in.
+ */
+export interface WindowInfo {
+  /**
+   * Whether the window has focus right now, if known.
+   */
+  focused?: boolean | null;
+  /**
+   * The parent of `pid`, when the plugin knows it (helps find the window for OS injection).
+   */
+  parent_pid?: number | null;
+  /**
+   * A process id that belongs to the window (the extension host or the IDE itself).
+   */
+  pid?: number | null;
+  title?: string | null;
+  /**
+   * A window identifier meaningful to the plugin (X11 id, IDE frame id), if any.
+   */
+  window_id?: string | null;
+  /**
+   * Absolute paths of the folders open in this window.
+   */
+  workspace_folders?: string[];
+}
+/**
+ * `welcome`: the daemon's answer to an acceptable `hello`.
+ */
+export interface Welcome {
+  daemon: DaemonInfo;
+  /**
+   * The daemon pings plugins at this interval; a plugin that stays silent for two
+   * intervals is marked stale, for four it is dropped.
+   */
+  heartbeat_ms: number;
+  /**
+   * The longest line the daemon accepts, newline excluded.
+   */
+  max_line_bytes: number;
+  /**
+   * The protocol version both sides will speak: the highest both support.
+   */
+  protocol: number;
+  /**
+   * This connection's session id (plugins are listed under it).
+   */
+  session_id: string;
+}
+/**
+ * Facts about the daemon a client talks to.
+ */
+export interface DaemonInfo {
+  version: string;
+}
+/**
+ * `error`: a refusal, in answer to the request whose `id` is in `ref` when there is one.
+ */
+export interface ErrorMessage {
+  code: ErrorCode;
+  location?: Location | null;
+  /**
+   * One human-readable sentence saying what was wrong and what to do.
+   */
+  message: string;
+  /**
+   * The `id` of the request this answers, if the line had one.
+   */
+  ref?: RequestId | null;
+  /**
+   * The daemon's supported protocol range (with `version_mismatch`).
+   */
+  supported?: VersionRange1 | null;
+}
+/**
+ * Where in the input an error was found.
+ */
+export interface Location {
+  /**
+   * The 1-based column (JSON syntax errors) or byte offset (UTF-8 errors) inside the line.
+   */
+  column?: number | null;
+  /**
+   * The JSON field at fault, when known (`prompt`, `protocol.min`, …).
+   */
+  field?: string | null;
+  /**
+   * The 1-based number of the offending line on this connection.
+   */
+  line?: number | null;
+}
+/**
+ * An inclusive range of protocol versions.
+ */
+export interface VersionRange1 {
+  max: number;
+  min: number;
+}
+/**
+ * `bye`: the sender is about to close the connection.
+ */
+export interface Bye {
+  reason?: string | null;
+}
+/**
+ * `drive` (daemon → plugin): deliver this prompt, ack every stage.
+ */
+export interface DriveRequest {
+  drive_id: string;
+  options: DriveOptions;
+  prompt: string;
+  route: Route;
+  /**
+   * The steps to run, in order. Empty: the plugin uses its own steps for `route`.
+   */
+  steps?: DriveStep[];
+}
+/**
+ * What the sender wants done with the prompt.
+ */
+export interface DriveOptions {
+  /**
+   * What to do while the chat is busy.
+   */
+  busy?: BusyPolicy & string;
+  /**
+   * Start a new chat before sending.
+   */
+  new_chat?: boolean;
+  /**
+   * Submit the prompt (true) or leave it in the chat input, unsent (false).
+   */
+  submit?: boolean;
+  /**
+   * How long the whole drive may take before it ends `timed_out` (daemon default if absent).
+   */
+  timeout_ms?: number | null;
+}
+/**
+ * One step the plugin runs for a drive: an IDE command with arguments, and the stage it proves.
+ */
+export interface DriveStep {
+  /**
+   * Arguments for the command; the string `"$prompt"` anywhere in them stands for the prompt.
+   */
+  args?: unknown[];
+  /**
+   * The IDE command or action id to run.
+   */
+  command: string;
+  /**
+   * A stage a plugin reports for a drive.
+   */
+  proves: "received" | "focused" | "pasted" | "submitted" | "failed";
+}
+/**
+ * `cancel` (daemon → plugin): stop working on this drive; it has ended on the daemon's side.
+ */
+export interface DriveCancelNotice {
+  drive_id: string;
+  reason: string;
+}
+/**
+ * `ack` (plugin → daemon): the drive reached a stage, or failed with a blocker.
+ */
+export interface Ack {
+  /**
+   * Required in spirit with `stage: failed`; the daemon substitutes `plugin_failed` if absent.
+   */
+  blocker?: Blocker | null;
+  drive_id: string;
+  stage: AckStage;
+}
+/**
+ * Why a drive (or one step of it) could not go on, and in what situation.
+ */
+export interface Blocker {
+  /**
+   * A classified code such as `plugin_disconnected`, `timeout`, `focus_mismatch` (see `blocker`).
+   */
+  code: string;
+  /**
+   * What exactly happened, for a person.
+   */
+  detail?: string;
+}
+/**
+ * `event` (plugin → daemon): something changed in the IDE.
+ */
+export interface PluginEvent {
+  event: PluginEventKind;
+}
+/**
+ * `status` (controller → daemon) has no fields; its reply `status.result` is this.
+ */
+export interface StatusInfo {
+  controllers: number;
+  drives_active: number;
+  drives_total: number;
+  pid: number;
+  plugins: number;
+  protocol: VersionRange1;
+  /**
+   * The most recent refused handshakes (newest last), so that doctor can explain a
+   * plugin that could not connect.
+   */
+  refused_handshakes?: RefusedHandshake[];
+  /**
+   * The registry the daemon routes with.
+   */
+  registry?: RegistryStatus & {
+    [k: string]: unknown | undefined;
+  };
+  socket: string;
+  started_at_ms: number;
+  version: string;
+}
+/**
+ * A connection whose hello the daemon refused.
+ */
+export interface RefusedHandshake {
+  at_ms: number;
+  client?: ClientInfo | null;
+  code: ErrorCode;
+  message: string;
+  peer_pid?: number | null;
+  product?: IdeProduct | null;
+  protocol?: VersionRange1 | null;
+}
+/**
+ * The daemon's registry in a few facts.
+ */
+export interface RegistryStatus {
+  /**
+   * Problems found in the layer files at the last (re)load. When the last reload had
+   * problems the daemon kept the registry it had before.
+   */
+  diagnostics: string[];
+  /**
+   * How many interfaces the registry in use defines.
+   */
+  interfaces: number;
+  /**
+   * The layers in use, e.g. `built-in`, `user: /home/me/.config/koru/registry.yaml`.
+   */
+  layers: string[];
+}
+/**
+ * `sessions.list` (controller → daemon): optional filters.
+ */
+export interface SessionsList {
+  product?: IdeProduct | null;
+  workspace?: string | null;
+}
+/**
+ * `sessions.list.result`: the plugin sessions, oldest first.
+ */
+export interface SessionsListResult {
+  sessions: SessionInfo[];
+}
+/**
+ * One connected plugin, as `sessions.list` reports it.
+ */
+export interface SessionInfo {
+  /**
+   * The drive the session is working on, if any.
+   */
+  active_drive?: string | null;
+  capabilities?: Capability[];
+  chat: ChatState;
+  client: ClientInfo;
+  connected_at_ms: number;
+  health: SessionHealth;
+  ide?: IdeInfo | null;
+  last_seen_ms: number;
+  /**
+   * The plugin's process as the kernel reports it (SO_PEERCRED).
+   */
+  peer_pid?: number | null;
+  /**
+   * The negotiated protocol version.
+   */
+  protocol: number;
+  /**
+   * How many drives wait for this session.
+   */
+  queued_drives?: number;
+  role: Role;
+  session_id: string;
+  window?: WindowInfo & {
+    [k: string]: unknown | undefined;
+  };
+}
+/**
+ * `drives.list` (controller → daemon): recent drives, newest last.
+ */
+export interface DrivesList {
+  /**
+   * Only drives that have not ended.
+   */
+  active_only?: boolean;
+  /**
+   * Only drives whose session is this one.
+   */
+  session_id?: string | null;
+}
+/**
+ * `drives.list.result`.
+ */
+export interface DrivesListResult {
+  drives: DriveInfo[];
+}
+/**
+ * The public record of a drive, as controllers see it.
+ */
+export interface DriveInfo {
+  /**
+   * Every route the planner considered, in order, with what happened.
+   */
+  attempts?: RouteAttempt[];
+  /**
+   * Set when the drive failed, timed out or was cancelled.
+   */
+  blocker?: Blocker | null;
+  created_at_ms: number;
+  drive_id: string;
+  finished_at_ms?: number | null;
+  /**
+   * Every state the drive went through, in order, with its time.
+   */
+  history: StageRecord[];
+  options: DriveOptions;
+  /**
+   * The prompt's length in characters.
+   */
+  prompt_chars: number;
+  /**
+   * The first characters of the prompt, for listings.
+   */
+  prompt_excerpt: string;
+  route: Route;
+  /**
+   * The session the target resolved to (empty for a window target without a plugin).
+   */
+  session_id: string;
+  state: DriveState;
+  target: Target;
+  verification?: Verification & string;
+}
+/**
+ * One route the planner considered for a drive, in order.
+ */
+export interface RouteAttempt {
+  blocker?: Blocker | null;
+  finished_at_ms?: number | null;
+  /**
+   * What an operator can do about the blocker (from the registry).
+   */
+  hint?: string | null;
+  /**
+   * The registry interface.
+   */
+  interface: string;
+  outcome: AttemptOutcome;
+  /**
+   * The last stage this route reached.
+   */
+  reached?: DriveState | null;
+  route: Route;
+  started_at_ms?: number | null;
+}
+/**
+ * When a drive entered a state.
+ */
+export interface StageRecord {
+  /**
+   * Unix time in milliseconds.
+   */
+  at_ms: number;
+  state: DriveState;
+}
+/**
+ * An IDE window without a plugin: by process id (its whole process family counts) and/or
+ * a title regular expression.
+ */
+export interface WindowTarget {
+  pid?: number | null;
+  title?: string | null;
+}
+/**
+ * `drive.create` (controller → daemon): push a prompt into a chat.
+ */
+export interface DriveCreate {
+  options?: DriveOptions & {
+    [k: string]: unknown | undefined;
+  };
+  prompt: string;
+  target: Target;
+}
+/**
+ * `drive.get` / `drive.cancel` (controller → daemon): which drive.
+ */
+export interface DriveRef {
+  drive_id: string;
+}
+/**
+ * The reply to `drive.create`, `drive.get` and `drive.cancel`.
+ */
+export interface DriveResult {
+  drive: DriveInfo;
+}
+/**
+ * One item on a subscribed controller's event stream.
+ */
+export interface StreamItem {
+  event: StreamEvent;
+  /**
+   * Increases by one for every event the daemon publishes.
+   */
+  seq: number;
+}

@@ -1,0 +1,85 @@
+/** Runs the steps of a `drive` in order — the daemon decides, the extension executes — acking each proven stage, stopping at the first failure with a classified blocker, restoring the clipboard whatever happens, and refusing commands outside the allow-list. */
+
+import type { AckStage, Blocker, DriveStep } from "./protocol/types.generated";
+
+/** The side effects the executor needs, so tests can use fakes (the extension wires VS Code's). */
+export interface Host {
+  /** Runs an IDE command; rejects when it fails or does not exist. */
+  executeCommand(command: string, args: unknown[]): Promise<unknown>;
+  readClipboard(): Promise<string>;
+  writeClipboard(text: string): Promise<void>;
+}
+
+/** One `ack` to send. */
+export interface StageAck {
+  stage: AckStage;
+  blocker?: Blocker;
+}
+
+/** The paste step's command: the executor puts the prompt in the clipboard around it. */
+export const PASTE_COMMAND = "editor.action.clipboardPasteAction";
+
+/** Replaces every string `"$prompt"` inside step arguments with the prompt. */
+export function substitutePrompt(value: unknown, prompt: string): unknown {
+  if (value === "$prompt") return prompt;
+  if (Array.isArray(value)) return value.map((v) => substitutePrompt(v, prompt));
+  if (value !== null && typeof value === "object") {
+    return Object.fromEntries(
+      Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, substitutePrompt(v, prompt)]),
+    );
+  }
+  return value;
+}
+
+/**
+ * Executes `steps` for `prompt`, calling `ack` for `received`, each step's proven stage,
+ * and `failed` with a blocker on the first failure (nothing runs after it). Commands not
+ * in `allowed` are refused with `command_not_allowed` before anything runs.
+ */
+export async function executeSteps(
+  steps: DriveStep[],
+  prompt: string,
+  host: Host,
+  allowed: ReadonlySet<string>,
+  ack: (stage: StageAck) => void,
+): Promise<void> {
+  const refused = steps.find((step) => !allowed.has(step.command));
+  if (refused) {
+    ack({
+      stage: "failed",
+      blocker: {
+        code: "command_not_allowed",
+        detail: `${refused.command} is not on this extension's allow-list (setting koru.allowedCommands)`,
+      },
+    });
+    return;
+  }
+  ack({ stage: "received" });
+  let previousClipboard: string | undefined;
+  try {
+    for (const step of steps) {
+      const args = (step.args ?? []).map((arg) => substitutePrompt(arg, prompt));
+      try {
+        if (step.command === PASTE_COMMAND) {
+          previousClipboard ??= await host.readClipboard();
+          await host.writeClipboard(prompt);
+        }
+        await host.executeCommand(step.command, args);
+      } catch (error) {
+        ack({
+          stage: "failed",
+          blocker: {
+            code: "capability_missing",
+            detail: `${step.command} failed: ${error instanceof Error ? error.message : String(error)}`,
+          },
+        });
+        return;
+      }
+      ack({ stage: step.proves });
+    }
+  } finally {
+    if (previousClipboard !== undefined) {
+      await host.writeClipboard(previousClipboard);
+    }
+  }
+}

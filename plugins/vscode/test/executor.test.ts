@@ -1,0 +1,85 @@
+/** The step executor with a fake IDE: run order, acks per stage, stop at the first failure, clipboard restored even when a step throws, allow-list. */
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import { executeSteps, Host, PASTE_COMMAND, StageAck } from "../src/executor";
+import type { DriveStep } from "../src/protocol/types.generated";
+
+class FakeIde implements Host {
+  calls: Array<[string, unknown[]]> = [];
+  clipboard = "the user's clipboard";
+  pasted: string[] = [];
+  failing = new Set<string>();
+
+  async executeCommand(command: string, args: unknown[]): Promise<unknown> {
+    this.calls.push([command, args]);
+    if (this.failing.has(command)) throw new Error(`command '${command}' not found`);
+    if (command === PASTE_COMMAND) this.pasted.push(this.clipboard);
+    return undefined;
+  }
+  async readClipboard(): Promise<string> {
+    return this.clipboard;
+  }
+  async writeClipboard(text: string): Promise<void> {
+    this.clipboard = text;
+  }
+}
+
+const pluginDrive: DriveStep[] = [
+  { command: "workbench.action.chat.focusInput", proves: "focused" },
+  { command: PASTE_COMMAND, proves: "pasted" },
+  { command: "workbench.action.chat.submit", proves: "submitted" },
+];
+const allowed = new Set(pluginDrive.map((s) => s.command).concat("workbench.action.chat.open"));
+
+async function run(steps: DriveStep[], ide: FakeIde, prompt = "héllo\nwörld ✓") {
+  const acks: StageAck[] = [];
+  await executeSteps(steps, prompt, ide, allowed, (ack) => acks.push(ack));
+  return acks;
+}
+
+test("runs the steps in order, acks each stage, pastes the prompt and restores the clipboard", async () => {
+  const ide = new FakeIde();
+  const acks = await run(pluginDrive, ide);
+  assert.deepEqual(acks.map((a) => a.stage), ["received", "focused", "pasted", "submitted"]);
+  assert.deepEqual(ide.calls.map((c) => c[0]), pluginDrive.map((s) => s.command));
+  assert.deepEqual(ide.pasted, ["héllo\nwörld ✓"]);
+  assert.equal(ide.clipboard, "the user's clipboard");
+});
+
+test("substitutes $prompt in native-send arguments", async () => {
+  const ide = new FakeIde();
+  const native: DriveStep[] = [
+    { command: "workbench.action.chat.open", args: [{ query: "$prompt", isPartialQuery: false }], proves: "submitted" },
+  ];
+  const acks = await run(native, ide, "do it");
+  assert.deepEqual(ide.calls, [["workbench.action.chat.open", [{ query: "do it", isPartialQuery: false }]]]);
+  assert.deepEqual(acks.map((a) => a.stage), ["received", "submitted"]);
+});
+
+test("stops at the first failing step, classifies it, and still restores the clipboard", async () => {
+  const ide = new FakeIde();
+  ide.failing.add(PASTE_COMMAND);
+  const acks = await run(pluginDrive, ide);
+  assert.deepEqual(acks.map((a) => a.stage), ["received", "focused", "failed"]);
+  assert.equal(acks[2].blocker?.code, "capability_missing");
+  assert.match(acks[2].blocker?.detail ?? "", /editor.action.clipboardPasteAction failed/);
+  assert.ok(!ide.calls.some((c) => c[0] === "workbench.action.chat.submit"), "nothing after the failure");
+  assert.equal(ide.clipboard, "the user's clipboard");
+});
+
+test("refuses a command outside the allow-list before running anything", async () => {
+  const ide = new FakeIde();
+  const acks = await run([{ command: "workbench.action.terminal.sendSequence", proves: "submitted" }], ide);
+  assert.deepEqual(acks, [
+    {
+      stage: "failed",
+      blocker: {
+        code: "command_not_allowed",
+        detail: "workbench.action.terminal.sendSequence is not on this extension's allow-list (setting koru.allowedCommands)",
+      },
+    },
+  ]);
+  assert.deepEqual(ide.calls, []);
+});

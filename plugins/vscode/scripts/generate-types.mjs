@@ -32,12 +32,22 @@ function splitRefSiblings(node) {
 const schema = splitRefSiblings(JSON.parse(readFileSync(schemaPath, "utf8")));
 const banner =
   "/** Mirrors protocol/src/ (Rust): generated from docs/protocol.schema.json by scripts/generate-types.mjs — do not edit; run `npm run generate-types`. */";
-const generated = await compile(schema, "Envelope", {
+const types = await compile(schema, "Envelope", {
   bannerComment: banner,
   additionalProperties: false,
   strictIndexSignatures: true,
   style: { singleQuote: false, printWidth: 100 },
 });
+// The message type names, in the schema's order: the decoder's list of known types.
+const messageTypes = schema.oneOf
+  .map((branch) => JSON.stringify(branch.allOf ? branch.allOf[1].properties.type.const : branch.properties.type.const))
+  .join(",\n  ");
+const generated = `${types}
+/** Every message type of this protocol version, as the schema lists them. */
+export const MESSAGE_TYPES: readonly string[] = [
+  ${messageTypes},
+];
+`;
 
 if (process.argv.includes("--check")) {
   let committed = "";

@@ -1,5 +1,6 @@
 /** Mirrors protocol/src/envelope.rs and daemon/src/codec.rs: NDJSON framing with a maximum line length, and the envelope-level decode rules (UTF-8, JSON object, id, type, v) with the daemon's error codes. */
 
+import { MESSAGE_TYPES } from "./types.generated";
 import type { Envelope } from "./types.generated";
 
 /** The protocol version this client speaks. */
@@ -8,32 +9,8 @@ export const PROTOCOL_VERSION = 1;
 /** Default maximum line length in bytes, newline excluded (1 MiB), as the daemon's. */
 export const DEFAULT_MAX_LINE_BYTES = 1024 * 1024;
 
-/** Every message type of protocol v1 (checked against docs/protocol.schema.json in tests). */
-export const KNOWN_MESSAGE_TYPES: readonly string[] = [
-  "hello",
-  "welcome",
-  "error",
-  "ping",
-  "pong",
-  "bye",
-  "drive",
-  "cancel",
-  "ack",
-  "event",
-  "status",
-  "status.result",
-  "sessions.list",
-  "sessions.list.result",
-  "drives.list",
-  "drives.list.result",
-  "drive.create",
-  "drive.get",
-  "drive.cancel",
-  "drive.result",
-  "events.subscribe",
-  "events.subscribed",
-  "stream",
-];
+/** Every message type of protocol v1 (generated from docs/protocol.schema.json). */
+export const KNOWN_MESSAGE_TYPES: readonly string[] = MESSAGE_TYPES;
 
 /** Why a line could not be decoded, in the daemon's error vocabulary. */
 export interface DecodeError {

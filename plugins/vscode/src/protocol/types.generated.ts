@@ -732,3 +732,30 @@ export interface StreamItem {
    */
   seq: number;
 }
+
+/** Every message type of this protocol version, as the schema lists them. */
+export const MESSAGE_TYPES: readonly string[] = [
+  "hello",
+  "welcome",
+  "error",
+  "ping",
+  "pong",
+  "bye",
+  "drive",
+  "cancel",
+  "ack",
+  "event",
+  "status",
+  "status.result",
+  "sessions.list",
+  "sessions.list.result",
+  "drives.list",
+  "drives.list.result",
+  "drive.create",
+  "drive.get",
+  "drive.cancel",
+  "drive.result",
+  "events.subscribe",
+  "events.subscribed",
+  "stream",
+];

@@ -35,5 +35,12 @@ fi
 
 cargo test --workspace --locked
 
+# MCP with the official Python SDK (pinned in tests/mcp-sdk/requirements.txt, in a cached virtualenv).
+tests/mcp-sdk/run.sh
+
 # The VS Code-family extension's own tests (node's test runner), with its pinned dev dependencies.
 (cd plugins/vscode && npm ci --no-audit --no-fund --loglevel=error && npm test)
+
+# The extension end to end inside a real VS Code build (code-server + headless Chromium)
+# against the real daemon; it installs what it needs and fails, never skips, when it cannot.
+plugins/vscode/e2e/run.sh

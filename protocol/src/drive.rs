@@ -348,4 +348,8 @@ pub struct DriveInfo {
     pub attempts: Vec<RouteAttempt>,
     #[serde(default)]
     pub verification: Verification,
+    /// What the chat's own history showed (docs/observers.md), once the observers matched
+    /// the prompt to this drive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observation: Option<crate::DriveObservation>,
 }

@@ -134,6 +134,14 @@ pub enum Message {
     EventsSubscribed {},
     #[serde(rename = "stream")]
     Stream(StreamItem),
+    #[serde(rename = "chats.list")]
+    ChatsList(crate::ChatsList),
+    #[serde(rename = "chats.list.result")]
+    ChatsListResult(crate::ChatsListResult),
+    #[serde(rename = "observe.report")]
+    ObserveReport(crate::ObserveReport),
+    #[serde(rename = "observe.reported")]
+    ObserveReported(crate::ObserveReported),
 }
 
 /// The wire names of every message type, in the order of [`Message`].
@@ -161,6 +169,10 @@ pub const KNOWN_MESSAGE_TYPES: &[&str] = &[
     "events.subscribe",
     "events.subscribed",
     "stream",
+    "chats.list",
+    "chats.list.result",
+    "observe.report",
+    "observe.reported",
 ];
 
 impl Message {
@@ -190,6 +202,10 @@ impl Message {
             Message::EventsSubscribe {} => "events.subscribe",
             Message::EventsSubscribed {} => "events.subscribed",
             Message::Stream(_) => "stream",
+            Message::ChatsList(_) => "chats.list",
+            Message::ChatsListResult(_) => "chats.list.result",
+            Message::ObserveReport(_) => "observe.report",
+            Message::ObserveReported(_) => "observe.reported",
         }
     }
 
@@ -426,6 +442,10 @@ fn decode_body(
         "sessions.list.result" => Message::SessionsListResult(typed(body)?),
         "drives.list" => Message::DrivesList(typed(body)?),
         "drives.list.result" => Message::DrivesListResult(typed(body)?),
+        "chats.list" => Message::ChatsList(typed(body)?),
+        "chats.list.result" => Message::ChatsListResult(typed(body)?),
+        "observe.report" => Message::ObserveReport(typed(body)?),
+        "observe.reported" => Message::ObserveReported(typed(body)?),
         "drive.create" => Message::DriveCreate(typed(body)?),
         "drive.get" => Message::DriveGet(typed(body)?),
         "drive.cancel" => Message::DriveCancel(typed(body)?),

@@ -38,6 +38,12 @@ pub struct IdeInfo {
     /// The IDE's display name as it reports it (`vscode.env.appName`, `ApplicationInfo`).
     #[serde(default)]
     pub app_name: String,
+    /// The IDE's URI scheme as it reports it (`vscode.env.uriScheme`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri_scheme: Option<String>,
+    /// Where the IDE runs as it reports it (`vscode.env.appHost`: `desktop`, `web`, `server-distro`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_host: Option<String>,
 }
 
 /// The IDE window a plugin lives in.

@@ -10,6 +10,7 @@ mod drive;
 mod envelope;
 mod error;
 mod handshake;
+mod observe;
 mod product;
 mod session;
 
@@ -28,11 +29,15 @@ pub use handshake::{
     negotiate, ClientInfo, DaemonInfo, Hello, IdeInfo, NegotiationError, Role, VersionRange,
     Welcome, WindowInfo,
 };
+pub use observe::{
+    ChatInfo, ChatsList, ChatsListResult, DriveObservation, NeedsInputKind, ObservationBasis,
+    ObserveReport, ObserveReported, ObservedChatState, ObservedEvent, ObservedKind, ObservedStage,
+};
 pub use product::IdeProduct;
 pub use session::{
-    ChatState, DriveCreate, DriveRef, DrivesList, DrivesListResult, PluginEvent, PluginEventKind,
-    RefusedHandshake, RegistryStatus, SessionHealth, SessionInfo, SessionsList, SessionsListResult,
-    StatusInfo, StreamEvent,
+    ChatState, DriveCreate, DriveRef, DrivesList, DrivesListResult, HttpStatus, PluginEvent,
+    PluginEventKind, RefusedHandshake, RegistryStatus, SessionHealth, SessionInfo, SessionsList,
+    SessionsListResult, StatusInfo, StreamEvent,
 };
 
 /// The protocol version this build speaks natively (the highest it supports).

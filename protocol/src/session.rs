@@ -98,6 +98,21 @@ pub struct StatusInfo {
     /// plugin that could not connect.
     #[serde(default)]
     pub refused_handshakes: Vec<RefusedHandshake>,
+    /// The HTTP endpoint (`koru daemon --http`), when the daemon serves one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpStatus>,
+}
+
+/// Where the daemon serves HTTP and how to authenticate there. Shown only to peers of the
+/// daemon's own user (the socket is 0600 and the peer uid is checked).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HttpStatus {
+    /// The MCP streamable HTTP endpoint, e.g. `http://127.0.0.1:8765/mcp`.
+    pub mcp_url: String,
+    /// The bearer token every request must carry (`Authorization: Bearer <token>`).
+    pub token: String,
+    /// The file the token is kept in (mode 0600).
+    pub token_file: String,
 }
 
 /// The daemon's registry in a few facts.
@@ -198,6 +213,10 @@ pub enum StreamEvent {
         applied: bool,
         interfaces: usize,
         diagnostics: Vec<String>,
+    },
+    /// Something happened in an agent's chat-history store.
+    Observed {
+        observation: crate::ObservedEvent,
     },
     /// A kind this build does not know.
     #[serde(other)]

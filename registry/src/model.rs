@@ -165,6 +165,16 @@ closed_enum! {
 }
 
 closed_enum! {
+    /// When a step runs, by the drive's `submit` option.
+    StepCondition {
+        /// Only when the prompt is to be submitted.
+        Submit => "submit",
+        /// Only when the prompt is to be left in the chat input, unsent.
+        NoSubmit => "no_submit",
+    }
+}
+
+closed_enum! {
     /// The stage a step proves when it succeeds.
     StepStage {
         Received => "received",
@@ -268,6 +278,11 @@ pub struct Step {
     #[serde(default)]
     pub args: Vec<serde_json::Value>,
     pub proves: StepStage,
+    /// Run the step only for drives that submit (`submit`) or only for drives that leave
+    /// the prompt unsent (`no_submit`); absent: always, except that a step proving
+    /// `submitted` never runs for a drive that must not submit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<StepCondition>,
 }
 
 /// One way to control or observe an IDE.

@@ -434,6 +434,8 @@ fn bench_plugin_hello() -> koru_protocol::Hello {
             product: IdeProduct::VsCode,
             version: "1.100.0".to_string(),
             app_name: "Visual Studio Code".to_string(),
+            uri_scheme: Some("vscode".to_string()),
+            app_host: Some("desktop".to_string()),
         },
         WindowInfo {
             pid: Some(std::process::id()),

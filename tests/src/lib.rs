@@ -101,6 +101,26 @@ impl Sandbox {
         self.koru().args(args).output().expect("koru runs")
     }
 
+    /// Runs a client command to completion with `input` on its standard input.
+    pub fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        use std::io::Write as _;
+        let mut child = self
+            .koru()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("koru runs");
+        child
+            .stdin
+            .take()
+            .expect("stdin is piped")
+            .write_all(input)
+            .expect("koru reads its input");
+        child.wait_with_output().expect("koru runs")
+    }
+
     /// Starts `koru daemon ARGS` and waits until its socket accepts connections.
     pub fn start_daemon(&self, args: &[&str]) -> Daemon {
         self.start_daemon_with_env(args, &[])

@@ -1,7 +1,5 @@
 //! Sessions and drives through the CLI and the reference fake plugin: listing, every ack stage, failures, timeouts, cancel, queueing, heartbeats, slow readers.
 
-use std::io::Write;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use koru_system_tests::{controller_hello, greet, plugin_hello, Sandbox};
@@ -68,23 +66,17 @@ fn send_wait_delivers_a_prompt_through_every_stage_byte_exact() {
         record.to_str().unwrap(),
     ]);
     let prompt = "Fix the failing test.\n\tLine two: ünïcödé ✓ — 日本語 🚀\n\nEnd.";
-    let mut child = sandbox
-        .koru()
-        .args(["send", "--workspace"])
-        .arg(workspace.join("src"))
-        .args(["--wait", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(prompt.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
+    let folder = workspace.join("src");
+    let output = sandbox.run_with_stdin(
+        &[
+            "send",
+            "--workspace",
+            folder.to_str().unwrap(),
+            "--wait",
+            "-",
+        ],
+        prompt.as_bytes(),
+    );
     assert!(output.status.success(), "{output:?}");
     let stages: Vec<String> = String::from_utf8_lossy(&output.stdout)
         .lines()

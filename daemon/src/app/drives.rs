@@ -40,6 +40,13 @@ pub struct DriveRecord {
     pub extra_pids: Vec<u32>,
     /// When the plugin must have acked the next stage of the running route.
     pub step_deadline_ms: Option<u64>,
+    /// The prompt's digest, as the observers compute it for a recorded prompt.
+    pub prompt_digest: String,
+    /// The target window's workspace folders when the drive was created (to match the
+    /// chat the prompt shows up in).
+    pub workspaces: Vec<String>,
+    /// What the chat-store observers proved about this drive.
+    pub observation: Option<koru_protocol::DriveObservation>,
 }
 
 /// What an ack did to a drive.
@@ -67,6 +74,7 @@ impl DriveRecord {
         now_ms: u64,
         timeout_ms: u64,
     ) -> Self {
+        let prompt_digest = crate::observe::prompt_digest(&prompt);
         DriveRecord {
             drive_id,
             target,
@@ -87,6 +95,9 @@ impl DriveRecord {
             current: None,
             attempts: Vec::new(),
             verification: Verification::None,
+            prompt_digest,
+            workspaces: Vec::new(),
+            observation: None,
             window: None,
             extra_pids: Vec::new(),
             step_deadline_ms: None,
@@ -281,11 +292,13 @@ impl DriveRecord {
             finished_at_ms: self.finished_at_ms,
             attempts: self.attempts.clone(),
             verification: self.verification,
+            observation: self.observation.clone(),
         }
     }
 }
 
-fn rank(state: DriveState) -> u8 {
+/// How far along the delivery a state is (terminal states rank last).
+pub fn rank(state: DriveState) -> u8 {
     match state {
         DriveState::Queued => 0,
         DriveState::Sent => 1,

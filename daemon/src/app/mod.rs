@@ -72,11 +72,25 @@ pub enum DaemonEvent {
     HandshakeRefused { record: Box<RefusedHandshake> },
     /// The registry layers were read again (file change or SIGHUP).
     RegistryChanged { loaded: Box<koru_registry::Loaded> },
+    /// The chat-store observers saw something; `replay` marks history read at start-up
+    /// (applied to the chats table, not published as news).
+    Observed {
+        events: Vec<koru_protocol::ObservedEvent>,
+        replay: bool,
+    },
     /// An OS injection started for a drive has finished.
     InjectionFinished { outcome: Box<InjectionOutcome> },
     /// Periodic: heartbeats and deadlines.
     Tick,
 }
+
+/// How long after a drive is created its prompt may show up in a chat store and still be
+/// matched to it.
+const CORRELATION_WINDOW_MS: u64 = 120_000;
+
+/// An observed chat counts as busy (replying, needs input) only if it was active this
+/// recently.
+const OBSERVED_BUSY_MS: u64 = 300_000;
 
 /// How many refused handshakes the daemon remembers.
 const REFUSED_HANDSHAKES_KEPT: usize = 20;
@@ -92,6 +106,8 @@ pub struct AppConfig {
     pub step_timeout_ms: u64,
     pub drive_history: usize,
     pub daemon_pid: u32,
+    /// The HTTP endpoint, for `status`.
+    pub http: Option<koru_protocol::HttpStatus>,
 }
 
 #[derive(Debug)]
@@ -119,6 +135,13 @@ pub struct App<C: Clock> {
     /// The drive whose OS injection is running (keyboard input is global: one at a time).
     injecting: Option<String>,
     injection_waiting: VecDeque<String>,
+    /// The chats the observers know, by (store, chat id).
+    chats: std::collections::BTreeMap<(String, String), koru_protocol::ChatInfo>,
+    /// The drive last matched to each chat, whose observation the chat's next events update.
+    chat_drive: HashMap<(String, String), String>,
+    /// Chats whose last event was a completed reply: the same end reported again (the
+    /// transcript's end record and the Stop hook) is not news.
+    chat_completed: std::collections::HashSet<(String, String)>,
 }
 
 impl<C: Clock> App<C> {
@@ -148,6 +171,9 @@ impl<C: Clock> App<C> {
             injections,
             injecting: None,
             injection_waiting: VecDeque::new(),
+            chats: std::collections::BTreeMap::new(),
+            chat_drive: HashMap::new(),
+            chat_completed: std::collections::HashSet::new(),
         }
     }
 
@@ -190,7 +216,177 @@ impl<C: Clock> App<C> {
             DaemonEvent::RegistryChanged { loaded } => self.on_registry_changed(*loaded),
             DaemonEvent::InjectionFinished { outcome } => self.on_injection_finished(*outcome),
             DaemonEvent::Tick => self.on_tick(),
+            DaemonEvent::Observed { events, replay } => self.on_observed(events, replay),
         }
+    }
+
+    /// Applies observations to the chats table and publishes them (unless replayed history).
+    fn on_observed(&mut self, events: Vec<koru_protocol::ObservedEvent>, replay: bool) {
+        use koru_protocol::{ChatInfo, ObservedChatState, ObservedKind};
+        for observation in events {
+            let key = (observation.store.clone(), observation.chat_id.clone());
+            match observation.event {
+                ObservedKind::ReplyCompleted { .. } => {
+                    if !self.chat_completed.insert(key.clone()) {
+                        continue;
+                    }
+                }
+                ObservedKind::ChatSeen | ObservedKind::Unknown => {}
+                _ => {
+                    self.chat_completed.remove(&key);
+                }
+            }
+            let at = observation.store_ts_ms.unwrap_or(observation.seen_at_ms);
+            let chat = self.chats.entry(key).or_insert_with(|| ChatInfo {
+                store: observation.store.clone(),
+                chat_id: observation.chat_id.clone(),
+                workspace: observation.workspace.clone(),
+                state: ObservedChatState::Idle,
+                last_activity_ms: at,
+                last_prompt: None,
+            });
+            if chat.workspace.is_none() {
+                chat.workspace = observation.workspace.clone();
+            }
+            chat.last_activity_ms = chat.last_activity_ms.max(at);
+            match &observation.event {
+                ObservedKind::PromptSeen { excerpt, .. } => {
+                    chat.last_prompt = Some(excerpt.clone());
+                    chat.state = ObservedChatState::Replying;
+                }
+                ObservedKind::ReplyStarted => chat.state = ObservedChatState::Replying,
+                ObservedKind::NeedsInput { .. } => chat.state = ObservedChatState::NeedsInput,
+                ObservedKind::ReplyCompleted { .. }
+                | ObservedKind::Cancelled
+                | ObservedKind::Failed { .. } => chat.state = ObservedChatState::Idle,
+                ObservedKind::ChatSeen | ObservedKind::Unknown => {}
+            }
+            if !replay {
+                self.correlate(&observation);
+                self.publish(StreamEvent::Observed { observation });
+            }
+        }
+        // Chats that became idle let their windows' queued drives go.
+        let now = self.clock.now_ms();
+        let waiting: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.active_drive.is_none() && !s.queued_drives.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for session_id in waiting {
+            self.pump(&session_id, now);
+        }
+    }
+
+    /// Matches a recorded prompt to the drive that sent it (same normalized text, a drive
+    /// created at most `CORRELATION_WINDOW_MS` before, the chat's workspace among the
+    /// target's folders), and carries the chat's later events onto that drive. Two or
+    /// more candidates: none is claimed; each is marked `ambiguous`.
+    fn correlate(&mut self, observation: &koru_protocol::ObservedEvent) {
+        use koru_protocol::{DriveObservation, ObservedKind, ObservedStage};
+        let key = (observation.store.clone(), observation.chat_id.clone());
+        let at_ms = observation.store_ts_ms.unwrap_or(observation.seen_at_ms);
+        if let ObservedKind::PromptSeen { digest, .. } = &observation.event {
+            let seen = observation.seen_at_ms;
+            let workspace = observation.workspace.as_deref().map(std::path::Path::new);
+            let candidates: Vec<String> = self
+                .drives
+                .iter()
+                .filter(|d| d.observation.is_none() && &d.prompt_digest == digest)
+                .filter(|d| d.state != DriveState::Queued)
+                .filter(|d| {
+                    d.created_at_ms <= seen.saturating_add(1_000)
+                        && seen.saturating_sub(d.created_at_ms) <= CORRELATION_WINDOW_MS
+                })
+                .filter(|d| {
+                    d.workspaces.is_empty()
+                        || workspace.is_none_or(|w| {
+                            d.workspaces
+                                .iter()
+                                .any(|f| w.starts_with(f) || std::path::Path::new(f).starts_with(w))
+                        })
+                })
+                .map(|d| d.drive_id.clone())
+                .collect();
+            let stage = if candidates.len() == 1 {
+                ObservedStage::Observed
+            } else {
+                ObservedStage::Ambiguous
+            };
+            let detail = (candidates.len() > 1).then(|| {
+                format!(
+                    "the prompt seen in {} chat {} matches {} drives: {}",
+                    observation.store,
+                    observation.chat_id,
+                    candidates.len(),
+                    candidates.join(", ")
+                )
+            });
+            for drive_id in &candidates {
+                if let Some(drive) = self.drives.get_mut(drive_id) {
+                    drive.observation = Some(DriveObservation {
+                        store: observation.store.clone(),
+                        chat_id: observation.chat_id.clone(),
+                        stage,
+                        basis: observation.basis,
+                        at_ms,
+                        reply_excerpt: None,
+                        reply_length: None,
+                        detail: detail.clone(),
+                    });
+                }
+                self.publish_drive(drive_id);
+            }
+            if candidates.len() == 1 {
+                tracing::info!(drive_id = %candidates[0], chat = %observation.chat_id, "prompt observed in the chat's history");
+                self.chat_drive.insert(key, candidates[0].clone());
+            } else {
+                if !candidates.is_empty() {
+                    tracing::warn!(
+                        detail = detail.as_deref().unwrap_or(""),
+                        "ambiguous prompt observation; no drive claimed"
+                    );
+                }
+                self.chat_drive.remove(&key);
+            }
+            return;
+        }
+        let Some(drive_id) = self.chat_drive.get(&key).cloned() else {
+            return;
+        };
+        let Some(drive) = self.drives.get_mut(&drive_id) else {
+            return;
+        };
+        let Some(found) = drive.observation.as_mut() else {
+            return;
+        };
+        match &observation.event {
+            ObservedKind::ReplyStarted => found.stage = ObservedStage::Replying,
+            ObservedKind::ReplyCompleted { excerpt, length } => {
+                found.stage = ObservedStage::Replied;
+                found.reply_excerpt = Some(excerpt.clone());
+                found.reply_length = Some(*length);
+            }
+            ObservedKind::NeedsInput { .. } => found.stage = ObservedStage::NeedsInput,
+            ObservedKind::Cancelled => found.stage = ObservedStage::Cancelled,
+            ObservedKind::Failed { reason } => {
+                found.stage = ObservedStage::Failed;
+                found.detail = Some(reason.clone());
+            }
+            ObservedKind::ChatSeen | ObservedKind::PromptSeen { .. } | ObservedKind::Unknown => {
+                return
+            }
+        }
+        found.basis = observation.basis;
+        found.at_ms = at_ms;
+        if matches!(
+            found.stage,
+            ObservedStage::Replied | ObservedStage::Cancelled | ObservedStage::Failed
+        ) {
+            self.chat_drive.remove(&key);
+        }
+        self.publish_drive(&drive_id);
     }
 
     /// Applies a reloaded registry when it is clean; otherwise keeps the last good one and
@@ -358,6 +554,40 @@ impl<C: Clock> App<C> {
                     ),
                 );
             }
+            Message::ChatsList(filter) => {
+                let chats = self
+                    .chats
+                    .values()
+                    .filter(|c| filter.store.as_ref().is_none_or(|s| &c.store == s))
+                    .filter(|c| {
+                        filter.workspace.as_ref().is_none_or(|w| {
+                            c.workspace.as_ref().is_some_and(|cw| {
+                                std::path::Path::new(w).starts_with(cw)
+                                    || std::path::Path::new(cw).starts_with(w)
+                            })
+                        })
+                    })
+                    .cloned()
+                    .collect();
+                self.send(
+                    conn_id,
+                    Envelope::with_id(
+                        id,
+                        Message::ChatsListResult(koru_protocol::ChatsListResult { chats }),
+                    ),
+                );
+            }
+            Message::ObserveReport(report) => {
+                let applied = report.observations.len();
+                self.send(
+                    conn_id,
+                    Envelope::with_id(
+                        id,
+                        Message::ObserveReported(koru_protocol::ObserveReported { applied }),
+                    ),
+                );
+                self.on_observed(report.observations, false);
+            }
             Message::DrivesList(filter) => {
                 let drives = self
                     .drives
@@ -509,9 +739,16 @@ impl<C: Clock> App<C> {
             now,
             timeout_ms,
         );
-        drive.candidates = self.plan(&session_id, window.is_some()).into();
+        drive.candidates = self
+            .plan(&session_id, window.is_some(), create.options.submit)
+            .into();
         drive.window = window;
         drive.extra_pids = extra_pids;
+        drive.workspaces = self
+            .sessions
+            .get(&session_id)
+            .map(|s| s.window.workspace_folders.clone())
+            .unwrap_or_default();
         let drive_id = drive.drive_id.clone();
         tracing::info!(
             drive_id = %drive_id,
@@ -522,9 +759,12 @@ impl<C: Clock> App<C> {
             "drive accepted"
         );
         let busy_fail = drive.options.busy == koru_protocol::BusyPolicy::Fail
-            && self.sessions.get(&session_id).is_some_and(|s| {
-                s.chat == ChatState::Busy || s.active_drive.is_some() || !s.queued_drives.is_empty()
-            });
+            && (self.observed_busy(&session_id, now).is_some()
+                || self.sessions.get(&session_id).is_some_and(|s| {
+                    s.chat == ChatState::Busy
+                        || s.active_drive.is_some()
+                        || !s.queued_drives.is_empty()
+                }));
         self.drives.insert(drive);
         let reply = drive_result(self.drives.get(&drive_id).expect("just inserted"));
         self.send(conn_id, Envelope::with_id(id, reply));
@@ -552,7 +792,7 @@ impl<C: Clock> App<C> {
     }
 
     /// The candidate routes for a drive to `session_id` (empty: a plugin-less window).
-    fn plan(&self, session_id: &str, has_window: bool) -> Vec<Candidate> {
+    fn plan(&self, session_id: &str, has_window: bool, submit: bool) -> Vec<Candidate> {
         let session = self.sessions.get(session_id);
         let product = session.and_then(|s| s.product()).map(|p| p.to_string());
         let input = PlanInput {
@@ -563,6 +803,7 @@ impl<C: Clock> App<C> {
             plugin_connected: session.is_some(),
             platform: crate::doctor::probe::current_platform()
                 .unwrap_or(koru_registry::Platform::Linux),
+            submit,
         };
         let injections = &self.injections;
         plan(&input, &|interface: &str| injections.probe(interface))
@@ -994,13 +1235,51 @@ impl<C: Clock> App<C> {
         }
     }
 
+    /// Whether an observed chat in one of the session's workspace folders is replying or
+    /// waiting for input (seen active within `OBSERVED_BUSY_MS`, so a chat whose end was
+    /// never recorded cannot hold drives back for ever).
+    fn observed_busy(&self, session_id: &str, now: u64) -> Option<String> {
+        use koru_protocol::ObservedChatState;
+        let session = self.sessions.get(session_id)?;
+        let folders = &session.window.workspace_folders;
+        self.chats
+            .values()
+            .filter(|c| {
+                matches!(
+                    c.state,
+                    ObservedChatState::Replying | ObservedChatState::NeedsInput
+                )
+            })
+            .filter(|c| now.saturating_sub(c.last_activity_ms) < OBSERVED_BUSY_MS)
+            .find(|c| {
+                c.workspace.as_ref().is_some_and(|w| {
+                    folders
+                        .iter()
+                        .any(|f| std::path::Path::new(w).starts_with(f))
+                })
+            })
+            .map(|c| c.chat_id.clone())
+    }
+
     /// Sends the next queued drive of a session when it has none running.
     fn pump(&mut self, session_id: &str, now: u64) {
+        let observed_busy = self.observed_busy(session_id, now);
         let Some(session) = self.sessions.get_mut(session_id) else {
             return;
         };
-        // One drive at a time per chat, and none while the chat is busy.
+        // One drive at a time per chat, and none while the chat is busy (by the plugin's
+        // word or by its history store).
         if session.active_drive.is_some() || session.chat == ChatState::Busy {
+            return;
+        }
+        if let Some(chat) = observed_busy {
+            if !session.queued_drives.is_empty() {
+                tracing::debug!(
+                    session_id,
+                    chat,
+                    "drives wait: the observed chat is replying or waiting for input"
+                );
+            }
             return;
         }
         let Some(drive_id) = session.queued_drives.pop_front() else {
@@ -1086,6 +1365,7 @@ impl<C: Clock> App<C> {
             drives_total: self.drives.total_created(),
             registry: self.registry_status.clone(),
             refused_handshakes: self.refused_handshakes.iter().cloned().collect(),
+            http: self.config.http.clone(),
         }
     }
 

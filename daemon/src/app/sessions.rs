@@ -260,6 +260,8 @@ mod tests {
                 product: product.parse().unwrap(),
                 version: "1".into(),
                 app_name: String::new(),
+                uri_scheme: None,
+                app_host: None,
             }),
             window: Some(WindowInfo {
                 workspace_folders: folders.iter().map(|f| f.to_string()).collect(),

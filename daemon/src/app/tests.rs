@@ -72,6 +72,7 @@ impl Harness {
                 step_timeout_ms: 60_000,
                 drive_history: 100,
                 daemon_pid: 1,
+                http: None,
             },
             clock.clone(),
             loaded,
@@ -210,6 +211,31 @@ impl Harness {
         }
     }
 
+    /// Creates a drive that fails at once when the chat is busy; returns its id.
+    fn create_fail_fast(
+        &mut self,
+        controller: &mut Peer,
+        session_id: &str,
+        prompt: &str,
+    ) -> String {
+        self.request(
+            controller,
+            9,
+            Message::DriveCreate(DriveCreate {
+                target: Target::Session(session_id.to_string()),
+                prompt: prompt.into(),
+                options: DriveOptions {
+                    busy: koru_protocol::BusyPolicy::Fail,
+                    ..DriveOptions::default()
+                },
+            }),
+        );
+        match controller.drain().remove(0) {
+            Message::DriveResult(result) => result.drive.drive_id,
+            other => panic!("expected drive.result, got {other:?}"),
+        }
+    }
+
     fn drive_state(&self, drive_id: &str) -> DriveState {
         self.app.drives.get(drive_id).unwrap().state
     }
@@ -245,6 +271,8 @@ fn plugin_hello(folder: &str) -> Hello {
             product: koru_protocol::IdeProduct::VsCode,
             version: "1".into(),
             app_name: "Code".into(),
+            uri_scheme: None,
+            app_host: None,
         }),
         window: Some(WindowInfo {
             pid: Some(4242),
@@ -628,22 +656,7 @@ fn a_busy_chat_holds_queued_drives_until_idle_or_fails_fast_on_request() {
         "later",
     );
     assert_eq!(h.drive_state(&waiting), DriveState::Queued);
-    h.request(
-        &controller,
-        9,
-        Message::DriveCreate(DriveCreate {
-            target: Target::Session(session_id),
-            prompt: "now or never".into(),
-            options: DriveOptions {
-                busy: koru_protocol::BusyPolicy::Fail,
-                ..DriveOptions::default()
-            },
-        }),
-    );
-    let Message::DriveResult(result) = controller.drain().remove(0) else {
-        panic!()
-    };
-    let impatient = result.drive.drive_id;
+    let impatient = h.create_fail_fast(&mut controller, &session_id, "now or never");
     assert_eq!(h.drive_state(&impatient), DriveState::Failed);
     assert_eq!(
         h.app
@@ -684,4 +697,165 @@ fn a_plugin_silent_for_a_whole_step_ends_the_drive_timed_out_without_fallback() 
         .contains("acked nothing for 3000 ms after `received`"));
     assert_eq!(routes_sent(&mut plugin).len(), 1);
     assert!(h.injections.started.lock().unwrap().is_empty());
+}
+
+fn observed(
+    h: &Harness,
+    chat: &str,
+    workspace: &str,
+    event: koru_protocol::ObservedKind,
+) -> DaemonEvent {
+    let now = h.clock.now_ms();
+    DaemonEvent::Observed {
+        events: vec![koru_protocol::ObservedEvent {
+            store: "chat_history_claude_code_jsonl".into(),
+            chat_id: chat.into(),
+            workspace: Some(workspace.into()),
+            store_ts_ms: Some(now),
+            seen_at_ms: now,
+            basis: koru_protocol::ObservationBasis::Explicit,
+            event,
+        }],
+        replay: false,
+    }
+}
+
+fn prompt_seen(text: &str) -> koru_protocol::ObservedKind {
+    let (excerpt, length) = crate::observe::excerpt_and_length(text);
+    koru_protocol::ObservedKind::PromptSeen {
+        excerpt,
+        length,
+        digest: crate::observe::prompt_digest(text),
+    }
+}
+
+fn observation_stage(h: &Harness, drive_id: &str) -> Option<koru_protocol::ObservedStage> {
+    h.app
+        .drives
+        .get(drive_id)
+        .unwrap()
+        .observation
+        .as_ref()
+        .map(|o| o.stage)
+}
+
+#[test]
+fn a_drive_is_matched_to_the_prompt_its_chat_recorded_and_follows_the_chat_to_the_reply() {
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let drive = h.create(
+        &mut controller,
+        Target::Session(session_id),
+        "Fix  the\ntests",
+    );
+    for stage in [AckStage::Received, AckStage::Submitted] {
+        h.ack(&plugin, &drive, stage);
+    }
+    assert_eq!(h.drive_state(&drive), DriveState::Done);
+    // The same prompt in another workspace is not this drive's.
+    let elsewhere = observed(&h, "c0", "/other", prompt_seen("Fix the tests"));
+    h.app.handle(elsewhere);
+    assert_eq!(observation_stage(&h, &drive), None);
+    // The chat re-wrapped the whitespace; the digest still matches.
+    let event = observed(&h, "c1", "/w/sub", prompt_seen("Fix the tests"));
+    h.app.handle(event);
+    assert_eq!(
+        observation_stage(&h, &drive),
+        Some(koru_protocol::ObservedStage::Observed)
+    );
+    let event = observed(
+        &h,
+        "c1",
+        "/w/sub",
+        koru_protocol::ObservedKind::ReplyStarted,
+    );
+    h.app.handle(event);
+    assert_eq!(
+        observation_stage(&h, &drive),
+        Some(koru_protocol::ObservedStage::Replying)
+    );
+    let event = observed(
+        &h,
+        "c1",
+        "/w/sub",
+        koru_protocol::ObservedKind::ReplyCompleted {
+            excerpt: "All green.".into(),
+            length: 10,
+        },
+    );
+    h.app.handle(event);
+    let found = h
+        .app
+        .drives
+        .get(&drive)
+        .unwrap()
+        .observation
+        .clone()
+        .unwrap();
+    assert_eq!(found.stage, koru_protocol::ObservedStage::Replied);
+    assert_eq!(found.reply_excerpt.as_deref(), Some("All green."));
+    assert_eq!(found.chat_id, "c1");
+    // The drive's own state is untouched; subscribers were told.
+    assert_eq!(h.drive_state(&drive), DriveState::Done);
+    let _ = plugin.drain();
+}
+
+#[test]
+fn two_drives_with_the_same_prompt_are_ambiguous_and_neither_is_claimed() {
+    let mut h = Harness::new();
+    let (plugin_a, a) = h.plugin("/w");
+    let (plugin_b, b) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let first = h.create(&mut controller, Target::Session(a), "same words");
+    let second = h.create(&mut controller, Target::Session(b), "same words");
+    h.ack(&plugin_a, &first, AckStage::Received);
+    h.ack(&plugin_b, &second, AckStage::Received);
+    let event = observed(&h, "c1", "/w", prompt_seen("same words"));
+    h.app.handle(event);
+    for drive in [&first, &second] {
+        let found = h
+            .app
+            .drives
+            .get(drive)
+            .unwrap()
+            .observation
+            .clone()
+            .unwrap();
+        assert_eq!(found.stage, koru_protocol::ObservedStage::Ambiguous);
+        assert!(found.detail.unwrap().contains("matches 2 drives"));
+    }
+    // The chat's reply is not attributed to either.
+    let event = observed(&h, "c1", "/w", koru_protocol::ObservedKind::ReplyStarted);
+    h.app.handle(event);
+    assert_eq!(
+        observation_stage(&h, &first),
+        Some(koru_protocol::ObservedStage::Ambiguous)
+    );
+}
+
+#[test]
+fn a_chat_observed_replying_holds_its_windows_queued_drives_until_it_is_idle() {
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let event = observed(&h, "c1", "/w", prompt_seen("someone else's prompt"));
+    h.app.handle(event);
+    let waiting = h.create(&mut controller, Target::Session(session_id.clone()), "mine");
+    assert_eq!(h.drive_state(&waiting), DriveState::Queued);
+    assert!(routes_sent(&mut plugin).is_empty());
+    // Fail-fast drives are refused while the chat is observed busy.
+    let impatient = h.create_fail_fast(&mut controller, &session_id, "now");
+    assert_eq!(h.drive_state(&impatient), DriveState::Failed);
+    let event = observed(
+        &h,
+        "c1",
+        "/w",
+        koru_protocol::ObservedKind::ReplyCompleted {
+            excerpt: "done".into(),
+            length: 4,
+        },
+    );
+    h.app.handle(event);
+    assert_eq!(h.drive_state(&waiting), DriveState::Sent);
 }

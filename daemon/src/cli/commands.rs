@@ -13,7 +13,7 @@ use koru_protocol::{
 use tokio_util::sync::CancellationToken;
 
 use super::table::{age, render};
-use super::{CancelArgs, DaemonArgs, DrivesArgs, SendArgs};
+use super::{CancelArgs, DaemonArgs, DrivesArgs, ObserveArgs, SendArgs};
 use crate::client::{controller_hello, Client};
 use crate::clock::{Clock, SystemClock};
 use crate::server::DaemonConfig;
@@ -31,13 +31,61 @@ pub async fn daemon(
         step_timeout: Duration::from_millis(args.step_timeout_ms.max(1)),
         outbound_capacity: args.outbound_queue.max(1),
         registry_paths,
+        observe: (!args.no_observe).then(|| crate::observe::watcher::ObserveConfig {
+            quiet: Duration::from_millis(args.observe_quiet_ms.max(1)),
+            ..Default::default()
+        }),
         ..DaemonConfig::with_socket(socket)
     };
     let shutdown = CancellationToken::new();
+    let mut config = config;
+    let mut http_task = None;
+    if let Some(addr) = args.http {
+        if !addr.ip().is_loopback() && !args.http_allow_remote {
+            bail!("--http {addr} is not a loopback address; pass --http-allow-remote to serve it anyway");
+        }
+        let token_file = crate::http::token::token_path();
+        let token = crate::http::token::load_or_create(&token_file)
+            .context("cannot set up the HTTP bearer token")?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let bound = listener.local_addr()?;
+        config.http = Some(koru_protocol::HttpStatus {
+            mcp_url: format!("http://{bound}/mcp"),
+            token: token.clone(),
+            token_file: token_file.display().to_string(),
+        });
+        let socket = config.socket_path.clone();
+        let layers = config.registry_paths.clone();
+        let stop = shutdown.clone();
+        http_task = Some(tokio::spawn(async move {
+            if let Err(error) = crate::http::serve(listener, token, socket, layers, stop).await {
+                tracing::error!(%error, "the HTTP server stopped");
+            }
+        }));
+    }
     let signals = spawn_signal_handler(shutdown.clone())?;
-    let outcome = crate::server::run(config, shutdown, |_| {}).await;
+    let outcome = crate::server::run(config, shutdown.clone(), |_| {}).await;
+    shutdown.cancel();
     signals.abort();
+    if let Some(task) = http_task {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
     outcome.context("cannot start the daemon")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `koru mcp`: an MCP server on stdin/stdout that acts through the daemon at `socket`.
+pub async fn mcp(socket: PathBuf, layers: crate::registry::LayerPaths) -> anyhow::Result<ExitCode> {
+    use rmcp::ServiceExt;
+    let server =
+        crate::mcp::server::KoruMcp::new(crate::mcp::backend::Backend::new(socket), layers);
+    let service = server
+        .serve(rmcp::transport::io::stdio_pipes())
+        .await
+        .context("the MCP client did not complete the handshake")?;
+    service.waiting().await.context("the MCP session failed")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -94,6 +142,12 @@ pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
             status.drives_active,
             status.drives_total
         );
+        if let Some(http) = &status.http {
+            println!(
+                "MCP over HTTP: {} (bearer token: {}, kept in {})",
+                http.mcp_url, http.token, http.token_file
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -278,8 +332,9 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
         Some(seconds) => bail!("--timeout must be a positive number of seconds, got {seconds}"),
         None => None,
     };
+    let wait = args.wait || args.wait_reply;
     let mut client = connect(socket).await?;
-    if args.wait {
+    if wait {
         client.request(Message::EventsSubscribe {}).await?;
     }
     let reply = client
@@ -302,7 +357,7 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
         bail!("the daemon answered drive.create with something else");
     };
     let drive_id = created.drive.drive_id.clone();
-    if !args.wait {
+    if !wait {
         if args.json {
             print_json(&created.drive)?;
         } else {
@@ -319,13 +374,23 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
     progress.show(&created.drive);
     let mut last = created.drive;
     let mut spinner = tokio::time::interval(Duration::from_millis(120));
-    while !last.state.is_terminal() {
+    let reply_deadline =
+        tokio::time::Instant::now() + Duration::from_secs_f64(args.timeout.unwrap_or(120.0));
+    let mut reply_timed_out = false;
+    while !last.state.is_terminal()
+        || (args.wait_reply && last.state == DriveState::Done && !reply_settled(&last))
+    {
+        if last.state.is_terminal() && tokio::time::Instant::now() >= reply_deadline {
+            reply_timed_out = true;
+            break;
+        }
         let envelope = tokio::select! {
             envelope = client.next() => envelope?,
             _ = spinner.tick() => {
                 progress.spin(last.state);
                 continue;
             }
+            _ = tokio::time::sleep_until(reply_deadline), if last.state.is_terminal() => continue,
         };
         let Some(envelope) = envelope else {
             bail!("the daemon closed the connection before drive {drive_id} ended");
@@ -343,6 +408,9 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
     client.close().await;
     if args.json {
         print_json(&last)?;
+    }
+    if args.wait_reply && last.state == DriveState::Done {
+        return Ok(report_reply(&last, reply_timed_out, args.json));
     }
     if last.state == DriveState::Done
         && last.verification == koru_protocol::Verification::Unverified
@@ -455,6 +523,200 @@ impl Progress {
             } else {
                 self.attempts_printed.push(attempt.outcome);
             }
+        }
+    }
+}
+
+/// `koru observe`: a live tail of observations, filtered.
+pub async fn observe(socket: &Path, args: ObserveArgs) -> anyhow::Result<ExitCode> {
+    let workspace = match &args.workspace {
+        Some(dir) => Some(
+            std::fs::canonicalize(dir)
+                .with_context(|| format!("cannot resolve {}", dir.display()))?,
+        ),
+        None => None,
+    };
+    let mut client = connect(socket).await?;
+    client.request(Message::EventsSubscribe {}).await?;
+    let mut stdout = std::io::stdout();
+    while let Some(envelope) = client.next().await? {
+        let Message::Stream(item) = envelope.message else {
+            continue;
+        };
+        let StreamEvent::Observed { observation } = item.event else {
+            continue;
+        };
+        if args.store.as_ref().is_some_and(|s| s != &observation.store) {
+            continue;
+        }
+        if let Some(dir) = &workspace {
+            let inside = observation
+                .workspace
+                .as_ref()
+                .is_some_and(|w| Path::new(w).starts_with(dir) || dir.starts_with(Path::new(w)));
+            if !inside {
+                continue;
+            }
+        }
+        if args.json {
+            writeln!(stdout, "{}", serde_json::to_string(&observation)?)?;
+        } else {
+            writeln!(stdout, "{}", describe_observation(&observation))?;
+        }
+        stdout.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line for a person: `time store chat kind details [inferred]`.
+fn describe_observation(o: &koru_protocol::ObservedEvent) -> String {
+    use koru_protocol::ObservedKind;
+    let detail = match &o.event {
+        ObservedKind::ChatSeen => "chat_seen".to_string(),
+        ObservedKind::PromptSeen {
+            excerpt, length, ..
+        } => {
+            format!("prompt_seen ({length} chars) {excerpt}")
+        }
+        ObservedKind::ReplyStarted => "reply_started".to_string(),
+        ObservedKind::ReplyCompleted { excerpt, length } => {
+            format!("reply_completed ({length} chars) {excerpt}")
+        }
+        ObservedKind::NeedsInput { input } => format!(
+            "needs_input {}",
+            serde_json::to_value(input)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        ),
+        ObservedKind::Cancelled => "cancelled".to_string(),
+        ObservedKind::Failed { reason } => format!("failed {reason}"),
+        ObservedKind::Unknown => "unknown".to_string(),
+    };
+    let basis = match o.basis {
+        koru_protocol::ObservationBasis::Explicit => "",
+        koru_protocol::ObservationBasis::Inferred => " [inferred]",
+    };
+    format!(
+        "{} {} {} {}{basis}",
+        o.store.trim_start_matches("chat_history_"),
+        o.chat_id,
+        o.workspace.as_deref().unwrap_or("-"),
+        detail
+    )
+}
+
+/// `koru chats`.
+pub async fn chats(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let mut client = connect(socket).await?;
+    let Message::ChatsListResult(result) = client
+        .request(Message::ChatsList(koru_protocol::ChatsList::default()))
+        .await?
+    else {
+        bail!("the daemon answered chats.list with something else");
+    };
+    client.close().await;
+    if json {
+        print_json(&result.chats)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if result.chats.is_empty() {
+        println!("no chats observed (koru doctor shows which chat stores exist here)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = SystemClock.now_ms();
+    let rows: Vec<Vec<String>> = result
+        .chats
+        .iter()
+        .map(|c| {
+            vec![
+                c.store.trim_start_matches("chat_history_").to_string(),
+                c.chat_id.clone(),
+                serde_json::to_value(c.state)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                age(now, c.last_activity_ms),
+                c.workspace.clone().unwrap_or_else(|| "-".into()),
+                c.last_prompt.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        render(
+            &[
+                "STORE",
+                "CHAT",
+                "STATE",
+                "ACTIVE",
+                "WORKSPACE",
+                "LAST PROMPT"
+            ],
+            &rows
+        )
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the chat's history has said how the drive's turn ended (or that it cannot tell).
+fn reply_settled(drive: &DriveInfo) -> bool {
+    use koru_protocol::ObservedStage;
+    drive.observation.as_ref().is_some_and(|o| {
+        matches!(
+            o.stage,
+            ObservedStage::Replied
+                | ObservedStage::NeedsInput
+                | ObservedStage::Cancelled
+                | ObservedStage::Failed
+                | ObservedStage::Ambiguous
+        )
+    })
+}
+
+/// Prints the reply (or why there is none) for `koru send --wait-reply`; exit 0 only on a reply.
+fn report_reply(drive: &DriveInfo, timed_out: bool, json: bool) -> ExitCode {
+    use koru_protocol::ObservedStage;
+    match &drive.observation {
+        Some(o) if o.stage == ObservedStage::Replied => {
+            if !json {
+                println!(
+                    "{} replied ({} chars): {}",
+                    drive.drive_id,
+                    o.reply_length.unwrap_or(0),
+                    o.reply_excerpt.as_deref().unwrap_or("")
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Some(o) => {
+            let stage = serde_json::to_value(o.stage)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            eprintln!(
+                "koru: drive {} {stage} in {} chat {}{}",
+                drive.drive_id,
+                o.store,
+                o.chat_id,
+                o.detail
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            );
+            ExitCode::FAILURE
+        }
+        None => {
+            eprintln!(
+                "koru: drive {} was delivered, but {} (is its chat store observed? see `koru chats`)",
+                drive.drive_id,
+                if timed_out {
+                    "no chat history showed the prompt before the wait ran out"
+                } else {
+                    "no chat history showed the prompt"
+                }
+            );
+            ExitCode::FAILURE
         }
     }
 }

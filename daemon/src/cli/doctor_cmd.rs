@@ -6,19 +6,35 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::DoctorArgs;
-use crate::doctor::{evaluate, probe, render::render, Inputs};
+use crate::doctor::{evaluate, probe, render::render, DoctorReport, Inputs};
 use crate::registry::{find_project_layer, load_layers, LayerPaths};
 
 pub async fn run(socket: &Path, args: DoctorArgs, layers: LayerPaths) -> anyhow::Result<ExitCode> {
     let timeout = Duration::from_millis(args.timeout.max(1));
-    let loaded = load_layers(&layers);
+    let report = build_report(socket, &args.only, timeout, &layers).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(ExitCode::from(report.summary.exit_code))
+}
+
+/// Gathers facts and evaluates them: the report `koru doctor` prints (and the MCP `doctor` tool summarises).
+pub async fn build_report(
+    socket: &Path,
+    only: &[String],
+    timeout: Duration,
+    layers: &LayerPaths,
+) -> anyhow::Result<DoctorReport> {
+    let loaded = load_layers(layers);
     let known: Vec<&str> = loaded
         .registry
         .interfaces()
         .iter()
         .map(|i| i.id.as_str())
         .collect();
-    for id in &args.only {
+    for id in only {
         if !known.contains(&id.as_str()) {
             anyhow::bail!(
                 "--only {id}: no such interface; known: {}",
@@ -57,12 +73,7 @@ pub async fn run(socket: &Path, args: DoctorArgs, layers: LayerPaths) -> anyhow:
         registry_diagnostics: loaded.diagnostics.iter().map(|d| d.to_string()).collect(),
         facts: &facts,
         session_registries,
-        only: args.only.clone(),
+        only: only.to_vec(),
     });
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(ExitCode::from(report.summary.exit_code))
+    Ok(report)
 }

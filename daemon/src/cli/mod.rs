@@ -1,7 +1,8 @@
 //! The `koru` command line: clap definitions, logging set-up, and dispatch to the daemon, the client commands and the dev tools.
 
 mod commands;
-mod doctor_cmd;
+pub mod doctor_cmd;
+mod hook_cmd;
 mod registry_cmd;
 pub(crate) mod table;
 
@@ -67,6 +68,15 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Follow what the AI agents' chat-history stores show, live (prompts, replies, completion)
+    Observe(ObserveArgs),
+    /// List the chats the observers know, with their state
+    Chats(JsonFlag),
+    /// Commands for other tools' hooks
+    #[command(subcommand)]
+    Hook(HookCommand),
+    /// Serve MCP over stdio for a controller LLM (Claude Desktop, Claude Code, Cursor, VS Code…), acting through the running daemon
+    Mcp,
     /// Tools for plugin authors and tests
     #[command(subcommand)]
     Dev(DevCommand),
@@ -99,6 +109,46 @@ pub struct DaemonArgs {
     /// Lines queued for one peer before it is disconnected as a slow reader
     #[arg(long, value_name = "LINES", default_value_t = 1024)]
     pub outbound_queue: usize,
+    /// Also serve HTTP here (MCP at /mcp), e.g. 127.0.0.1:8765; every request needs the
+    /// bearer token shown by `koru status`
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Allow --http on an address that is not loopback (others on the network can then
+    /// reach the endpoint; the token still guards it)
+    #[arg(long)]
+    pub http_allow_remote: bool,
+    /// Do not observe the AI agents' chat-history stores
+    #[arg(long)]
+    pub no_observe: bool,
+    /// Quiet period after which a reply that looks complete is taken as finished when the
+    /// store writes no end-of-turn record (basis `inferred`)
+    #[arg(long, value_name = "MS", default_value_t = 5_000)]
+    pub observe_quiet_ms: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// For Claude Code's hooks (Notification, Stop, StopFailure): reads the hook's JSON on
+    /// stdin and tells the daemon (permission prompts and waiting for input are not in the
+    /// transcript); never fails the hook
+    ClaudeCode {
+        /// Print the settings snippet that installs this hook, instead
+        #[arg(long)]
+        print_config: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ObserveArgs {
+    /// Only this store (registry interface id, e.g. chat_history_claude_code_jsonl)
+    #[arg(long, value_name = "ID")]
+    pub store: Option<String>,
+    /// Only chats of this workspace folder (or a folder inside it)
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Print one JSON object per event
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -132,7 +182,12 @@ pub struct SendArgs {
     /// Wait for the drive to end; print its stages; exit non-zero unless it is done
     #[arg(long)]
     pub wait: bool,
-    /// How long the drive may take, in seconds [default: the daemon's]
+    /// Also wait for the chat's reply, as its own history store shows it, and print it
+    /// (implies --wait; needs an observed chat store, see `koru chats`)
+    #[arg(long)]
+    pub wait_reply: bool,
+    /// How long the drive may take, in seconds [default: the daemon's]; with
+    /// --wait-reply also how long to wait for the reply [default: 120]
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<f64>,
     /// Print the drive as JSON
@@ -251,6 +306,12 @@ pub fn main() -> ExitCode {
                 );
                 Ok(ExitCode::SUCCESS)
             }
+            Command::Mcp => commands::mcp(socket, layers).await,
+            Command::Hook(HookCommand::ClaudeCode { print_config }) => {
+                hook_cmd::run(&socket, print_config).await
+            }
+            Command::Observe(args) => commands::observe(&socket, args).await,
+            Command::Chats(flag) => commands::chats(&socket, flag.json).await,
             Command::Dev(DevCommand::FakePlugin(args)) => {
                 crate::dev::fake_plugin::run(&socket, args).await
             }

@@ -63,6 +63,62 @@ pub struct FakePluginArgs {
     /// The protocol range to offer in hello, e.g. `2..3` to see a version mismatch
     #[arg(long, value_name = "MIN..MAX")]
     pub protocol: Option<String>,
+    /// Play an IDE whose agent is Claude Code: after acking `submitted`, append the prompt,
+    /// then (after --reply-delay-ms) a reply and an end-of-turn record, to DIR/<session>.jsonl
+    /// in Claude Code's session-log format, with the first workspace as `cwd`
+    #[arg(long, value_name = "DIR")]
+    pub claude_store: Option<PathBuf>,
+    /// Delay between the recorded prompt and the recorded reply with --claude-store
+    #[arg(long, value_name = "MS", default_value_t = 200)]
+    pub reply_delay_ms: u64,
+}
+
+/// Where and how the fake "IDE" records its agent's turns (`--claude-store`).
+#[derive(Debug, Clone)]
+struct FakeAgentStore {
+    file: PathBuf,
+    session: String,
+    cwd: String,
+    reply_delay: Duration,
+}
+
+impl FakeAgentStore {
+    fn append(&self, record: serde_json::Value) {
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.file)
+            .and_then(|mut file| writeln!(file, "{record}"));
+        if let Err(error) = written {
+            eprintln!("fake plugin: cannot write {}: {error}", self.file.display());
+        }
+    }
+
+    fn now() -> String {
+        chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    }
+
+    /// The agent's turn for `prompt`: the prompt at once, the reply and the end later.
+    async fn play_turn(self, prompt: String) {
+        let id = uuid::Uuid::new_v4().to_string();
+        self.append(
+            serde_json::json!({"parentUuid": null, "isSidechain": false, "userType": "external",
+            "cwd": self.cwd, "sessionId": self.session, "version": "2.1.220", "type": "user",
+            "message": {"role": "user", "content": prompt}, "uuid": id, "timestamp": Self::now()}),
+        );
+        tokio::time::sleep(self.reply_delay).await;
+        let first_line = prompt.lines().next().unwrap_or("").to_string();
+        let reply_id = uuid::Uuid::new_v4().to_string();
+        self.append(serde_json::json!({"parentUuid": id, "isSidechain": false, "cwd": self.cwd,
+            "sessionId": self.session, "version": "2.1.220", "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": format!("Done: {first_line}")}], "stop_reason": "end_turn"},
+            "uuid": reply_id, "timestamp": Self::now()}));
+        self.append(serde_json::json!({"parentUuid": reply_id, "isSidechain": false, "cwd": self.cwd,
+            "sessionId": self.session, "version": "2.1.220", "type": "system", "subtype": "turn_duration",
+            "durationMs": self.reply_delay.as_millis() as u64, "uuid": uuid::Uuid::new_v4().to_string(),
+            "timestamp": Self::now()}));
+    }
 }
 
 /// `MIN..MAX` or a single version.
@@ -124,6 +180,8 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
             product: product.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             app_name: format!("Koru fake plugin ({product})"),
+            uri_scheme: None,
+            app_host: None,
         },
         WindowInfo {
             pid: Some(args.window_pid.unwrap_or_else(std::process::id)),
@@ -147,6 +205,10 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
     // Drives are answered by their own tasks so that the connection keeps being read
     // (pings, cancels) while a slow drive waits, as a real plugin would.
     let (acks_tx, mut acks_rx) = tokio::sync::mpsc::channel::<Ack>(64);
+    let session_file = uuid::Uuid::new_v4().to_string();
+    if let Some(dir) = &args.claude_store {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
     let mut running: std::collections::HashMap<String, tokio::task::JoinHandle<()>> =
         std::collections::HashMap::new();
     loop {
@@ -178,11 +240,18 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
                     return Ok(ExitCode::SUCCESS);
                 }
                 running.retain(|_, task| !task.is_finished());
+                let store = args.claude_store.as_ref().map(|dir| FakeAgentStore {
+                    file: dir.join(format!("{session_file}.jsonl")),
+                    session: session_file.clone(),
+                    cwd: args.workspace[0].display().to_string(),
+                    reply_delay: Duration::from_millis(args.reply_delay_ms),
+                });
                 let task = tokio::spawn(answer(
                     acks_tx.clone(),
                     drive.clone(),
                     args.behaviour,
                     args.delay_ms,
+                    store,
                 ));
                 running.insert(drive.drive_id, task);
             }
@@ -217,6 +286,7 @@ async fn answer(
     drive: DriveRequest,
     behaviour: Behaviour,
     delay_ms: u64,
+    store: Option<FakeAgentStore>,
 ) {
     use koru_protocol::Route;
     let refuse = |code: &str, detail: &str| Some(Blocker::new(code, detail));
@@ -271,6 +341,11 @@ async fn answer(
         };
         if acks.send(ack).await.is_err() {
             return;
+        }
+    }
+    if stages.last() == Some(&AckStage::Submitted) {
+        if let Some(store) = store {
+            tokio::spawn(store.play_turn(drive.prompt.clone()));
         }
     }
 }

@@ -520,6 +520,23 @@ fn interface_verdict(
         );
     }
     let mut found = base.facts;
+    // An HTTP service of the daemon works only when the daemon was started with --http.
+    if interface.transport == Transport::Http
+        && interface.direction == koru_registry::Direction::Serve
+    {
+        match facts.daemon.status.as_ref().and_then(|s| s.http.as_ref()) {
+            Some(http) => found.push(format!(
+                "served at {}",
+                http.mcp_url.trim_end_matches("/mcp")
+            )),
+            None => return Verdict::blocked(
+                Status::Unavailable,
+                BlockerCode::Disabled,
+                "the daemon does not serve HTTP; start it with `koru daemon --http 127.0.0.1:PORT`",
+                found,
+            ),
+        }
+    }
     // A plugin socket: which plugins of its family are connected, and who was refused.
     if interface.family == Family::IdeControl && interface.transport == Transport::UnixSocket {
         let matching: Vec<&&SessionInfo> = plugins

@@ -10,7 +10,7 @@ use koru_registry::{Platform, Registry};
 use crate::client::{controller_hello, Client};
 
 /// Features this build of koru has, for `requires.features`.
-pub const BUILD_FEATURES: &[&str] = &["cli", "plugin_socket", "enigo"];
+pub const BUILD_FEATURES: &[&str] = &["cli", "plugin_socket", "enigo", "mcp_stdio", "http"];
 
 /// What a probe found about one program.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -2,7 +2,8 @@
 
 use koru_protocol::{AckStage, Blocker, Capability, DriveStep, Route};
 use koru_registry::{
-    effective_policy, rank_routes, BlockerCode, Platform, Registry, RouteKind, StepStage,
+    effective_policy, rank_routes, BlockerCode, Platform, Registry, RouteKind, Step, StepCondition,
+    StepStage,
 };
 
 /// One route the planner may try.
@@ -37,6 +38,31 @@ pub struct PlanInput<'a> {
     /// Whether the plugin is connected (plugin routes need it).
     pub plugin_connected: bool,
     pub platform: Platform,
+    /// The drive's `submit` option: steps are chosen by it.
+    pub submit: bool,
+}
+
+/// The steps of an interface that run for a drive: those whose `when` matches `submit`;
+/// for a drive that must not submit, never a step that proves `submitted`.
+pub fn steps_for(steps: &[Step], submit: bool) -> Vec<DriveStep> {
+    steps
+        .iter()
+        .filter(|step| match step.when {
+            Some(StepCondition::Submit) => submit,
+            Some(StepCondition::NoSubmit) => !submit,
+            None => submit || step.proves != StepStage::Submitted,
+        })
+        .map(|step| DriveStep {
+            command: step.command.clone(),
+            args: step.args.clone(),
+            proves: match step.proves {
+                StepStage::Received => AckStage::Received,
+                StepStage::Focused => AckStage::Focused,
+                StepStage::Pasted => AckStage::Pasted,
+                StepStage::Submitted => AckStage::Submitted,
+            },
+        })
+        .collect()
 }
 
 /// True when the plugin announced the capability (`native_send`, `command:<id>`, `tool_window:<id>`).
@@ -103,6 +129,22 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
                     None => Ok(()),
                 },
             };
+            let steps = steps_for(&interface.steps, input.submit);
+            let usable = usable.and_then(|()| {
+                let leaves_unsent = steps.iter().any(|step| step.proves == AckStage::Pasted);
+                if !input.submit && !interface.steps.is_empty() && !leaves_unsent {
+                    Err(Blocker::new(
+                        koru_protocol::blocker::CAPABILITY_MISSING,
+                        format!(
+                            "`{}` cannot leave a prompt unsent: none of its steps proves `pasted` \
+                             (give it a step with `when: no_submit`)",
+                            interface.id
+                        ),
+                    ))
+                } else {
+                    Ok(())
+                }
+            });
             let hint = usable.as_ref().err().and_then(|blocker| {
                 let code: BlockerCode =
                     serde_json::from_value(serde_json::Value::String(blocker.code.clone())).ok()?;
@@ -114,20 +156,7 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
             Candidate {
                 interface: interface.id.clone(),
                 route,
-                steps: interface
-                    .steps
-                    .iter()
-                    .map(|step| DriveStep {
-                        command: step.command.clone(),
-                        args: step.args.clone(),
-                        proves: match step.proves {
-                            StepStage::Received => AckStage::Received,
-                            StepStage::Focused => AckStage::Focused,
-                            StepStage::Pasted => AckStage::Pasted,
-                            StepStage::Submitted => AckStage::Submitted,
-                        },
-                    })
-                    .collect(),
+                steps,
                 usable,
                 hint,
                 paste_chord: policy.paste_chord.clone(),
@@ -183,6 +212,7 @@ mod tests {
             has_window: true,
             plugin_connected: true,
             platform: Platform::Linux,
+            submit: true,
         };
         let probe = |id: &str| {
             if id == "os_injector_xdotool" {
@@ -222,6 +252,7 @@ mod tests {
             has_window: true,
             plugin_connected: false,
             platform: Platform::Linux,
+            submit: true,
         };
         let candidates = plan(&input, &|_| Ok(()));
         assert!(!candidates.is_empty());
@@ -229,5 +260,90 @@ mod tests {
         assert!(candidates
             .iter()
             .all(|c| c.usable.as_ref().unwrap_err().code == "policy_forbidden"));
+    }
+
+    fn vscode_input<'a>(
+        registry: &'a Registry,
+        capabilities: &'a [Capability],
+        submit: bool,
+    ) -> PlanInput<'a> {
+        PlanInput {
+            registry,
+            product: Some("vscode"),
+            capabilities,
+            has_window: false,
+            plugin_connected: true,
+            platform: Platform::Linux,
+            submit,
+        }
+    }
+
+    fn commands(candidate: &Candidate) -> Vec<String> {
+        candidate
+            .steps
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {:?} -> {}",
+                    s.command,
+                    s.args,
+                    serde_json::to_value(s.proves).unwrap().as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_drive_that_must_not_submit_gets_the_no_submit_steps_and_never_a_submitting_one() {
+        let registry = registry("");
+        let capabilities = [
+            "workbench.action.chat.open",
+            "workbench.action.chat.focusInput",
+            "workbench.action.chat.submit",
+        ]
+        .map(|id| Capability::Command { id: id.into() });
+        let submit = plan(&vscode_input(&registry, &capabilities, true), &|_| Ok(()));
+        let unsent = plan(&vscode_input(&registry, &capabilities, false), &|_| Ok(()));
+        assert_eq!(
+            commands(&submit[0]),
+            [
+                r#"workbench.action.chat.open [Object {"isPartialQuery": Bool(false), "query": String("$prompt")}] -> submitted"#
+            ]
+        );
+        assert_eq!(
+            commands(&unsent[0]),
+            [
+                r#"workbench.action.chat.open [Object {"isPartialQuery": Bool(true), "query": String("$prompt")}] -> pasted"#
+            ]
+        );
+        assert_eq!(submit[1].steps.len(), 3);
+        assert_eq!(
+            commands(&unsent[1]),
+            [
+                "workbench.action.chat.focusInput [] -> focused",
+                "editor.action.clipboardPasteAction [] -> pasted",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_route_whose_steps_all_submit_is_skipped_for_a_drive_that_must_not_submit() {
+        let registry = registry("");
+        let capabilities = [Capability::Command {
+            id: "antigravity.sendPromptToAgentPanel".into(),
+        }];
+        let mut input = vscode_input(&registry, &capabilities, false);
+        input.product = Some("antigravity");
+        let candidates = plan(&input, &|_| Ok(()));
+        assert_eq!(candidates[0].interface, "antigravity_native_send");
+        let blocker = candidates[0].usable.as_ref().unwrap_err();
+        assert_eq!(blocker.code, "capability_missing");
+        assert!(
+            blocker.detail.contains("cannot leave a prompt unsent"),
+            "{}",
+            blocker.detail
+        );
+        input.submit = true;
+        assert!(plan(&input, &|_| Ok(()))[0].usable.is_ok());
     }
 }

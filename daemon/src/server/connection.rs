@@ -402,8 +402,10 @@ pub fn role_may_send(role: Role, type_name: &str) -> bool {
     match type_name {
         "ping" | "pong" | "bye" | "error" => true,
         "ack" | "event" => role == Role::Plugin,
-        "status" | "sessions.list" | "drives.list" | "drive.create" | "drive.get"
-        | "drive.cancel" | "events.subscribe" => role == Role::Controller,
+        "status" | "sessions.list" | "drives.list" | "chats.list" | "observe.report"
+        | "drive.create" | "drive.get" | "drive.cancel" | "events.subscribe" => {
+            role == Role::Controller
+        }
         _ => false,
     }
 }

@@ -33,6 +33,10 @@ pub struct DaemonConfig {
     pub drive_history: usize,
     /// The registry layer files besides the built-in one.
     pub registry_paths: crate::registry::LayerPaths,
+    /// The HTTP endpoint served beside the socket, if any (reported by `status`).
+    pub http: Option<koru_protocol::HttpStatus>,
+    /// Chat-store observation (`None`: off). The store roots come from the registry.
+    pub observe: Option<crate::observe::watcher::ObserveConfig>,
 }
 
 impl DaemonConfig {
@@ -48,6 +52,8 @@ impl DaemonConfig {
             drain_timeout: Duration::from_secs(3),
             drive_history: 1000,
             registry_paths: crate::registry::LayerPaths::default(),
+            http: None,
+            observe: Some(crate::observe::watcher::ObserveConfig::default()),
         }
     }
 }
@@ -70,6 +76,7 @@ pub async fn run(
 
     let (events_tx, events_rx) = mpsc::channel(4096);
     let registry = crate::registry::load_layers(&config.registry_paths);
+    let observe_registry = registry.registry.clone();
     for diagnostic in &registry.diagnostics {
         tracing::warn!(%diagnostic, "registry problem; that layer is left out");
     }
@@ -82,6 +89,7 @@ pub async fn run(
             step_timeout_ms: config.step_timeout.as_millis() as u64,
             drive_history: config.drive_history,
             daemon_pid: std::process::id(),
+            http: config.http.clone(),
         },
         SystemClock,
         registry,
@@ -102,6 +110,23 @@ pub async fn run(
         close_flush_timeout: Duration::from_secs(1),
     });
     let tracker = TaskTracker::new();
+    if let Some(mut observe) = config.observe.clone() {
+        use crate::observe::watcher::JsonlStore;
+        observe.roots = JsonlStore::ALL
+            .into_iter()
+            .flat_map(|store| {
+                store_roots(&observe_registry, store.id())
+                    .into_iter()
+                    .map(move |root| (store, root))
+            })
+            .collect();
+        tracing::info!(roots = ?observe.roots, "observing chat stores");
+        tracker.spawn(crate::observe::watcher::run(
+            observe,
+            events_tx.clone(),
+            shutdown.clone(),
+        ));
+    }
     tracker.spawn(crate::registry::watch::run(
         registry_watch,
         events_tx.clone(),
@@ -176,4 +201,16 @@ fn raise_open_files_limit() {
         },
         _ => {}
     }
+}
+
+/// The expanded `locations` of a store's registry entry (none when it is disabled).
+fn store_roots(registry: &koru_registry::Registry, store: &str) -> Vec<std::path::PathBuf> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    registry
+        .interfaces()
+        .iter()
+        .filter(|i| i.id == store && i.enabled)
+        .flat_map(|i| i.locations.iter())
+        .map(|raw| std::path::PathBuf::from(crate::doctor::probe::expand_path(raw, &env)))
+        .collect()
 }

@@ -31,10 +31,20 @@ export function substitutePrompt(value: unknown, prompt: string): unknown {
   return value;
 }
 
+/** What else a drive asks besides its steps. */
+export interface ExecuteOptions {
+  /** The drive's `submit` option: when true, the steps must prove `submitted`. */
+  submit: boolean;
+  /** Aborted when the daemon cancels the drive: no step starts after that, no ack is sent. */
+  signal?: AbortSignal;
+}
+
 /**
  * Executes `steps` for `prompt`, calling `ack` for `received`, each step's proven stage,
  * and `failed` with a blocker on the first failure (nothing runs after it). Commands not
- * in `allowed` are refused with `command_not_allowed` before anything runs.
+ * in `allowed` are refused with `command_not_allowed` before anything runs. A drive that
+ * must submit but whose steps stop short of `submitted` fails with `capability_missing`
+ * (the prompt is then in the chat input, unsent), so no drive is left hanging.
  */
 export async function executeSteps(
   steps: DriveStep[],
@@ -42,6 +52,7 @@ export async function executeSteps(
   host: Host,
   allowed: ReadonlySet<string>,
   ack: (stage: StageAck) => void,
+  options: ExecuteOptions = { submit: true },
 ): Promise<void> {
   const refused = steps.find((step) => !allowed.has(step.command));
   if (refused) {
@@ -54,10 +65,18 @@ export async function executeSteps(
     });
     return;
   }
+  if (steps.length === 0) {
+    ack({
+      stage: "failed",
+      blocker: { code: "capability_missing", detail: "the drive names no steps to run" },
+    });
+    return;
+  }
   ack({ stage: "received" });
   let previousClipboard: string | undefined;
   try {
     for (const step of steps) {
+      if (options.signal?.aborted) return;
       const args = (step.args ?? []).map((arg) => substitutePrompt(arg, prompt));
       try {
         if (step.command === PASTE_COMMAND) {
@@ -76,6 +95,16 @@ export async function executeSteps(
         return;
       }
       ack({ stage: step.proves });
+    }
+    const last = steps[steps.length - 1].proves;
+    if (options.submit && last !== "submitted" && !options.signal?.aborted) {
+      ack({
+        stage: "failed",
+        blocker: {
+          code: "capability_missing",
+          detail: `the route's steps stop at \`${last}\` and none submits: the prompt is in the chat input, unsent`,
+        },
+      });
     }
   } finally {
     if (previousClipboard !== undefined) {

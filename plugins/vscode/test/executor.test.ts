@@ -83,3 +83,46 @@ test("refuses a command outside the allow-list before running anything", async (
   ]);
   assert.deepEqual(ide.calls, []);
 });
+
+test("a drive that must submit but whose steps stop at pasted fails with capability_missing after pasting", async () => {
+  const ide = new FakeIde();
+  const acks = await run(pluginDrive.slice(0, 2), ide);
+  assert.deepEqual(acks.map((a) => a.stage), ["received", "focused", "pasted", "failed"]);
+  assert.equal(acks[3].blocker?.code, "capability_missing");
+  assert.match(acks[3].blocker?.detail ?? "", /stop at `pasted`.*unsent/);
+  assert.equal(ide.clipboard, "the user's clipboard");
+});
+
+test("a drive that must not submit ends at pasted without a failure", async () => {
+  const ide = new FakeIde();
+  const acks: StageAck[] = [];
+  await executeSteps(pluginDrive.slice(0, 2), "p", ide, allowed, (a) => acks.push(a), { submit: false });
+  assert.deepEqual(acks.map((a) => a.stage), ["received", "focused", "pasted"]);
+});
+
+test("a drive with no steps fails at once and runs nothing", async () => {
+  const ide = new FakeIde();
+  const acks = await run([], ide);
+  assert.deepEqual(acks.map((a) => a.stage), ["failed"]);
+  assert.equal(acks[0].blocker?.code, "capability_missing");
+  assert.deepEqual(ide.calls, []);
+});
+
+test("a cancelled drive starts no further step, sends no more acks, and still restores the clipboard", async () => {
+  const ide = new FakeIde();
+  const controller = new AbortController();
+  const acks: StageAck[] = [];
+  const original = ide.executeCommand.bind(ide);
+  ide.executeCommand = async (command, args) => {
+    const result = await original(command, args);
+    if (command === PASTE_COMMAND) controller.abort();
+    return result;
+  };
+  await executeSteps(pluginDrive, "p", ide, allowed, (a) => acks.push(a), {
+    submit: true,
+    signal: controller.signal,
+  });
+  assert.deepEqual(acks.map((a) => a.stage), ["received", "focused", "pasted"]);
+  assert.deepEqual(ide.calls.map(([c]) => c), ["workbench.action.chat.focusInput", PASTE_COMMAND]);
+  assert.equal(ide.clipboard, "the user's clipboard");
+});

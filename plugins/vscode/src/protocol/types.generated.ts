@@ -82,6 +82,18 @@ export type Envelope = {
   | (StreamItem & {
       type: "stream";
     })
+  | (ChatsList & {
+      type: "chats.list";
+    })
+  | (ChatsListResult & {
+      type: "chats.list.result";
+    })
+  | (ObserveReport & {
+      type: "observe.report";
+    })
+  | (ObserveReported & {
+      type: "observe.reported";
+    })
 );
 /**
  * A request id chosen by the sender: an integer or a string. Replies carry it back.
@@ -210,6 +222,15 @@ export type DriveState =
   | "sent"
   | "done";
 /**
+ * How far to trust an observation.
+ */
+export type ObservationBasis = "explicit" | "inferred";
+/**
+ * How far a drive's prompt has got in the chat's own history.
+ */
+export type ObservedStage =
+  ("replying" | "needs_input" | "cancelled" | "failed") | "observed" | "replied" | "ambiguous";
+/**
  * Which session (or, without a plugin, which window) a drive is for.
  *
  * On the wire: `{"session": "s_…"}`, `{"workspace": "/abs/path"}`, `{"product": "cursor"}`,
@@ -263,8 +284,93 @@ export type StreamEvent =
       kind: "registry_reloaded";
     }
   | {
+      kind: "observed";
+      observation: ObservedEvent;
+    }
+  | {
       kind: "unknown";
     };
+/**
+ * One observation.
+ */
+export type ObservedEvent = {
+  basis: ObservationBasis;
+  /**
+   * The chat (session, conversation, task) id within the store.
+   */
+  chat_id: string;
+  /**
+   * When Koru saw it (Unix ms).
+   */
+  seen_at_ms: number;
+  /**
+   * The store, by its registry interface id (`chat_history_claude_code_jsonl`, …).
+   */
+  store: string;
+  /**
+   * The store's own timestamp of the record (Unix ms), when it has one.
+   */
+  store_ts_ms?: number | null;
+  /**
+   * The workspace folder the chat belongs to, when the store says.
+   */
+  workspace?: string | null;
+} & ObservedEvent1;
+export type ObservedEvent1 =
+  | {
+      kind: "chat_seen";
+    }
+  | {
+      /**
+       * `sha256:` of the prompt with whitespace runs collapsed and ends trimmed.
+       */
+      digest: string;
+      /**
+       * The first characters, on one line.
+       */
+      excerpt: string;
+      kind: "prompt_seen";
+      /**
+       * Its length in characters.
+       */
+      length: number;
+    }
+  | {
+      kind: "reply_started";
+    }
+  | {
+      /**
+       * The start of the final reply text, on one line.
+       */
+      excerpt: string;
+      kind: "reply_completed";
+      /**
+       * The final reply's length in characters.
+       */
+      length: number;
+    }
+  | {
+      input: NeedsInputKind;
+      kind: "needs_input";
+    }
+  | {
+      kind: "cancelled";
+    }
+  | {
+      kind: "failed";
+      reason: string;
+    }
+  | {
+      kind: "unknown";
+    };
+/**
+ * What the agent waits for when it needs the user.
+ */
+export type NeedsInputKind = "question" | "permission" | "tool_approval" | "other";
+/**
+ * A chat's state as observed.
+ */
+export type ObservedChatState = "idle" | "replying" | "needs_input";
 
 /**
  * `hello`: the first line every client sends.
@@ -295,10 +401,18 @@ export interface ClientInfo {
  */
 export interface IdeInfo {
   /**
+   * Where the IDE runs as it reports it (`vscode.env.appHost`: `desktop`, `web`, `server-distro`…).
+   */
+  app_host?: string | null;
+  /**
    * The IDE's display name as it reports it (`vscode.env.appName`, `ApplicationInfo`).
    */
   app_name?: string;
   product: IdeProduct;
+  /**
+   * The IDE's URI scheme as it reports it (`vscode.env.uriScheme`), when it has one.
+   */
+  uri_scheme?: string | null;
   /**
    * The IDE's own version string.
    */
@@ -510,6 +624,10 @@ export interface StatusInfo {
   controllers: number;
   drives_active: number;
   drives_total: number;
+  /**
+   * The HTTP endpoint (`koru daemon --http`), when the daemon serves one.
+   */
+  http?: HttpStatus | null;
   pid: number;
   plugins: number;
   protocol: VersionRange1;
@@ -527,6 +645,24 @@ export interface StatusInfo {
   socket: string;
   started_at_ms: number;
   version: string;
+}
+/**
+ * Where the daemon serves HTTP and how to authenticate there. Shown only to peers of the
+ * daemon's own user (the socket is 0600 and the peer uid is checked).
+ */
+export interface HttpStatus {
+  /**
+   * The MCP streamable HTTP endpoint, e.g. `http://127.0.0.1:8765/mcp`.
+   */
+  mcp_url: string;
+  /**
+   * The bearer token every request must carry (`Authorization: Bearer <token>`).
+   */
+  token: string;
+  /**
+   * The file the token is kept in (mode 0600).
+   */
+  token_file: string;
 }
 /**
  * A connection whose hello the daemon refused.
@@ -642,6 +778,11 @@ export interface DriveInfo {
    * Every state the drive went through, in order, with its time.
    */
   history: StageRecord[];
+  /**
+   * What the chat's own history showed (docs/observers.md), once the observers matched
+   * the prompt to this drive.
+   */
+  observation?: DriveObservation | null;
   options: DriveOptions;
   /**
    * The prompt's length in characters.
@@ -693,6 +834,25 @@ export interface StageRecord {
   state: DriveState;
 }
 /**
+ * What the chat-store observers proved about a drive.
+ */
+export interface DriveObservation {
+  /**
+   * When the stage was observed (the store's time when it has one).
+   */
+  at_ms: number;
+  basis: ObservationBasis;
+  chat_id: string;
+  /**
+   * Why it failed, or which drives made it ambiguous.
+   */
+  detail?: string | null;
+  reply_excerpt?: string | null;
+  reply_length?: number | null;
+  stage: ObservedStage;
+  store: string;
+}
+/**
  * An IDE window without a plugin: by process id (its whole process family counts) and/or
  * a title regular expression.
  */
@@ -732,6 +892,55 @@ export interface StreamItem {
    */
   seq: number;
 }
+/**
+ * `chats.list` (controller → daemon): the chats the observers know, optionally filtered.
+ */
+export interface ChatsList {
+  /**
+   * Only this store (interface id).
+   */
+  store?: string | null;
+  /**
+   * Only chats of this workspace (or a folder inside it).
+   */
+  workspace?: string | null;
+}
+/**
+ * `chats.list.result`.
+ */
+export interface ChatsListResult {
+  chats: ChatInfo[];
+}
+/**
+ * A chat Koru knows from a store.
+ */
+export interface ChatInfo {
+  chat_id: string;
+  /**
+   * The last observation's time (Unix ms, the store's when it has one).
+   */
+  last_activity_ms: number;
+  /**
+   * The last prompt's excerpt, if one was seen.
+   */
+  last_prompt?: string | null;
+  state: ObservedChatState;
+  store: string;
+  workspace?: string | null;
+}
+/**
+ * `observe.report` (controller → daemon): observations from outside the stores — e.g.
+ * Claude Code's hooks (`koru hook claude-code`) for what its transcript never records.
+ */
+export interface ObserveReport {
+  observations: ObservedEvent[];
+}
+/**
+ * `observe.reported`: how many observations were applied.
+ */
+export interface ObserveReported {
+  applied: number;
+}
 
 /** Every message type of this protocol version, as the schema lists them. */
 export const MESSAGE_TYPES: readonly string[] = [
@@ -758,4 +967,8 @@ export const MESSAGE_TYPES: readonly string[] = [
   "events.subscribe",
   "events.subscribed",
   "stream",
+  "chats.list",
+  "chats.list.result",
+  "observe.report",
+  "observe.reported",
 ];

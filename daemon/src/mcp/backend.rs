@@ -1,0 +1,503 @@
+//! What the MCP tools do, without MCP: each call opens a controller connection to the daemon, asks, waits for a drive's stage on the event stream, and returns compact text or a classified tool error.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use koru_protocol::{
+    BusyPolicy, DriveCreate, DriveInfo, DriveOptions, DriveRef, DriveState, IdeProduct, Message,
+    SessionsList, StreamEvent, Target,
+};
+
+use super::format;
+use crate::client::{controller_hello, Client, ClientError};
+
+/// The longest prompt a tool accepts, in bytes of UTF-8 (the daemon's line limit is 1 MiB
+/// and the prompt is escaped inside a JSON line).
+pub const MAX_PROMPT_BYTES: usize = 256 * 1024;
+/// The longest a tool waits, in seconds.
+pub const MAX_TIMEOUT_S: f64 = 3600.0;
+/// How long a tool waits when the caller gives no `timeout_s`.
+pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
+
+/// A failure to report as a tool result with `isError`: a stable code, what happened, and
+/// what to do about it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ToolError {
+    pub code: String,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl ToolError {
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        ToolError {
+            code: code.to_string(),
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// The text of the tool result.
+    pub fn render(&self) -> String {
+        match &self.hint {
+            Some(hint) => format!("error {}: {}\nhint: {hint}", self.code, self.message),
+            None => format!("error {}: {}", self.code, self.message),
+        }
+    }
+}
+
+impl From<ClientError> for ToolError {
+    fn from(error: ClientError) -> Self {
+        match error {
+            ClientError::NoDaemon { path } => ToolError::new(
+                "daemon_down",
+                format!(
+                    "no daemon at {}; start it with `koru daemon`",
+                    path.display()
+                ),
+            ),
+            ClientError::Refused(refusal) => {
+                let code = serde_json::to_value(refusal.code)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_else(|| "refused".into());
+                ToolError::new(&code, refusal.message)
+            }
+            other => ToolError::new("daemon_error", other.to_string()),
+        }
+    }
+}
+
+/// How long `send_prompt` waits before it answers.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitFor {
+    /// Answer as soon as the daemon has queued the drive.
+    None,
+    /// Until the IDE side has the prompt (the plugin acked `received`) or the drive ended.
+    Delivered,
+    /// Until the prompt was submitted (or left unsent with `submit: false`) or the drive ended.
+    Submitted,
+    /// Until the chat replied — needs a chat-store observer for the session.
+    Replied,
+}
+
+/// A validated `send_prompt` call.
+#[derive(Debug, Clone)]
+pub struct SendRequest {
+    pub target: String,
+    pub prompt: String,
+    pub submit: bool,
+    pub wait: WaitFor,
+    pub timeout_s: Option<f64>,
+}
+
+/// Talks to the daemon at `socket` on behalf of MCP tools.
+#[derive(Debug, Clone)]
+pub struct Backend {
+    socket: PathBuf,
+}
+
+/// Parses a `target` string: a session id (`s_…`), `focused`, a path (absolute, `~` or
+/// containing `/`) for a workspace, or else a product name.
+pub fn parse_target(raw: &str) -> Result<Target, ToolError> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Err(ToolError::new(
+            "invalid_argument",
+            "`target` is empty; give a session id, a workspace path, a product or \"focused\"",
+        ));
+    }
+    if raw == "focused" {
+        return Ok(Target::Focused);
+    }
+    if raw.starts_with("s_") && !raw.contains('/') {
+        return Ok(Target::Session(raw.to_string()));
+    }
+    if let Some(rest) = raw.strip_prefix("~/") {
+        let home = std::env::var("HOME").unwrap_or_default();
+        return Ok(Target::Workspace(format!("{home}/{rest}")));
+    }
+    if raw.contains('/') {
+        return Ok(Target::Workspace(raw.to_string()));
+    }
+    let product: IdeProduct = raw.parse().unwrap_or_else(|never| match never {});
+    Ok(Target::Product(product))
+}
+
+/// Checks `timeout_s` and turns it into a duration.
+pub fn timeout_of(timeout_s: Option<f64>) -> Result<Duration, ToolError> {
+    let seconds = timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
+    if !seconds.is_finite() || seconds <= 0.0 || seconds > MAX_TIMEOUT_S {
+        return Err(ToolError::new(
+            "invalid_argument",
+            format!("`timeout_s` must be more than 0 and at most {MAX_TIMEOUT_S}, got {seconds}"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Checks a prompt against the documented limits.
+pub fn check_prompt(prompt: &str) -> Result<(), ToolError> {
+    if prompt.trim().is_empty() {
+        return Err(ToolError::new("invalid_argument", "`prompt` is empty"));
+    }
+    if prompt.len() > MAX_PROMPT_BYTES {
+        return Err(ToolError::new(
+            "prompt_too_large",
+            format!(
+                "`prompt` is {} bytes of UTF-8; the limit is {MAX_PROMPT_BYTES} bytes",
+                prompt.len()
+            ),
+        )
+        .with_hint(
+            "split the prompt, or put the long part in a file in the workspace and refer to it",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a drive in `state` has got as far as `wait` asks (for `replied`: done, and the
+/// chat's history settled how the turn ended).
+fn reached(state: DriveState, settled: bool, wait: WaitFor) -> bool {
+    if wait == WaitFor::Replied && state == DriveState::Done {
+        return settled;
+    }
+    if state.is_terminal() {
+        return true;
+    }
+    match wait {
+        WaitFor::None => true,
+        WaitFor::Delivered => !matches!(state, DriveState::Queued | DriveState::Sent),
+        WaitFor::Submitted | WaitFor::Replied => false,
+    }
+}
+
+/// Whether the chat's history has said how the drive's turn ended (or that it cannot tell).
+pub fn reply_settled(drive: &DriveInfo) -> bool {
+    use koru_protocol::ObservedStage;
+    drive
+        .observation
+        .as_ref()
+        .is_some_and(|o| !matches!(o.stage, ObservedStage::Observed | ObservedStage::Replying))
+}
+
+impl Backend {
+    pub fn new(socket: PathBuf) -> Self {
+        Backend { socket }
+    }
+
+    pub fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
+    async fn connect(&self) -> Result<Client, ToolError> {
+        Ok(Client::connect(&self.socket, controller_hello("koru-mcp")).await?)
+    }
+
+    /// `list_sessions`: one line per plugin session.
+    pub async fn list_sessions(
+        &self,
+        product: Option<String>,
+        workspace: Option<String>,
+    ) -> Result<String, ToolError> {
+        let mut client = self.connect().await?;
+        let reply = client
+            .request(Message::SessionsList(SessionsList {
+                product: product.map(|p| p.parse().unwrap_or_else(|never| match never {})),
+                workspace,
+            }))
+            .await?;
+        client.close().await;
+        let Message::SessionsListResult(result) = reply else {
+            return Err(ToolError::new(
+                "daemon_error",
+                "unexpected answer to sessions.list",
+            ));
+        };
+        Ok(format::sessions(&result.sessions))
+    }
+
+    /// `get_drive`.
+    pub async fn get_drive(&self, drive_id: &str) -> Result<DriveInfo, ToolError> {
+        self.drive_request(Message::DriveGet(DriveRef {
+            drive_id: drive_id.to_string(),
+        }))
+        .await
+    }
+
+    /// `cancel_drive`.
+    pub async fn cancel_drive(&self, drive_id: &str) -> Result<DriveInfo, ToolError> {
+        self.drive_request(Message::DriveCancel(DriveRef {
+            drive_id: drive_id.to_string(),
+        }))
+        .await
+    }
+
+    /// A request answered by `drive.result`.
+    async fn drive_request(&self, request: Message) -> Result<DriveInfo, ToolError> {
+        let name = request.type_name();
+        let mut client = self.connect().await?;
+        let reply = client.request(request).await;
+        client.close().await;
+        match reply? {
+            Message::DriveResult(result) => Ok(result.drive),
+            _ => Err(ToolError::new(
+                "daemon_error",
+                format!("unexpected answer to {name}"),
+            )),
+        }
+    }
+
+    /// `send_prompt`: creates the drive and waits as asked, calling `progress` with each new
+    /// state. Returns the drive as last seen and whether the wait ran out first.
+    pub async fn send_prompt(
+        &self,
+        request: SendRequest,
+        mut progress: impl FnMut(&DriveInfo),
+    ) -> Result<(DriveInfo, bool), ToolError> {
+        check_prompt(&request.prompt)?;
+        let target = parse_target(&request.target)?;
+        let timeout = timeout_of(request.timeout_s)?;
+        let mut client = self.connect().await?;
+        if request.wait != WaitFor::None {
+            client.request(Message::EventsSubscribe {}).await?;
+        }
+        let reply = client
+            .request(Message::DriveCreate(DriveCreate {
+                target,
+                prompt: request.prompt,
+                options: DriveOptions {
+                    submit: request.submit,
+                    new_chat: false,
+                    timeout_ms: Some(timeout.as_millis() as u64),
+                    busy: BusyPolicy::Queue,
+                },
+            }))
+            .await;
+        let created = match reply {
+            Ok(Message::DriveResult(result)) => result.drive,
+            Ok(_) => {
+                return Err(ToolError::new(
+                    "daemon_error",
+                    "unexpected answer to drive.create",
+                ))
+            }
+            Err(error) => {
+                client.close().await;
+                return Err(error.into());
+            }
+        };
+        let drive_id = created.drive_id.clone();
+        let mut last = created;
+        progress(&last);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut timed_out = false;
+        while !reached(last.state, reply_settled(&last), request.wait) {
+            let next = tokio::time::timeout_at(deadline, client.next()).await;
+            let Ok(next) = next else {
+                timed_out = true;
+                break;
+            };
+            let Some(envelope) = next? else {
+                return Err(ToolError::new(
+                    "daemon_down",
+                    format!("the daemon closed the connection before drive {drive_id} ended"),
+                ));
+            };
+            if let Message::Stream(item) = envelope.message {
+                if let StreamEvent::DriveUpdated { drive } = item.event {
+                    if drive.drive_id == drive_id
+                        && (drive.state != last.state || drive.observation != last.observation)
+                    {
+                        last = drive;
+                        progress(&last);
+                    }
+                }
+            }
+        }
+        client.close().await;
+        Ok((last, timed_out))
+    }
+}
+
+impl Backend {
+    /// `wait_for_reply` for a drive: waits until the chat's history settles how the drive's
+    /// turn ended, or `timeout`. Returns the drive as last seen.
+    pub async fn wait_for_drive_reply(
+        &self,
+        drive_id: &str,
+        timeout: Duration,
+    ) -> Result<DriveInfo, ToolError> {
+        let mut client = self.connect().await?;
+        client.request(Message::EventsSubscribe {}).await?;
+        let reply = client
+            .request(Message::DriveGet(DriveRef {
+                drive_id: drive_id.to_string(),
+            }))
+            .await;
+        let mut last = match reply {
+            Ok(Message::DriveResult(result)) => result.drive,
+            Ok(_) => {
+                return Err(ToolError::new(
+                    "daemon_error",
+                    "unexpected answer to drive.get",
+                ))
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !reply_settled(&last)
+            && !matches!(
+                last.state,
+                DriveState::Failed | DriveState::Cancelled | DriveState::TimedOut
+            )
+        {
+            let Ok(next) = tokio::time::timeout_at(deadline, client.next()).await else {
+                break;
+            };
+            let Some(envelope) = next? else {
+                return Err(ToolError::new(
+                    "daemon_down",
+                    "the daemon closed the connection",
+                ));
+            };
+            if let Message::Stream(item) = envelope.message {
+                if let StreamEvent::DriveUpdated { drive } = item.event {
+                    if drive.drive_id == drive_id {
+                        last = drive;
+                    }
+                }
+            }
+        }
+        client.close().await;
+        Ok(last)
+    }
+
+    /// `wait_for_reply` for a session: the next completed reply in a chat of the session's
+    /// workspace folders, as `(chat id, excerpt, length)`.
+    pub async fn wait_for_session_reply(
+        &self,
+        session_id: &str,
+        timeout: Duration,
+    ) -> Result<Option<(String, String, usize)>, ToolError> {
+        let mut client = self.connect().await?;
+        client.request(Message::EventsSubscribe {}).await?;
+        let reply = client
+            .request(Message::SessionsList(SessionsList::default()))
+            .await?;
+        let Message::SessionsListResult(result) = reply else {
+            return Err(ToolError::new(
+                "daemon_error",
+                "unexpected answer to sessions.list",
+            ));
+        };
+        let Some(session) = result
+            .sessions
+            .into_iter()
+            .find(|s| s.session_id == session_id)
+        else {
+            return Err(ToolError::new(
+                "no_target",
+                format!("no session {session_id}; list_sessions shows the connected ones"),
+            ));
+        };
+        let folders = session.window.workspace_folders;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let Ok(next) = tokio::time::timeout_at(deadline, client.next()).await else {
+                client.close().await;
+                return Ok(None);
+            };
+            let Some(envelope) = next? else {
+                return Err(ToolError::new(
+                    "daemon_down",
+                    "the daemon closed the connection",
+                ));
+            };
+            let Message::Stream(item) = envelope.message else {
+                continue;
+            };
+            let StreamEvent::Observed { observation } = item.event else {
+                continue;
+            };
+            let koru_protocol::ObservedKind::ReplyCompleted { excerpt, length } = observation.event
+            else {
+                continue;
+            };
+            let in_workspace = observation.workspace.as_ref().is_some_and(|w| {
+                folders.iter().any(|f| {
+                    std::path::Path::new(w).starts_with(f) || std::path::Path::new(f).starts_with(w)
+                })
+            });
+            if in_workspace {
+                client.close().await;
+                return Ok(Some((observation.chat_id, excerpt, length)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_sessions_paths_products_or_focused() {
+        assert_eq!(
+            parse_target("s_3f9a").unwrap(),
+            Target::Session("s_3f9a".into())
+        );
+        assert_eq!(parse_target("focused").unwrap(), Target::Focused);
+        assert_eq!(
+            parse_target("/home/me/repo").unwrap(),
+            Target::Workspace("/home/me/repo".into())
+        );
+        assert_eq!(
+            parse_target("cursor").unwrap(),
+            Target::Product("cursor".parse().unwrap())
+        );
+        assert_eq!(parse_target("  ").unwrap_err().code, "invalid_argument");
+    }
+
+    #[test]
+    fn limits_are_checked_with_precise_messages() {
+        let error = check_prompt(&"x".repeat(MAX_PROMPT_BYTES + 1)).unwrap_err();
+        assert_eq!(error.code, "prompt_too_large");
+        assert!(error
+            .message
+            .contains(&format!("{} bytes", MAX_PROMPT_BYTES + 1)));
+        assert_eq!(check_prompt(" \n").unwrap_err().code, "invalid_argument");
+        assert!(check_prompt("ok").is_ok());
+        assert_eq!(timeout_of(Some(0.0)).unwrap_err().code, "invalid_argument");
+        assert_eq!(
+            timeout_of(Some(f64::NAN)).unwrap_err().code,
+            "invalid_argument"
+        );
+        assert_eq!(
+            timeout_of(Some(4000.0)).unwrap_err().code,
+            "invalid_argument"
+        );
+        assert_eq!(timeout_of(None).unwrap(), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn waiting_stops_at_the_asked_stage_or_the_end() {
+        assert!(reached(DriveState::Queued, false, WaitFor::None));
+        assert!(!reached(DriveState::Sent, false, WaitFor::Delivered));
+        assert!(reached(DriveState::Received, false, WaitFor::Delivered));
+        assert!(!reached(DriveState::Submitted, false, WaitFor::Submitted));
+        assert!(reached(DriveState::Done, false, WaitFor::Submitted));
+        assert!(reached(DriveState::Failed, false, WaitFor::Replied));
+        assert!(!reached(DriveState::Done, false, WaitFor::Replied));
+        assert!(reached(DriveState::Done, true, WaitFor::Replied));
+    }
+}

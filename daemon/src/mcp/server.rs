@@ -1,0 +1,416 @@
+//! The MCP server (rmcp): Koru's tools for a controller LLM — typed inputs with JSON Schema, compact text outputs, progress notifications while waiting, and every failure a tool result with `isError`.
+
+use std::time::Duration;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, ServerHandler};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::backend::{Backend, SendRequest, ToolError, WaitFor, MAX_PROMPT_BYTES};
+use super::format;
+use crate::registry::{load_layers, LayerPaths};
+
+/// Tool arguments that, when they do not fit, say which field is wrong (`prompt: invalid
+/// type: integer, expected a string`); the schema is `T`'s.
+#[derive(Debug)]
+pub struct Checked<T>(pub T);
+
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Checked<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        serde_path_to_error::deserialize(value)
+            .map(Checked)
+            .map_err(|error| {
+                let path = error.path().to_string();
+                let inner = error.into_inner();
+                if path == "." {
+                    serde::de::Error::custom(inner)
+                } else {
+                    serde::de::Error::custom(format!("`{path}`: {inner}"))
+                }
+            })
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Checked<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        T::schema_id()
+    }
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+}
+
+/// `list_sessions` input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListSessionsArgs {
+    /// Only windows of this IDE product (vscode, cursor, windsurf, antigravity, code-server, jetbrains-idea, …).
+    #[serde(default)]
+    pub product: Option<String>,
+    /// Only windows that have this folder (or a folder containing it) open; an absolute path.
+    #[serde(default)]
+    pub workspace: Option<String>,
+}
+
+/// `send_prompt` input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendPromptArgs {
+    /// Where to send: a session id (`s_…` from list_sessions), an absolute workspace path, a product name (when one window of it is open), or "focused".
+    pub target: String,
+    /// The prompt, sent exactly as given (at most 262144 bytes of UTF-8).
+    pub prompt: String,
+    /// Submit the prompt (default true); false leaves it in the chat input, unsent.
+    #[serde(default)]
+    pub submit: Option<bool>,
+    /// How long to wait before answering: none (queued), delivered (the IDE has it), submitted (default), replied.
+    #[serde(default)]
+    pub wait: Option<WaitFor>,
+    /// The most seconds to wait (default 60, at most 3600); the drive itself is given the same time.
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+}
+
+/// A drive id.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DriveIdArgs {
+    /// The drive id (`d_…`) that send_prompt returned.
+    pub drive_id: String,
+}
+
+/// `wait_for_reply` input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitForReplyArgs {
+    /// The drive whose reply to wait for.
+    #[serde(default)]
+    pub drive_id: Option<String>,
+    /// Or: the session whose next reply to wait for.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The most seconds to wait (default 60, at most 3600).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+}
+
+/// `doctor` input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DoctorToolArgs {
+    /// false (default): a summary — the verdict and what is broken with its fix; true: the full JSON report.
+    #[serde(default)]
+    pub detail: Option<bool>,
+}
+
+/// `list_interfaces` input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListInterfacesArgs {
+    /// Only this family: tool_invocation, ide_control, desktop_control, browser_control, artifact_exchange, remote_service, observation.
+    #[serde(default)]
+    pub family: Option<String>,
+}
+
+/// Koru's MCP tools, acting through the daemon at the backend's socket.
+#[derive(Clone)]
+pub struct KoruMcp {
+    backend: Backend,
+    layers: LayerPaths,
+}
+
+fn ok(text: String) -> Result<CallToolResult, McpError> {
+    Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
+}
+
+fn failed(error: ToolError) -> Result<CallToolResult, McpError> {
+    Ok(CallToolResult::error(vec![ContentBlock::text(
+        error.render(),
+    )]))
+}
+
+#[tool_router]
+impl KoruMcp {
+    pub fn new(backend: Backend, layers: LayerPaths) -> Self {
+        KoruMcp { backend, layers }
+    }
+
+    #[tool(
+        description = "List the IDE windows (chat sessions) Koru can drive: one line each — session id, product, version, focus, chat state, workspace folders."
+    )]
+    async fn list_sessions(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<ListSessionsArgs>>,
+    ) -> Result<CallToolResult, McpError> {
+        match self
+            .backend
+            .list_sessions(args.product, args.workspace)
+            .await
+        {
+            Ok(text) => ok(text),
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(
+        description = "Push a prompt into an IDE chat. Koru picks the route (native send, plugin drive, OS input) and falls back when one is blocked. Returns the drive id, the route, the furthest stage (received/focused/pasted/submitted) and any blockers with how to fix them."
+    )]
+    async fn send_prompt(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<SendPromptArgs>>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let wait = args.wait.unwrap_or(WaitFor::Submitted);
+        let request = SendRequest {
+            target: args.target,
+            prompt: args.prompt,
+            submit: args.submit.unwrap_or(true),
+            wait,
+            timeout_s: args.timeout_s,
+        };
+        // Progress goes out in order, and all of it before the result.
+        let token = context.meta.get_progress_token();
+        let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let peer = context.peer.clone();
+        let forwarder = tokio::spawn(async move {
+            let mut step = 0u32;
+            while let Some(message) = progress_rx.recv().await {
+                let Some(token) = token.clone() else { continue };
+                step += 1;
+                let param =
+                    ProgressNotificationParam::new(token, f64::from(step)).with_message(message);
+                let _ = peer.notify_progress(param).await;
+            }
+        });
+        let progress = move |drive: &koru_protocol::DriveInfo| {
+            let _ = progress_tx.send(format!("drive {} {}", drive.drive_id, drive.state.as_str()));
+        };
+        let outcome = tokio::select! {
+            outcome = self.backend.send_prompt(request, progress) => outcome,
+            _ = context.ct.cancelled() => return failed(ToolError::new("cancelled", "the client cancelled the call; the drive goes on (see get_drive / cancel_drive)")),
+        };
+        let _ = forwarder.await;
+        match outcome {
+            Ok((drive, timed_out)) => {
+                let mut text = format::drive(&drive);
+                if timed_out {
+                    text.push_str(&format!(
+                        "\nstill {} when the wait ran out; ask get_drive {} later",
+                        drive.state.as_str(),
+                        drive.drive_id
+                    ));
+                }
+                if wait == WaitFor::Replied && drive.state == koru_protocol::DriveState::Done {
+                    match &drive.observation {
+                        Some(o) if o.stage == koru_protocol::ObservedStage::Replied => text.push_str(&format!(
+                            "\nreply ({} chars): {}",
+                            o.reply_length.unwrap_or(0),
+                            o.reply_excerpt.as_deref().unwrap_or("")
+                        )),
+                        Some(o) => text.push_str(&format!("\nchat history: {}", serde_json::to_value(o.stage).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())),
+                        None => text.push_str("\nreply: not observed (no chat history showed the prompt within the wait)"),
+                    }
+                }
+                let failed_drive = matches!(
+                    drive.state,
+                    koru_protocol::DriveState::Failed
+                        | koru_protocol::DriveState::Cancelled
+                        | koru_protocol::DriveState::TimedOut
+                );
+                if failed_drive {
+                    Ok(CallToolResult::error(vec![ContentBlock::text(text)]))
+                } else {
+                    ok(text)
+                }
+            }
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(description = "A drive's state now: stage reached, route, blockers with hints.")]
+    async fn get_drive(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<DriveIdArgs>>,
+    ) -> Result<CallToolResult, McpError> {
+        match self.backend.get_drive(&args.drive_id).await {
+            Ok(drive) => ok(format::drive(&drive)),
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(description = "Cancel a drive that has not finished; returns its final state.")]
+    async fn cancel_drive(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<DriveIdArgs>>,
+    ) -> Result<CallToolResult, McpError> {
+        match self.backend.cancel_drive(&args.drive_id).await {
+            Ok(drive) => ok(format::drive(&drive)),
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(
+        description = "Wait for the chat's reply to a drive (or a session's next reply) and return its text. Needs a chat-history observer for the session."
+    )]
+    async fn wait_for_reply(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<WaitForReplyArgs>>,
+    ) -> Result<CallToolResult, McpError> {
+        let timeout = match super::backend::timeout_of(args.timeout_s) {
+            Ok(timeout) => timeout,
+            Err(error) => return failed(error),
+        };
+        match (&args.drive_id, &args.session) {
+            (Some(drive_id), None) => {
+                let drive = match self.backend.wait_for_drive_reply(drive_id, timeout).await {
+                    Ok(drive) => drive,
+                    Err(error) => return failed(error),
+                };
+                let Some(observation) = &drive.observation else {
+                    return failed(
+                        ToolError::new(
+                            "not_observable",
+                            format!(
+                                "no chat history showed the prompt of drive {drive_id} (state {}) within the wait",
+                                drive.state.as_str()
+                            ),
+                        )
+                        .with_hint("koru observes Claude Code session logs; `koru chats` lists what it sees. Read the reply in the IDE meanwhile."),
+                    );
+                };
+                match observation.stage {
+                    koru_protocol::ObservedStage::Replied => ok(format!(
+                        "reply ({} chars) in {} chat {}: {}",
+                        observation.reply_length.unwrap_or(0),
+                        observation.store,
+                        observation.chat_id,
+                        observation.reply_excerpt.as_deref().unwrap_or("")
+                    )),
+                    stage => {
+                        let stage = serde_json::to_value(stage)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default();
+                        failed(ToolError::new(
+                            &stage,
+                            format!(
+                                "drive {drive_id} is {stage} in {} chat {}{}",
+                                observation.store,
+                                observation.chat_id,
+                                observation
+                                    .detail
+                                    .as_deref()
+                                    .map(|d| format!(": {d}"))
+                                    .unwrap_or_default()
+                            ),
+                        ))
+                    }
+                }
+            }
+            (None, Some(session)) => match self
+                .backend
+                .wait_for_session_reply(session, timeout)
+                .await
+            {
+                Ok(Some((chat, excerpt, length))) => {
+                    ok(format!("reply ({length} chars) in chat {chat}: {excerpt}"))
+                }
+                Ok(None) => failed(
+                    ToolError::new(
+                        "not_observable",
+                        format!("no reply was observed for session {session} within the wait"),
+                    )
+                    .with_hint(
+                        "koru observes Claude Code session logs; `koru chats` lists what it sees",
+                    ),
+                ),
+                Err(error) => failed(error),
+            },
+            _ => failed(ToolError::new(
+                "invalid_argument",
+                "give exactly one of `drive_id` and `session`",
+            )),
+        }
+    }
+
+    #[tool(
+        description = "Which ways to control or observe the IDEs work on this machine, and how to fix the ones that do not. Summary by default; detail=true gives the full JSON report."
+    )]
+    async fn doctor(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<DoctorToolArgs>>,
+    ) -> Result<CallToolResult, McpError> {
+        let report = crate::cli::doctor_cmd::build_report(
+            self.backend.socket(),
+            &[],
+            Duration::from_secs(2),
+            &self.layers,
+        )
+        .await;
+        match report {
+            Ok(report) if args.detail == Some(true) => {
+                ok(serde_json::to_string(&report).unwrap_or_default())
+            }
+            Ok(report) => ok(format::doctor_summary(&report)),
+            Err(error) => failed(ToolError::new("doctor_failed", format!("{error:#}"))),
+        }
+    }
+
+    #[tool(
+        description = "The interface registry: every way Koru can control or observe an IDE, one line each (id, family, direction, route, authority, description)."
+    )]
+    async fn list_interfaces(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<ListInterfacesArgs>>,
+    ) -> Result<CallToolResult, McpError> {
+        let loaded = load_layers(&self.layers);
+        let family = args.family.as_deref().map(str::trim);
+        if let Some(family) = family {
+            let known = loaded
+                .registry
+                .interfaces()
+                .iter()
+                .any(|i| i.family.as_str() == family);
+            if !known {
+                return failed(ToolError::new(
+                    "invalid_argument",
+                    format!("no interface has family `{family}`; families: tool_invocation, ide_control, desktop_control, browser_control, artifact_exchange, remote_service, observation"),
+                ));
+            }
+        }
+        ok(format::interfaces(
+            loaded
+                .registry
+                .interfaces()
+                .iter()
+                .filter(|i| family.is_none_or(|f| i.family.as_str() == f)),
+        ))
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for KoruMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("koru", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "Koru pushes prompts into the AI chats of IDE windows. list_sessions shows the windows; \
+                 send_prompt delivers (target: session id, workspace path, product or \"focused\"; \
+                 prompts up to {MAX_PROMPT_BYTES} bytes); get_drive / cancel_drive follow up; doctor \
+                 explains what is broken and how to fix it."
+            ))
+    }
+}

@@ -1,0 +1,232 @@
+//! OpenAI Codex CLI rollouts (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`): a pure parser from rollout lines to observations — bytes in, events out, no I/O.
+//!
+//! Format facts (docs/research/chat-store-formats.md §2): every line is
+//! `{timestamp, type, payload}`. `session_meta.payload` has the thread `id` and the `cwd`.
+//! `event_msg` payloads carry the turn: `user_message {message}`, `agent_message {message,
+//! phase?}`, `task_started`, `task_complete {last_agent_message, error?}` (persisted since
+//! early 2026; older rollouts have no explicit end, so the end is inferred as for Claude
+//! Code) and `turn_aborted {reason}`. Approval requests are never written to rollouts.
+
+use koru_protocol::ObservationBasis;
+use serde_json::Value;
+
+use super::claude_code::parse_ts;
+use super::{ChatTurns, LineParser, Observation, Turn};
+
+/// The registry interface id of this store.
+pub const STORE: &str = "chat_history_codex_jsonl";
+
+/// The parser for one rollout file.
+#[derive(Debug)]
+pub struct CodexParser {
+    chat: ChatTurns,
+}
+
+impl CodexParser {
+    /// A parser for the rollout whose file name (without `.jsonl`) is `file_stem`; the
+    /// thread id from `session_meta` replaces it.
+    pub fn new(file_stem: &str) -> Self {
+        CodexParser {
+            chat: ChatTurns::new(file_stem),
+        }
+    }
+}
+
+impl LineParser for CodexParser {
+    /// Parses one complete line; a line that is not a JSON object is an error (reported
+    /// by the caller, never data).
+    fn feed_line(&mut self, line: &[u8]) -> Result<Vec<Observation>, String> {
+        let record: Value =
+            serde_json::from_slice(line).map_err(|error| format!("not JSON: {error}"))?;
+        let Value::Object(record) = record else {
+            return Err("a line that is not a JSON object".into());
+        };
+        let mut out = Vec::new();
+        let chat = &mut self.chat;
+        if let Some(ts) = record
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(parse_ts)
+        {
+            chat.last_ts_ms = Some(ts);
+        }
+        let payload = record.get("payload").cloned().unwrap_or(Value::Null);
+        let text = |key: &str| {
+            payload
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        match record.get("type").and_then(Value::as_str).unwrap_or("") {
+            "session_meta" => {
+                if !chat.seen() {
+                    if let Some(id) = payload.get("id").and_then(Value::as_str) {
+                        chat.chat_id = id.to_string();
+                    }
+                }
+                if let Some(cwd) = payload.get("cwd").and_then(Value::as_str) {
+                    chat.workspace = Some(cwd.to_string());
+                }
+                chat.see(&mut out);
+            }
+            "event_msg" => {
+                chat.see(&mut out);
+                match payload.get("type").and_then(Value::as_str).unwrap_or("") {
+                    "user_message" => {
+                        let prompt = text("message");
+                        if !prompt.trim().is_empty() {
+                            chat.prompt(&mut out, &prompt);
+                        }
+                    }
+                    "agent_reasoning" => chat.answering(&mut out, false),
+                    "agent_message" => {
+                        chat.answering(&mut out, false);
+                        let message = text("message");
+                        if !message.is_empty() {
+                            chat.last_text = message;
+                        }
+                    }
+                    "task_complete" if chat.turn != Turn::Idle => {
+                        if let Some(last) =
+                            payload.get("last_agent_message").and_then(Value::as_str)
+                        {
+                            chat.last_text = last.to_string();
+                        }
+                        match payload.get("error").filter(|e| !e.is_null()) {
+                            Some(error) => {
+                                let reason = error
+                                    .get("message")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("the turn failed");
+                                chat.fail(&mut out, reason);
+                            }
+                            None => chat.complete(&mut out, ObservationBasis::Explicit),
+                        }
+                    }
+                    "turn_aborted" => chat.cancel(&mut out),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        Ok(out)
+    }
+
+    fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.chat.on_quiet(now_ms, last_change_ms, quiet_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::kinds;
+    use koru_protocol::ObservedKind;
+
+    fn feed(parser: &mut CodexParser, lines: &[&str]) -> Vec<Observation> {
+        lines
+            .iter()
+            .flat_map(|l| parser.feed_line(l.as_bytes()).unwrap())
+            .collect()
+    }
+
+    const META: &str = r#"{"timestamp":"2026-03-01T10:00:00.100Z","type":"session_meta","payload":{"id":"0198c4cf-8587","timestamp":"2026-03-01T10:00:00.050Z","cwd":"/home/u/proj","originator":"codex_cli_rs","cli_version":"0.110.0","source":"cli"}}"#;
+    const STARTED: &str = r#"{"timestamp":"2026-03-01T10:00:01.000Z","type":"event_msg","payload":{"type":"task_started","turn_id":"t1"}}"#;
+    const USER: &str = r#"{"timestamp":"2026-03-01T10:00:01.010Z","type":"event_msg","payload":{"type":"user_message","message":"fix the failing test","images":[]}}"#;
+    const ITEM: &str = r#"{"timestamp":"2026-03-01T10:00:20.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Fixed."}]}}"#;
+    const AGENT: &str = r#"{"timestamp":"2026-03-01T10:00:20.001Z","type":"event_msg","payload":{"type":"agent_message","message":"Fixed: off-by-one in parse().","phase":"final_answer"}}"#;
+    const COMPLETE: &str = r#"{"timestamp":"2026-03-01T10:00:20.050Z","type":"event_msg","payload":{"type":"task_complete","turn_id":"t1","last_agent_message":"Fixed: off-by-one in parse().","duration_ms":19050}}"#;
+
+    #[test]
+    fn a_turn_ends_on_task_complete_with_the_last_agent_message() {
+        let mut parser = CodexParser::new("rollout-x");
+        let events = feed(&mut parser, &[META, STARTED, USER, ITEM, AGENT, COMPLETE]);
+        assert_eq!(
+            kinds(&events),
+            [
+                "chat_seen",
+                "prompt_seen",
+                "reply_started",
+                "reply_completed"
+            ]
+        );
+        assert_eq!(events[0].chat_id, "0198c4cf-8587");
+        assert_eq!(events[1].workspace.as_deref(), Some("/home/u/proj"));
+        assert_eq!(
+            events[3].event,
+            ObservedKind::ReplyCompleted {
+                excerpt: "Fixed: off-by-one in parse().".into(),
+                length: 29
+            }
+        );
+        assert_eq!(events[3].store_ts_ms, Some(1_772_359_220_050));
+    }
+
+    #[test]
+    fn older_rollouts_without_task_events_are_inferred_and_aborts_and_errors_classified() {
+        let mut parser = CodexParser::new("r");
+        feed(&mut parser, &[META, USER, AGENT]);
+        assert_eq!(
+            kinds(&parser.on_quiet(2_000, 0, 1_000)),
+            ["reply_completed (inferred)"]
+        );
+        let aborted = r#"{"timestamp":"2026-03-01T10:05:00.000Z","type":"event_msg","payload":{"type":"turn_aborted","reason":"interrupted"}}"#;
+        assert_eq!(
+            kinds(&feed(&mut parser, &[USER, AGENT, aborted])),
+            ["prompt_seen", "reply_started", "cancelled"]
+        );
+        let failed = r#"{"timestamp":"2026-03-01T10:06:00.000Z","type":"event_msg","payload":{"type":"task_complete","last_agent_message":null,"error":{"message":"stream disconnected"}}}"#;
+        let events = feed(&mut parser, &[USER, failed]);
+        assert_eq!(kinds(&events), ["prompt_seen", "failed"]);
+        assert_eq!(
+            events[1].event,
+            ObservedKind::Failed {
+                reason: "stream disconnected".into()
+            }
+        );
+        assert!(parser.feed_line(b"not json").is_err());
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    //! The parser never panics, whatever the lines.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn line() -> impl Strategy<Value = Vec<u8>> {
+        let kinds = prop_oneof![
+            Just("user_message"),
+            Just("agent_message"),
+            Just("task_complete"),
+            Just("turn_aborted"),
+            Just("task_started"),
+            Just("other")
+        ];
+        let record = (kinds, any::<String>(), any::<bool>(), any::<String>()).prop_map(
+            |(kind, text, meta, ts)| {
+                if meta {
+                    serde_json::json!({"timestamp": ts, "type": "session_meta", "payload": {"id": text, "cwd": 5}})
+                } else {
+                    serde_json::json!({"timestamp": ts, "type": "event_msg", "payload": {"type": kind,
+                        "message": text, "last_agent_message": null, "error": {"message": 3}}})
+                }
+                .to_string()
+                .into_bytes()
+            },
+        );
+        prop_oneof![record, proptest::collection::vec(any::<u8>(), 0..200)]
+    }
+
+    proptest! {
+        #[test]
+        fn any_sequence_of_lines_never_panics(lines in proptest::collection::vec(line(), 0..40), quiet in any::<u64>()) {
+            let mut parser = CodexParser::new("f");
+            for line in &lines {
+                let _ = parser.feed_line(line);
+            }
+            let _ = parser.on_quiet(quiet, quiet / 2, 1);
+        }
+    }
+}

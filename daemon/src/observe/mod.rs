@@ -1,0 +1,248 @@
+//! Chat-store observers: read the AI agents' own history stores, strictly read-only and incrementally, and turn them into one event vocabulary (`ObservedEvent`) for the daemon's stream, `koru observe` and `koru chats`. Parsers are pure (`claude_code`); reading (`tail`) and watching (`watcher`) are separate.
+
+pub mod claude_code;
+pub mod codex;
+pub mod tail;
+pub mod watcher;
+
+use koru_protocol::{ObservationBasis, ObservedKind};
+use sha2::{Digest, Sha256};
+
+/// Characters kept in an excerpt.
+pub const EXCERPT_CHARS: usize = 80;
+
+/// One observation from a parser, before the watcher stamps the store and the time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    pub chat_id: String,
+    pub workspace: Option<String>,
+    pub store_ts_ms: Option<u64>,
+    pub basis: ObservationBasis,
+    pub event: ObservedKind,
+}
+
+/// A store's pure parser: one complete line in, observations out; and the quiet-period
+/// inference for stores that do not always record the end of a turn.
+pub trait LineParser: std::fmt::Debug + Send + Sync {
+    /// Parses one line; `Err` for a line that is not a record (a diagnostic, never data).
+    fn feed_line(&mut self, line: &[u8]) -> Result<Vec<Observation>, String>;
+    /// The file has been quiet since `last_change_ms`.
+    fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation>;
+}
+
+/// Where a chat's turn stands, as far as a parser knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// No prompt yet, or the last turn ended.
+    Idle,
+    /// A prompt was seen; the agent has not answered yet.
+    Prompted,
+    /// The agent is answering.
+    Replying,
+}
+
+/// The turn bookkeeping every store's parser shares: which chat, where, how far the turn
+/// got, and the observations that follow from it (including the inferred end of a turn).
+#[derive(Debug)]
+pub struct ChatTurns {
+    pub chat_id: String,
+    pub workspace: Option<String>,
+    pub turn: Turn,
+    /// The latest reply text.
+    pub last_text: String,
+    /// The last record's store timestamp.
+    pub last_ts_ms: Option<u64>,
+    /// A tool call waits for its result: the turn is not over, however quiet.
+    pub tool_pending: bool,
+    seen: bool,
+}
+
+impl ChatTurns {
+    pub fn new(chat_id: &str) -> Self {
+        ChatTurns {
+            chat_id: chat_id.to_string(),
+            workspace: None,
+            turn: Turn::Idle,
+            last_text: String::new(),
+            last_ts_ms: None,
+            tool_pending: false,
+            seen: false,
+        }
+    }
+
+    /// Whether `chat_seen` was emitted.
+    pub fn seen(&self) -> bool {
+        self.seen
+    }
+
+    pub fn emit(&self, out: &mut Vec<Observation>, basis: ObservationBasis, event: ObservedKind) {
+        out.push(Observation {
+            chat_id: self.chat_id.clone(),
+            workspace: self.workspace.clone(),
+            store_ts_ms: self.last_ts_ms,
+            basis,
+            event,
+        });
+    }
+
+    /// `chat_seen`, once.
+    pub fn see(&mut self, out: &mut Vec<Observation>) {
+        if !self.seen {
+            self.seen = true;
+            self.emit(out, ObservationBasis::Explicit, ObservedKind::ChatSeen);
+        }
+    }
+
+    /// A user prompt. A reply still open with text and no pending tool is ended first
+    /// (`inferred`: the store wrote no end record).
+    pub fn prompt(&mut self, out: &mut Vec<Observation>, text: &str) {
+        if self.turn == Turn::Replying && !self.tool_pending && !self.last_text.is_empty() {
+            self.complete(out, ObservationBasis::Inferred);
+        }
+        let (excerpt, length) = excerpt_and_length(text);
+        self.emit(
+            out,
+            ObservationBasis::Explicit,
+            ObservedKind::PromptSeen {
+                excerpt,
+                length,
+                digest: prompt_digest(text),
+            },
+        );
+        self.turn = Turn::Prompted;
+        self.last_text.clear();
+        self.tool_pending = false;
+    }
+
+    /// The agent answers: `reply_started` when the turn was waiting for it (or, with
+    /// `from_idle`, also when it was idle).
+    pub fn answering(&mut self, out: &mut Vec<Observation>, from_idle: bool) {
+        if self.turn == Turn::Prompted || (from_idle && self.turn == Turn::Idle) {
+            self.emit(out, ObservationBasis::Explicit, ObservedKind::ReplyStarted);
+        }
+        if self.turn == Turn::Prompted || from_idle {
+            self.turn = Turn::Replying;
+        }
+    }
+
+    /// The turn ended with the last reply text.
+    pub fn complete(&mut self, out: &mut Vec<Observation>, basis: ObservationBasis) {
+        let (excerpt, length) = excerpt_and_length(&self.last_text);
+        self.emit(out, basis, ObservedKind::ReplyCompleted { excerpt, length });
+        self.turn = Turn::Idle;
+        self.tool_pending = false;
+    }
+
+    /// The turn was interrupted (reported only if one was open).
+    pub fn cancel(&mut self, out: &mut Vec<Observation>) {
+        if self.turn != Turn::Idle {
+            self.emit(out, ObservationBasis::Explicit, ObservedKind::Cancelled);
+        }
+        self.turn = Turn::Idle;
+        self.tool_pending = false;
+    }
+
+    /// The turn failed.
+    pub fn fail(&mut self, out: &mut Vec<Observation>, reason: &str) {
+        let reason = excerpt_and_length(reason).0;
+        self.emit(
+            out,
+            ObservationBasis::Explicit,
+            ObservedKind::Failed { reason },
+        );
+        self.turn = Turn::Idle;
+        self.tool_pending = false;
+    }
+
+    /// Quiet since `last_change_ms`: an open reply with text and no pending tool is taken
+    /// as complete after `quiet_ms` (`inferred`).
+    pub fn on_quiet(
+        &mut self,
+        now_ms: u64,
+        last_change_ms: u64,
+        quiet_ms: u64,
+    ) -> Vec<Observation> {
+        let mut out = Vec::new();
+        if self.turn == Turn::Replying
+            && !self.tool_pending
+            && !self.last_text.is_empty()
+            && now_ms.saturating_sub(last_change_ms) >= quiet_ms
+        {
+            self.complete(&mut out, ObservationBasis::Inferred);
+        }
+        out
+    }
+}
+
+/// A one-line excerpt of `text` and its length in characters.
+pub fn excerpt_and_length(text: &str) -> (String, usize) {
+    let length = text.chars().count();
+    let flat: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(EXCERPT_CHARS + 1)
+        .collect();
+    if flat.chars().count() > EXCERPT_CHARS {
+        let mut cut: String = flat.chars().take(EXCERPT_CHARS - 1).collect();
+        cut.push('…');
+        (cut, length)
+    } else {
+        (flat, length)
+    }
+}
+
+/// The prompt with whitespace runs collapsed and ends trimmed — how a drive's prompt and
+/// the prompt a store recorded are compared (IDEs and agents re-wrap whitespace).
+pub fn normalize_prompt(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `sha256:<hex>` of the normalized prompt.
+pub fn prompt_digest(text: &str) -> String {
+    let digest = Sha256::digest(normalize_prompt(text).as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// Test helper: each observation as `kind` or `kind (inferred)`.
+#[cfg(test)]
+pub fn kinds(events: &[Observation]) -> Vec<String> {
+    events
+        .iter()
+        .map(|o| {
+            let name = serde_json::to_value(&o.event).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            match o.basis {
+                ObservationBasis::Explicit => name,
+                ObservationBasis::Inferred => format!("{name} (inferred)"),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpts_are_one_line_and_bounded_and_digests_ignore_whitespace_wrapping() {
+        assert_eq!(excerpt_and_length("a\n  b"), ("a b".to_string(), 5));
+        let (long, length) = excerpt_and_length(&"é".repeat(200));
+        assert_eq!(long.chars().count(), EXCERPT_CHARS);
+        assert!(long.ends_with('…'));
+        assert_eq!(length, 200);
+        assert_eq!(
+            prompt_digest("fix\n the  tests "),
+            prompt_digest("fix the tests")
+        );
+        assert_ne!(
+            prompt_digest("fix the tests"),
+            prompt_digest("fix the test")
+        );
+        assert!(prompt_digest("x").starts_with("sha256:"));
+    }
+}

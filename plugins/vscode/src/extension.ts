@@ -1,0 +1,209 @@
+/** The extension's entry point: wires the daemon client, the step executor and the `vscode` API together — settings, status bar, output channel, commands and window events. */
+
+import * as vscode from "vscode";
+
+import { CATALOG_COMMANDS } from "./catalog.generated";
+import { ConnectionState, DaemonClient } from "./client";
+import { createDrive } from "./controller";
+import { locateSocket, processDiscoveryInput, SocketLocation } from "./discovery";
+import { executeSteps, Host } from "./executor";
+import { buildHello } from "./hello";
+import { detectProduct } from "./product";
+import type { DriveRequest } from "./protocol/types.generated";
+
+let client: DaemonClient | undefined;
+
+/** The user's settings under `koru.*`. */
+function settings() {
+  const config = vscode.workspace.getConfiguration("koru");
+  return {
+    socketPath: config.get<string>("socketPath", ""),
+    allowedCommands: config.get<string[]>("allowedCommands", []).filter((c) => typeof c === "string" && c.trim()),
+  };
+}
+
+function socketLocation(): SocketLocation {
+  return locateSocket(processDiscoveryInput(settings().socketPath));
+}
+
+/** The commands this window may run for the daemon: the catalog's chat commands plus the user's. */
+function allowList(): Set<string> {
+  return new Set([...CATALOG_COMMANDS, ...settings().allowedCommands]);
+}
+
+function workspaceFolders(): string[] {
+  return (vscode.workspace.workspaceFolders ?? []).map((folder) => folder.uri.fsPath);
+}
+
+/** VS Code's commands and clipboard, as the executor sees them. */
+const vscodeHost: Host = {
+  executeCommand: (command, args) => Promise.resolve(vscode.commands.executeCommand(command, ...args)),
+  readClipboard: () => Promise.resolve(vscode.env.clipboard.readText()),
+  writeClipboard: (text) => Promise.resolve(vscode.env.clipboard.writeText(text)),
+};
+
+export function activate(context: vscode.ExtensionContext): void {
+  const log = vscode.window.createOutputChannel("Koru", { log: true });
+  const extensionVersion: string = context.extension.packageJSON.version ?? "0.0.0";
+  const status = vscode.window.createStatusBarItem("koru.status", vscode.StatusBarAlignment.Left, 0);
+  status.name = "Koru";
+  status.command = "koru.showStatus";
+  let activeDrive: string | undefined;
+  let drivesRun = 0;
+
+  const render = (state: ConnectionState) => {
+    switch (state.kind) {
+      case "connected":
+        status.text = activeDrive ? "$(sync~spin) Koru: drive running" : "$(plug) Koru";
+        status.tooltip = activeDrive
+          ? `Koru: running drive ${activeDrive}`
+          : `Koru: connected to the daemon at ${state.socket.path} (session ${state.sessionId})`;
+        status.backgroundColor = undefined;
+        break;
+      case "connecting":
+        status.text = "$(sync~spin) Koru";
+        status.tooltip = `Koru: connecting to ${state.socket.path}`;
+        break;
+      case "no_daemon":
+        status.text = "$(debug-disconnect) Koru: no daemon";
+        status.tooltip = `Koru: ${state.reason}. Retrying by itself; start the daemon with \`koru daemon\`.`;
+        status.backgroundColor = new vscode.ThemeColor("statusBarItem.warningBackground");
+        break;
+      case "refused":
+        status.text = "$(error) Koru: refused";
+        status.tooltip = `Koru: the daemon refused this window: ${state.code}: ${state.message}`;
+        status.backgroundColor = new vscode.ThemeColor("statusBarItem.errorBackground");
+        break;
+      case "stopped":
+        status.text = "$(circle-slash) Koru";
+        status.tooltip = "Koru: not connected";
+        break;
+    }
+    status.show();
+  };
+
+  client = new DaemonClient({
+    locate: socketLocation,
+    log,
+    hello: async () => {
+      const available = new Set(await vscode.commands.getCommands(true));
+      return buildHello({
+        appName: vscode.env.appName,
+        uriScheme: vscode.env.uriScheme,
+        appHost: vscode.env.appHost,
+        ideVersion: vscode.version,
+        extensionVersion,
+        workspaceFolders: workspaceFolders(),
+        pid: process.pid,
+        parentPid: process.ppid,
+        focused: vscode.window.state.focused,
+        availableCommands: available,
+        interestingCommands: [...CATALOG_COMMANDS, ...settings().allowedCommands],
+      });
+    },
+    runDrive: (drive: DriveRequest, ack, signal) =>
+      executeSteps(drive.steps ?? [], drive.prompt, vscodeHost, allowList(), ack, {
+        submit: drive.options.submit ?? true,
+        signal,
+      }),
+    onState: render,
+    onDrive: (driveId) => {
+      activeDrive = driveId;
+      if (driveId) drivesRun += 1;
+      render(client!.state);
+    },
+  });
+
+  context.subscriptions.push(
+    log,
+    status,
+    vscode.window.onDidChangeWindowState((state) => {
+      client?.sendEvent({ kind: "focus", focused: state.focused });
+    }),
+    vscode.workspace.onDidChangeWorkspaceFolders(() => {
+      client?.sendEvent({ kind: "workspace_changed", workspace_folders: workspaceFolders() });
+    }),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (event.affectsConfiguration("koru.socketPath") || event.affectsConfiguration("koru.allowedCommands")) {
+        log.info("settings changed; reconnecting with the new socket path and capabilities");
+        client?.reconnectNow();
+      }
+    }),
+    vscode.commands.registerCommand("koru.showStatus", async () => {
+      const state = client?.state ?? { kind: "stopped" };
+      const product = detectProduct({
+        appName: vscode.env.appName,
+        uriScheme: vscode.env.uriScheme,
+        appHost: vscode.env.appHost,
+      });
+      const lines = [
+        `Socket: ${socketLocation().path} (${socketLocation().source})`,
+        `IDE: ${product} ${vscode.version} (appName "${vscode.env.appName}", uriScheme "${vscode.env.uriScheme}", appHost "${vscode.env.appHost}")`,
+        `Extension host pid ${process.pid}, parent ${process.ppid}`,
+        `Drives run in this window: ${drivesRun}${activeDrive ? `; running ${activeDrive}` : ""}`,
+        `Allowed commands: ${[...allowList()].join(", ")}`,
+      ];
+      let headline: string;
+      switch (state.kind) {
+        case "connected":
+          headline = `Koru: connected to koru ${state.daemonVersion} as session ${state.sessionId}`;
+          break;
+        case "no_daemon":
+          headline = `Koru: no daemon — ${state.reason}`;
+          break;
+        case "refused":
+          headline = `Koru: refused by the daemon — ${state.code}: ${state.message}`;
+          break;
+        default:
+          headline = `Koru: ${state.kind}`;
+      }
+      log.info([headline, ...lines].join("\n  "));
+      const choice = await vscode.window.showInformationMessage(
+        headline,
+        { modal: false, detail: lines.join("\n") },
+        "Show Log",
+        "Reconnect",
+      );
+      if (choice === "Show Log") log.show(true);
+      if (choice === "Reconnect") client?.reconnectNow();
+    }),
+    vscode.commands.registerCommand("koru.reconnect", () => {
+      log.info("reconnecting (Koru: Reconnect)");
+      client?.reconnectNow();
+    }),
+    vscode.commands.registerCommand("koru.sendSelection", async () => {
+      const editor = vscode.window.activeTextEditor;
+      let prompt = editor && !editor.selection.isEmpty ? editor.document.getText(editor.selection) : "";
+      if (!prompt) {
+        prompt =
+          (await vscode.window.showInputBox({
+            title: "Koru: Send to Chat",
+            prompt: "Nothing is selected: type the prompt to send to this window's chat",
+          })) ?? "";
+      }
+      if (!prompt) return;
+      const session = client?.session;
+      if (!session) {
+        void vscode.window.showErrorMessage(
+          "Koru: not connected to the daemon, so nothing was sent. Start it with `koru daemon`; this window connects by itself.",
+        );
+        return;
+      }
+      try {
+        const drive = await createDrive(socketLocation().path, { session }, prompt, extensionVersion);
+        log.info(`Send Selection: drive ${drive.drive_id} ${drive.state} (${prompt.length} chars)`);
+        vscode.window.setStatusBarMessage(`Koru: drive ${drive.drive_id} ${drive.state}`, 5000);
+      } catch (error) {
+        void vscode.window.showErrorMessage(`Koru: the daemon did not take the prompt: ${(error as Error).message}`);
+      }
+    }),
+  );
+
+  render({ kind: "connecting", socket: socketLocation() });
+  client.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.stop("extension deactivated");
+  client = undefined;
+}

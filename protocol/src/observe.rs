@@ -1,0 +1,167 @@
+//! What Koru observes in the AI agents' own chat-history stores: one event vocabulary for every store (`observed` stream events) and the chats it knows (`chats.list`).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How far to trust an observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ObservationBasis {
+    /// A record in the store says so.
+    Explicit,
+    /// A documented fallback concluded it (e.g. a quiet period after a complete reply).
+    Inferred,
+}
+
+/// What the agent waits for when it needs the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NeedsInputKind {
+    Question,
+    Permission,
+    ToolApproval,
+    Other,
+}
+
+/// What happened in a chat, tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ObservedKind {
+    /// A chat Koru had not seen before.
+    ChatSeen,
+    /// A user prompt was recorded.
+    PromptSeen {
+        /// The first characters, on one line.
+        excerpt: String,
+        /// Its length in characters.
+        length: usize,
+        /// `sha256:` of the prompt with whitespace runs collapsed and ends trimmed.
+        digest: String,
+    },
+    /// The agent started answering.
+    ReplyStarted,
+    /// The agent finished its turn.
+    ReplyCompleted {
+        /// The start of the final reply text, on one line.
+        excerpt: String,
+        /// The final reply's length in characters.
+        length: usize,
+    },
+    /// The agent waits for the user.
+    NeedsInput { input: NeedsInputKind },
+    /// The turn was interrupted.
+    Cancelled,
+    /// The turn failed.
+    Failed { reason: String },
+    /// A kind this build does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// One observation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ObservedEvent {
+    /// The store, by its registry interface id (`chat_history_claude_code_jsonl`, …).
+    pub store: String,
+    /// The chat (session, conversation, task) id within the store.
+    pub chat_id: String,
+    /// The workspace folder the chat belongs to, when the store says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    /// The store's own timestamp of the record (Unix ms), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_ts_ms: Option<u64>,
+    /// When Koru saw it (Unix ms).
+    pub seen_at_ms: u64,
+    pub basis: ObservationBasis,
+    #[serde(flatten)]
+    pub event: ObservedKind,
+}
+
+/// A chat's state as observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ObservedChatState {
+    Idle,
+    Replying,
+    NeedsInput,
+}
+
+/// A chat Koru knows from a store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChatInfo {
+    pub store: String,
+    pub chat_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    pub state: ObservedChatState,
+    /// The last observation's time (Unix ms, the store's when it has one).
+    pub last_activity_ms: u64,
+    /// The last prompt's excerpt, if one was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_prompt: Option<String>,
+}
+
+/// `chats.list` (controller → daemon): the chats the observers know, optionally filtered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChatsList {
+    /// Only this store (interface id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    /// Only chats of this workspace (or a folder inside it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+/// `chats.list.result`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChatsListResult {
+    pub chats: Vec<ChatInfo>,
+}
+
+/// How far a drive's prompt has got in the chat's own history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ObservedStage {
+    /// The chat recorded the prompt: delivery proven.
+    Observed,
+    Replying,
+    /// The agent finished its turn; `reply_excerpt` has the start of the reply.
+    Replied,
+    NeedsInput,
+    Cancelled,
+    Failed,
+    /// The prompt was seen, but more than one drive could be it: none is claimed.
+    Ambiguous,
+}
+
+/// What the chat-store observers proved about a drive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DriveObservation {
+    pub store: String,
+    pub chat_id: String,
+    pub stage: ObservedStage,
+    pub basis: ObservationBasis,
+    /// When the stage was observed (the store's time when it has one).
+    pub at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_excerpt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_length: Option<usize>,
+    /// Why it failed, or which drives made it ambiguous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// `observe.report` (controller → daemon): observations from outside the stores — e.g.
+/// Claude Code's hooks (`koru hook claude-code`) for what its transcript never records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ObserveReport {
+    pub observations: Vec<ObservedEvent>,
+}
+
+/// `observe.reported`: how many observations were applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ObserveReported {
+    pub applied: usize,
+}

@@ -1,7 +1,12 @@
 //! Chat-store observers: read the AI agents' own history stores, strictly read-only and incrementally, and turn them into one event vocabulary (`ObservedEvent`) for the daemon's stream, `koru observe` and `koru chats`. Parsers are pure (`claude_code`); reading (`tail`) and watching (`watcher`) are separate.
 
 pub mod claude_code;
+pub mod cline;
 pub mod codex;
+pub mod copilot;
+pub mod cursor;
+pub mod gemini;
+pub mod snapshot;
 pub mod tail;
 pub mod watcher;
 

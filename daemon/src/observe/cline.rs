@@ -1,0 +1,1 @@
+//! Cline, Roo Code and Kilo Code task histories (`tasks/<task>/ui_messages.json`, rewritten whole): a pure reader from bytes to `ChatSnapshot`.

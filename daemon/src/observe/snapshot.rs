@@ -1,0 +1,390 @@
+//! Snapshot stores (whole-file JSON, mutation logs, SQLite): each store's pure reader turns what it read into a `ChatSnapshot` (the chat's turns and their states), and one `SnapshotDiffer` per chat turns successive snapshots into the shared observation vocabulary.
+//!
+//! The JSONL stores (Claude Code, Codex) are parsed line by line (`LineParser`); stores
+//! that rewrite their files, or keep state in a database, only say what the chat looks
+//! like *now*. Diffing snapshots gives the same events in the same order: a new turn is
+//! `prompt_seen`, an answer appearing is `reply_started`, a state the store records is
+//! `reply_completed` / `needs_input` / `cancelled` / `failed` (`explicit`), and a reply
+//! the store never marks as finished is taken as complete after a quiet period
+//! (`inferred`), as for the line stores.
+
+use std::collections::HashMap;
+
+use koru_protocol::{NeedsInputKind, ObservationBasis, ObservedKind};
+
+use super::{excerpt_and_length, prompt_digest, Observation};
+
+/// What a store says one turn (one prompt and its answer) is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnState {
+    /// The prompt is recorded; no answer yet.
+    Waiting,
+    /// The agent is answering (the store says so).
+    Replying,
+    /// The agent waits for the user.
+    NeedsInput(NeedsInputKind),
+    /// The store records the end of the turn.
+    Completed,
+    /// The turn was interrupted.
+    Cancelled,
+    /// The turn failed, with the store's reason.
+    Failed(String),
+    /// An answer is recorded but the store never marks turns as finished: complete after
+    /// a quiet period (`inferred`), unless a tool call is still pending.
+    Open { tool_pending: bool },
+}
+
+/// One turn as a store shows it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnSnapshot {
+    /// Stable within the chat (a request id, a message id, a timestamp).
+    pub id: String,
+    /// The user's prompt, when the store records it.
+    pub prompt: Option<String>,
+    /// The answer's text so far.
+    pub reply: String,
+    pub state: TurnState,
+    /// The store's own timestamp for the turn's latest change, in ms since the epoch.
+    pub ts_ms: Option<u64>,
+}
+
+/// One chat as a store shows it now: its turns, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChatSnapshot {
+    pub chat_id: String,
+    pub workspace: Option<String>,
+    pub turns: Vec<TurnSnapshot>,
+}
+
+/// The last state reported for a turn, to report each change once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reported {
+    Nothing,
+    Started,
+    NeedsInput(NeedsInputKind),
+    Ended,
+}
+
+#[derive(Debug, Clone)]
+struct TurnProgress {
+    reported: Reported,
+    /// The reply text at the last snapshot (to infer the end after a quiet period).
+    reply: String,
+    open: bool,
+    ts_ms: Option<u64>,
+}
+
+/// Turns one chat's successive snapshots into observations.
+#[derive(Debug, Default)]
+pub struct SnapshotDiffer {
+    seen: bool,
+    chat_id: String,
+    workspace: Option<String>,
+    turns: HashMap<String, TurnProgress>,
+    /// The turn an inferred completion may end (the last open one).
+    open_turn: Option<String>,
+}
+
+impl SnapshotDiffer {
+    pub fn new() -> Self {
+        SnapshotDiffer::default()
+    }
+
+    fn emit(
+        &self,
+        out: &mut Vec<Observation>,
+        ts_ms: Option<u64>,
+        basis: ObservationBasis,
+        event: ObservedKind,
+    ) {
+        out.push(Observation {
+            chat_id: self.chat_id.clone(),
+            workspace: self.workspace.clone(),
+            store_ts_ms: ts_ms,
+            basis,
+            event,
+        });
+    }
+
+    /// The observations that take the chat from the previous snapshot to `snapshot`.
+    pub fn update(&mut self, snapshot: &ChatSnapshot) -> Vec<Observation> {
+        let mut out = Vec::new();
+        self.chat_id = snapshot.chat_id.clone();
+        if snapshot.workspace.is_some() {
+            self.workspace = snapshot.workspace.clone();
+        }
+        if !self.seen {
+            self.seen = true;
+            let ts = snapshot.turns.first().and_then(|t| t.ts_ms);
+            self.emit(
+                &mut out,
+                ts,
+                ObservationBasis::Explicit,
+                ObservedKind::ChatSeen,
+            );
+        }
+        self.open_turn = None;
+        for turn in &snapshot.turns {
+            let progress = match self.turns.get(&turn.id) {
+                Some(progress) => progress.clone(),
+                None => {
+                    if let Some(prompt) = &turn.prompt {
+                        let (excerpt, length) = excerpt_and_length(prompt);
+                        self.emit(
+                            &mut out,
+                            turn.ts_ms,
+                            ObservationBasis::Explicit,
+                            ObservedKind::PromptSeen {
+                                excerpt,
+                                length,
+                                digest: prompt_digest(prompt),
+                            },
+                        );
+                    }
+                    TurnProgress {
+                        reported: Reported::Nothing,
+                        reply: String::new(),
+                        open: false,
+                        ts_ms: turn.ts_ms,
+                    }
+                }
+            };
+            let progress = self.advance(&mut out, turn, progress);
+            if progress.open {
+                self.open_turn = Some(turn.id.clone());
+            }
+            self.turns.insert(turn.id.clone(), progress);
+        }
+        out
+    }
+
+    fn advance(
+        &self,
+        out: &mut Vec<Observation>,
+        turn: &TurnSnapshot,
+        mut progress: TurnProgress,
+    ) -> TurnProgress {
+        let answering = !turn.reply.is_empty()
+            || matches!(
+                turn.state,
+                TurnState::Replying | TurnState::NeedsInput(_) | TurnState::Completed
+            );
+        if progress.reported == Reported::Nothing && answering {
+            self.emit(
+                out,
+                turn.ts_ms,
+                ObservationBasis::Explicit,
+                ObservedKind::ReplyStarted,
+            );
+            progress.reported = Reported::Started;
+        }
+        let ended = progress.reported == Reported::Ended;
+        progress.open = false;
+        match &turn.state {
+            TurnState::Waiting => {}
+            TurnState::Replying => {
+                if matches!(progress.reported, Reported::NeedsInput(_)) {
+                    progress.reported = Reported::Started;
+                }
+            }
+            TurnState::NeedsInput(kind) => {
+                if !ended && progress.reported != Reported::NeedsInput(*kind) {
+                    self.emit(
+                        out,
+                        turn.ts_ms,
+                        ObservationBasis::Explicit,
+                        ObservedKind::NeedsInput { input: *kind },
+                    );
+                    progress.reported = Reported::NeedsInput(*kind);
+                }
+            }
+            TurnState::Completed => {
+                if !ended {
+                    let (excerpt, length) = excerpt_and_length(&turn.reply);
+                    self.emit(
+                        out,
+                        turn.ts_ms,
+                        ObservationBasis::Explicit,
+                        ObservedKind::ReplyCompleted { excerpt, length },
+                    );
+                    progress.reported = Reported::Ended;
+                }
+            }
+            TurnState::Cancelled => {
+                if !ended {
+                    self.emit(
+                        out,
+                        turn.ts_ms,
+                        ObservationBasis::Explicit,
+                        ObservedKind::Cancelled,
+                    );
+                    progress.reported = Reported::Ended;
+                }
+            }
+            TurnState::Failed(reason) => {
+                if !ended {
+                    let reason = excerpt_and_length(reason).0;
+                    self.emit(
+                        out,
+                        turn.ts_ms,
+                        ObservationBasis::Explicit,
+                        ObservedKind::Failed { reason },
+                    );
+                    progress.reported = Reported::Ended;
+                }
+            }
+            TurnState::Open { tool_pending } => {
+                if matches!(progress.reported, Reported::NeedsInput(_)) {
+                    progress.reported = Reported::Started;
+                }
+                progress.open = !ended && !tool_pending && !turn.reply.is_empty();
+            }
+        }
+        progress.reply = turn.reply.clone();
+        progress.ts_ms = turn.ts_ms;
+        progress
+    }
+
+    /// The store has been quiet since `last_change_ms`: the open turn (an answer the store
+    /// never marks as finished) is complete after `quiet_ms` (`inferred`).
+    pub fn on_quiet(
+        &mut self,
+        now_ms: u64,
+        last_change_ms: u64,
+        quiet_ms: u64,
+    ) -> Vec<Observation> {
+        let mut out = Vec::new();
+        if now_ms.saturating_sub(last_change_ms) < quiet_ms {
+            return out;
+        }
+        let Some(id) = self.open_turn.take() else {
+            return out;
+        };
+        if let Some(mut progress) = self.turns.get(&id).cloned() {
+            if progress.open && progress.reported != Reported::Ended {
+                let (excerpt, length) = excerpt_and_length(&progress.reply);
+                self.emit(
+                    &mut out,
+                    progress.ts_ms,
+                    ObservationBasis::Inferred,
+                    ObservedKind::ReplyCompleted { excerpt, length },
+                );
+                progress.reported = Reported::Ended;
+                progress.open = false;
+                self.turns.insert(id, progress);
+            }
+        }
+        out
+    }
+
+    /// Whether the differ has seen the chat at all.
+    pub fn seen(&self) -> bool {
+        self.seen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::kinds;
+
+    fn turn(id: &str, prompt: &str, reply: &str, state: TurnState) -> TurnSnapshot {
+        TurnSnapshot {
+            id: id.into(),
+            prompt: Some(prompt.into()),
+            reply: reply.into(),
+            state,
+            ts_ms: Some(1),
+        }
+    }
+
+    fn chat(turns: Vec<TurnSnapshot>) -> ChatSnapshot {
+        ChatSnapshot {
+            chat_id: "c".into(),
+            workspace: Some("/w".into()),
+            turns,
+        }
+    }
+
+    #[test]
+    fn successive_snapshots_report_each_change_once_in_order() {
+        let mut differ = SnapshotDiffer::new();
+        let first = differ.update(&chat(vec![turn("r1", "explain", "", TurnState::Waiting)]));
+        assert_eq!(kinds(&first), ["chat_seen", "prompt_seen"]);
+        assert_eq!(first[1].workspace.as_deref(), Some("/w"));
+        let replying = chat(vec![turn(
+            "r1",
+            "explain",
+            "It parses",
+            TurnState::Replying,
+        )]);
+        assert_eq!(kinds(&differ.update(&replying)), ["reply_started"]);
+        assert!(differ.update(&replying).is_empty(), "no change, no news");
+        let asking = chat(vec![turn(
+            "r1",
+            "explain",
+            "It parses",
+            TurnState::NeedsInput(NeedsInputKind::ToolApproval),
+        )]);
+        assert_eq!(kinds(&differ.update(&asking)), ["needs_input"]);
+        assert!(differ.update(&asking).is_empty());
+        let done = chat(vec![turn(
+            "r1",
+            "explain",
+            "It parses args.",
+            TurnState::Completed,
+        )]);
+        let events = differ.update(&done);
+        assert_eq!(kinds(&events), ["reply_completed"]);
+        assert_eq!(
+            events[0].event,
+            ObservedKind::ReplyCompleted {
+                excerpt: "It parses args.".into(),
+                length: 15
+            }
+        );
+        assert!(differ.update(&done).is_empty());
+        let mut two = done.turns.clone();
+        two.push(turn("r2", "again", "", TurnState::Cancelled));
+        two.push(turn("r3", "and", "", TurnState::Failed("quota".into())));
+        assert_eq!(
+            kinds(&differ.update(&chat(two))),
+            ["prompt_seen", "cancelled", "prompt_seen", "failed"]
+        );
+    }
+
+    #[test]
+    fn an_open_answer_is_completed_after_quiet_unless_a_tool_is_pending() {
+        let mut differ = SnapshotDiffer::new();
+        differ.update(&chat(vec![turn(
+            "m1",
+            "list todos",
+            "Running grep",
+            TurnState::Open { tool_pending: true },
+        )]));
+        assert!(differ.on_quiet(10_000, 0, 1_000).is_empty(), "tool pending");
+        differ.update(&chat(vec![turn(
+            "m1",
+            "list todos",
+            "There are 3.",
+            TurnState::Open {
+                tool_pending: false,
+            },
+        )]));
+        assert!(differ.on_quiet(500, 0, 1_000).is_empty(), "not quiet yet");
+        assert_eq!(
+            kinds(&differ.on_quiet(2_000, 0, 1_000)),
+            ["reply_completed (inferred)"]
+        );
+        assert!(differ.on_quiet(9_000, 0, 1_000).is_empty(), "once");
+        // A store that later records the end explicitly does not report it twice.
+        assert!(differ
+            .update(&chat(vec![turn(
+                "m1",
+                "list todos",
+                "There are 3.",
+                TurnState::Completed
+            )]))
+            .is_empty());
+    }
+}

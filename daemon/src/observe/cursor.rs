@@ -37,7 +37,9 @@
 //!   file, which only a checkpoint — and so only a writer with a WAL — changes. It is read
 //!   with `immutable=1` (no locks, no side files), and the files' sizes and mtimes are
 //!   compared before and after: any change fails the read with `ChangedDuringRead`
-//!   (retryable), so a torn read is never returned.
+//!   (retryable), so a torn read is not returned. (File mtimes tick at the kernel's
+//!   coarse clock, a few ms; a checkpoint would also have to start within that tick of
+//!   the read's start, on a database whose WAL was empty when the read began.)
 //! - a rollback-journal database with no `-wal`: plain `mode=ro`, with SQLite's locks, so
 //!   a writer's lock is `Busy` after a short busy timeout (retryable).
 //!

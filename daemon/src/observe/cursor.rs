@@ -1,1 +1,1719 @@
 //! Cursor's composer chats in `state.vscdb` (SQLite, WAL): read-only access and a pure mapping from composer and bubble rows to `ChatSnapshot`.
+//!
+//! Format facts (docs/research/chat-store-formats.md §4, all reverse-engineered by third
+//! parties): the table `cursorDiskKV(key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB)`
+//! holds JSON text, stored as TEXT or as BLOB. `composerData:<composerId>` is one chat:
+//! `composerId`, `status` (`none` | `generating` | `completed` | `error`; `aborted` is
+//! reported by users), `generatingBubbleIds[]`, `lastUpdatedAt` (ms) and the message
+//! order, `fullConversationHeadersOnly: [{bubbleId, type}]` — the only order there is: a
+//! bubble row that no header lists is not part of the conversation. Older composers keep
+//! the bubbles inline in `conversation[]` (or look them up in `conversationMap{}`).
+//! `bubbleId:<composerId>:<bubbleId>` is one message: `type` 1 (user) or 2 (assistant),
+//! `text`, `createdAt` (ISO string, often missing), and on user bubbles `workspaceUris[]`.
+//! Nothing is written per turn: only the composer's `status` says how the last turn
+//! stands, so every earlier turn is complete.
+//!
+//! # Reading without writing
+//!
+//! SQLite's own read-only mode is not enough to leave the files alone. Found by reading
+//! the bundled SQLite (3.54) source and checked by the tests below:
+//! - `mode=ro` on a WAL database whose `-wal`/`-shm` are gone (Cursor closed it cleanly,
+//!   which deletes both) *creates* both files and leaves them behind: the WAL file is
+//!   always opened with `O_CREAT`, and so is the `-shm` unless `readonly_shm=1`.
+//! - `mode=ro` on an existing `-shm` that no process holds truncates and rebuilds it, and
+//!   a reader normally writes its read mark into the `-shm` even when another process
+//!   holds it.
+//!
+//! So each read picks its way in from what is on disk (`ReadPlan`), and opens a fresh
+//! connection for that one read (no lock is held between reads, and the right way in can
+//! change between reads):
+//! - a `-wal` with content and its `-shm`: `mode=ro&readonly_shm=1`. SQLite maps the index
+//!   read-only; if no writer holds it (Cursor crashed) it reads the WAL into private
+//!   memory instead. Nothing is written.
+//! - a `-wal` with content but no `-shm`: SQLite could only read it by creating the index,
+//!   so the read fails with `WalWithoutIndex` (retryable: Cursor rebuilds the index the
+//!   next time it opens the database).
+//! - no `-wal` (or an empty one) on a WAL database: every committed page is in the main
+//!   file, which only a checkpoint — and so only a writer with a WAL — changes. It is read
+//!   with `immutable=1` (no locks, no side files), and the files' sizes and mtimes are
+//!   compared before and after: any change fails the read with `ChangedDuringRead`
+//!   (retryable), so a torn read is not returned. (File mtimes tick at the kernel's
+//!   coarse clock, a few ms; a checkpoint would also have to start within that tick of
+//!   the read's start, on a database whose WAL was empty when the read began.)
+//! - a rollback-journal database with no `-wal`: plain `mode=ro`, with SQLite's locks, so
+//!   a writer's lock is `Busy` after a short busy timeout (retryable).
+//!
+//! One race remains: if Cursor exits (deleting `-wal` and `-shm`) in the microseconds
+//! between the check for `-wal` and SQLite taking its shared lock, SQLite opens the
+//! database as if no WAL existed and creates an empty `-wal` before failing on the missing
+//! `-shm`. SQLite treats an empty `-wal` as absent.
+//!
+//! # Cost
+//!
+//! Every read fetches the `composerData` rows (one range scan) and keeps the length and a
+//! hash of each; only composers whose row changed have their listed bubbles fetched and
+//! mapped. A composer that is generating (or lists a bubble whose row is not written yet)
+//! and has changed in the last `RECHECK_WINDOW` also has its bubbles fetched again at the
+//! next read, because Cursor streams the reply into the bubble row without necessarily
+//! touching the composer row; so does a composer once more after any change, in case the
+//! bubble rows land after the status. Those re-reads are returned only when the snapshot
+//! differs.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::hash::{Hash, Hasher};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use rusqlite::types::ValueRef;
+use rusqlite::{ffi, Connection, ErrorCode, OpenFlags, OptionalExtension};
+use serde_json::Value;
+
+use super::claude_code::parse_ts;
+use super::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
+
+/// The registry interface id of this store.
+pub const STORE: &str = "chat_history_cursor_sqlite";
+
+/// How long a read waits for a writer's lock before reporting `Busy`.
+pub const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// How long after its last change a composer that is still generating keeps having its
+/// bubbles re-read at every read (a composer left `generating` by a crash is not re-read
+/// forever).
+pub const RECHECK_WINDOW: Duration = Duration::from_secs(600);
+
+/// The reason given when a composer reports an error without saying which.
+const UNSPECIFIED_ERROR: &str = "the composer reported an error";
+
+/// Pure: one composer's JSON and its bubbles (by bubble id) → snapshot; None when the
+/// value is not a composer (not an object, or no `composerId`).
+pub fn composer_snapshot(
+    composer: &Value,
+    bubbles: &HashMap<String, Value>,
+    workspace: Option<&str>,
+) -> Option<ChatSnapshot> {
+    read_composer(composer, bubbles, workspace).map(|reading| reading.snapshot)
+}
+
+/// Why a `state.vscdb` could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CursorError {
+    /// The file cannot be opened or inspected.
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// Another program holds a lock on the database: retry later.
+    #[error("{} is locked by a writer; retry later", path.display())]
+    Busy { path: PathBuf },
+    /// The file is not an SQLite database.
+    #[error("{} is not an SQLite database: {reason}", path.display())]
+    NotSqlite { path: PathBuf, reason: String },
+    /// An SQLite database without a `cursorDiskKV` table.
+    #[error("{} has no cursorDiskKV table, so it is not Cursor's state.vscdb", path.display())]
+    NotCursor { path: PathBuf },
+    /// The database, read without locks because it had no write-ahead log, changed during
+    /// the read: retry.
+    #[error("{} changed while it was read without locks; retry", path.display())]
+    ChangedDuringRead { path: PathBuf },
+    /// The write-ahead log has content but its index (`-shm`) is missing; reading it would
+    /// create the index. Retry once Cursor has opened the database again.
+    #[error("{}-wal has content but {}-shm is missing; it can be read once Cursor opens the database again (reading it now would create the -shm file)", path.display(), path.display())]
+    WalWithoutIndex { path: PathBuf },
+    /// A writer was interrupted and its work must be recovered or rolled back, which a
+    /// read-only reader cannot do: retry once Cursor has opened the database.
+    #[error("{} needs recovery by a writer (an interrupted transaction); retry once Cursor has opened it: {source}", path.display())]
+    NeedsRecovery {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// Any other failure of a query.
+    #[error("cannot read {}: {source}", path.display())]
+    Query {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+impl CursorError {
+    /// Whether the same read may succeed later without anyone fixing anything (a lock, a
+    /// concurrent change, a state only Cursor itself clears).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            CursorError::Busy { .. }
+                | CursorError::ChangedDuringRead { .. }
+                | CursorError::WalWithoutIndex { .. }
+                | CursorError::NeedsRecovery { .. }
+        )
+    }
+}
+
+/// A read-only view of one state.vscdb.
+#[derive(Debug)]
+pub struct CursorDb {
+    path: PathBuf,
+    /// What the previous read saw of each composer, by `composerData:` key.
+    composers: HashMap<String, ComposerSeen>,
+    /// No read has succeeded yet (every composer is new).
+    first_read: bool,
+}
+
+impl CursorDb {
+    /// Opens with a `file:` URI and `mode=ro` (never writes, never checkpoints, never
+    /// creates files; no journal-mode change); a short busy timeout. Checks that the file
+    /// is Cursor's (a `cursorDiskKV` table); each `changed_chats` opens its own connection.
+    pub fn open(path: &Path) -> Result<Self, CursorError> {
+        let db = CursorDb {
+            path: path.to_path_buf(),
+            composers: HashMap::new(),
+            first_read: true,
+        };
+        db.read(|_| Ok(()))?;
+        Ok(db)
+    }
+
+    /// The composers whose data changed since the previous call (all of them on the first
+    /// call), as snapshots. On error nothing is remembered, so the next call reports the
+    /// same changes.
+    pub fn changed_chats(&mut self) -> Result<Vec<ChatSnapshot>, CursorError> {
+        let now = Instant::now();
+        let first_read = self.first_read;
+        let previous = &self.composers;
+        let (changed, composers) =
+            self.read(|connection| collect_changes(connection, previous, first_read, now))?;
+        self.composers = composers;
+        self.first_read = false;
+        Ok(changed)
+    }
+
+    /// One read: opens a connection the way `ReadPlan` says, runs `body` inside one read
+    /// transaction, and checks a lock-free read was not overtaken by a writer.
+    fn read<T>(
+        &self,
+        body: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
+    ) -> Result<T, CursorError> {
+        let path = &self.path;
+        let plan = ReadPlan::for_files(path)?;
+        let before = plan.lock_free().then(|| Fingerprint::of(path));
+        let result = run_read(path, &plan, body);
+        if let Some(before) = before {
+            if Fingerprint::of(path) != before {
+                return Err(CursorError::ChangedDuringRead { path: path.clone() });
+            }
+        }
+        result
+    }
+}
+
+/// What one read saw of a composer row.
+#[derive(Debug, Clone)]
+struct ComposerSeen {
+    /// The row's length and hash.
+    digest: (usize, u64),
+    /// When the row last changed (as seen by the reads).
+    changed_at: Instant,
+    /// Re-read the bubbles at the next read even if the row did not change; the snapshot
+    /// last returned, so that only a different one is returned.
+    recheck: Option<ChatSnapshot>,
+}
+
+/// The row digests, snapshots of changed composers, and what to remember for next time.
+fn collect_changes(
+    connection: &Connection,
+    previous: &HashMap<String, ComposerSeen>,
+    first_read: bool,
+    now: Instant,
+) -> Result<(Vec<ChatSnapshot>, HashMap<String, ComposerSeen>), rusqlite::Error> {
+    let mut changed = Vec::new();
+    let mut seen = HashMap::new();
+    let mut statement =
+        connection.prepare("SELECT key, value FROM cursorDiskKV WHERE key >= ?1 AND key < ?2")?;
+    let mut rows = statement.query(["composerData:", "composerData;"])?;
+    while let Some(row) = rows.next()? {
+        let Some(key) = text_of(row.get_ref(0)?) else {
+            continue;
+        };
+        let Some(bytes) = bytes_of(row.get_ref(1)?) else {
+            continue;
+        };
+        let digest = digest_of(bytes);
+        let earlier = previous.get(&key);
+        let row_changed = earlier.is_none_or(|earlier| earlier.digest != digest);
+        let recheck = earlier.and_then(|earlier| {
+            earlier
+                .recheck
+                .as_ref()
+                .filter(|_| now.duration_since(earlier.changed_at) < RECHECK_WINDOW)
+        });
+        let changed_at = match earlier {
+            Some(earlier) if !row_changed => earlier.changed_at,
+            _ => now,
+        };
+        if !row_changed && recheck.is_none() {
+            seen.insert(
+                key,
+                ComposerSeen {
+                    digest,
+                    changed_at,
+                    recheck: None,
+                },
+            );
+            continue;
+        }
+        let mut recheck_next = None;
+        if let Some(composer) = composer_value(&key, bytes) {
+            let bubbles = fetch_bubbles(connection, &composer)?;
+            if let Some(reading) = read_composer(&composer, &bubbles, None) {
+                let report = row_changed || recheck != Some(&reading.snapshot);
+                if (row_changed && !first_read) || reading.in_flight {
+                    recheck_next = Some(reading.snapshot.clone());
+                }
+                if report {
+                    changed.push(reading.snapshot);
+                }
+            }
+        }
+        seen.insert(
+            key,
+            ComposerSeen {
+                digest,
+                changed_at,
+                recheck: recheck_next,
+            },
+        );
+    }
+    Ok((changed, seen))
+}
+
+/// The composer row's JSON, with `composerId` taken from the key when the value has none.
+fn composer_value(key: &str, bytes: &[u8]) -> Option<Value> {
+    let mut composer: Value = serde_json::from_slice(bytes).ok()?;
+    let id = key.strip_prefix("composerData:")?;
+    if let Value::Object(fields) = &mut composer {
+        if !fields.get("composerId").is_some_and(Value::is_string) && !id.is_empty() {
+            fields.insert("composerId".into(), Value::String(id.to_string()));
+        }
+    }
+    Some(composer)
+}
+
+/// The bubble rows a composer lists in `fullConversationHeadersOnly`, by bubble id; rows
+/// not written yet, and values that are not JSON, are left out.
+fn fetch_bubbles(
+    connection: &Connection,
+    composer: &Value,
+) -> Result<HashMap<String, Value>, rusqlite::Error> {
+    let mut bubbles = HashMap::new();
+    let Some(composer_id) = composer.get("composerId").and_then(Value::as_str) else {
+        return Ok(bubbles);
+    };
+    let Some(headers) = composer
+        .get("fullConversationHeadersOnly")
+        .and_then(Value::as_array)
+    else {
+        return Ok(bubbles);
+    };
+    let mut statement =
+        connection.prepare_cached("SELECT value FROM cursorDiskKV WHERE key = ?1")?;
+    for header in headers {
+        let Some(bubble_id) = header.get("bubbleId").and_then(Value::as_str) else {
+            continue;
+        };
+        if bubbles.contains_key(bubble_id) {
+            continue;
+        }
+        let key = format!("bubbleId:{composer_id}:{bubble_id}");
+        let bubble = statement
+            .query_row([&key], |row| {
+                Ok(bytes_of(row.get_ref(0)?).and_then(|bytes| serde_json::from_slice(bytes).ok()))
+            })
+            .optional()?
+            .flatten();
+        if let Some(bubble) = bubble {
+            bubbles.insert(bubble_id.to_string(), bubble);
+        }
+    }
+    Ok(bubbles)
+}
+
+/// A column's bytes when it holds text or a blob.
+fn bytes_of(value: ValueRef<'_>) -> Option<&[u8]> {
+    match value {
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => Some(bytes),
+        _ => None,
+    }
+}
+
+fn text_of(value: ValueRef<'_>) -> Option<String> {
+    bytes_of(value).and_then(|bytes| String::from_utf8(bytes.to_vec()).ok())
+}
+
+/// The length and a hash of a row's value: enough to tell whether it changed.
+fn digest_of(bytes: &[u8]) -> (usize, u64) {
+    let mut hasher = DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    (bytes.len(), hasher.finish())
+}
+
+/// How one read gets into the database without writing (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadPlan {
+    /// A write-ahead log with content and its index: `readonly_shm=1`.
+    SharedIndex,
+    /// No write-ahead log content: `immutable=1`, checked by fingerprints.
+    Immutable,
+    /// A rollback-journal database: plain `mode=ro` with SQLite's locks.
+    Locked,
+}
+
+impl ReadPlan {
+    fn for_files(path: &Path) -> Result<ReadPlan, CursorError> {
+        let header = read_header(path)?;
+        let wal_len = std::fs::metadata(side_file(path, "-wal"))
+            .ok()
+            .map(|meta| meta.len());
+        let shm_exists = side_file(path, "-shm").exists();
+        // Bytes 18 and 19 of the header: file format write/read versions, 2 for WAL.
+        let wal_mode = header[18] == 2 || header[19] == 2;
+        Ok(match wal_len {
+            Some(len) if len > 0 => {
+                if shm_exists {
+                    ReadPlan::SharedIndex
+                } else {
+                    return Err(CursorError::WalWithoutIndex {
+                        path: path.to_path_buf(),
+                    });
+                }
+            }
+            Some(_) => ReadPlan::Immutable,
+            None if wal_mode => ReadPlan::Immutable,
+            None => ReadPlan::Locked,
+        })
+    }
+
+    fn lock_free(self) -> bool {
+        self == ReadPlan::Immutable
+    }
+
+    fn uri_parameters(self) -> &'static str {
+        match self {
+            ReadPlan::SharedIndex => "mode=ro&readonly_shm=1",
+            ReadPlan::Immutable => "mode=ro&immutable=1",
+            ReadPlan::Locked => "mode=ro",
+        }
+    }
+}
+
+/// The 100-byte SQLite header, read with a plain read-only file handle.
+fn read_header(path: &Path) -> Result<[u8; 100], CursorError> {
+    let open_error = |source: std::io::Error| CursorError::Open {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    };
+    let mut file = std::fs::File::open(path).map_err(open_error)?;
+    let mut header = [0u8; 100];
+    let mut filled = 0;
+    while filled < header.len() {
+        match file.read(&mut header[filled..]) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(open_error(error)),
+        }
+    }
+    let not_sqlite = |reason: &str| CursorError::NotSqlite {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    };
+    if filled == 0 {
+        return Err(not_sqlite("the file is empty"));
+    }
+    if filled < header.len() || &header[..16] != b"SQLite format 3\0" {
+        return Err(not_sqlite("no SQLite header"));
+    }
+    Ok(header)
+}
+
+/// `<path><suffix>`, e.g. `state.vscdb-wal`.
+fn side_file(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// The sizes and mtimes of the database, its write-ahead log and its rollback journal, to
+/// notice a writer. (Not the `-shm`: readers write their read marks there, and it does not
+/// change what a lock-free read of the main file sees.)
+#[derive(Debug, PartialEq, Eq)]
+struct Fingerprint(Vec<Option<(u64, Option<SystemTime>)>>);
+
+impl Fingerprint {
+    fn of(path: &Path) -> Fingerprint {
+        let files = [
+            path.to_path_buf(),
+            side_file(path, "-wal"),
+            side_file(path, "-journal"),
+        ];
+        Fingerprint(
+            files
+                .iter()
+                .map(|file| {
+                    std::fs::metadata(file)
+                        .ok()
+                        .map(|meta| (meta.len(), meta.modified().ok()))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Opens a connection as `plan` says, checks the table, and runs `body` in one read
+/// transaction.
+fn run_read<T>(
+    path: &Path,
+    plan: &ReadPlan,
+    body: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
+) -> Result<T, CursorError> {
+    let uri = format!("{}?{}", file_uri(path), plan.uri_parameters());
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let connection =
+        Connection::open_with_flags(&uri, flags).map_err(|error| match classify(path, error) {
+            CursorError::Query { path, source } => CursorError::Open {
+                path,
+                source: Box::new(source),
+            },
+            other => other,
+        })?;
+    let classify = |error| classify(path, error);
+    connection.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
+    let transaction = connection.unchecked_transaction().map_err(classify)?;
+    let has_table: bool = transaction
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cursorDiskKV')",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(classify)?;
+    if !has_table {
+        return Err(CursorError::NotCursor {
+            path: path.to_path_buf(),
+        });
+    }
+    let result = body(&transaction).map_err(classify)?;
+    // Ending a read transaction writes nothing; the connection closes when dropped.
+    transaction.rollback().map_err(classify)?;
+    Ok(result)
+}
+
+/// The error for a failed SQLite call.
+fn classify(path: &Path, error: rusqlite::Error) -> CursorError {
+    let path = path.to_path_buf();
+    let Some(sqlite) = error.sqlite_error() else {
+        return CursorError::Query {
+            path,
+            source: error,
+        };
+    };
+    match sqlite.code {
+        ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => CursorError::Busy { path },
+        ErrorCode::NotADatabase => CursorError::NotSqlite {
+            path,
+            reason: "SQLite rejects it".into(),
+        },
+        _ if matches!(
+            sqlite.extended_code,
+            ffi::SQLITE_READONLY_ROLLBACK
+                | ffi::SQLITE_READONLY_RECOVERY
+                | ffi::SQLITE_READONLY_CANTINIT
+        ) =>
+        {
+            CursorError::NeedsRecovery {
+                path,
+                source: error,
+            }
+        }
+        _ => CursorError::Query {
+            path,
+            source: error,
+        },
+    }
+}
+
+/// An SQLite `file:` URI for `path`: every byte but unreserved ones and `/` is
+/// percent-encoded (SQLite decodes `%HH`, and `?` and `#` would end the path).
+fn file_uri(path: &Path) -> String {
+    let raw = path.as_os_str().as_encoded_bytes();
+    let mut text: Vec<u8> = raw
+        .iter()
+        .map(|&byte| {
+            if cfg!(windows) && byte == b'\\' {
+                b'/'
+            } else {
+                byte
+            }
+        })
+        .collect();
+    // A Windows drive path (`C:/…`) becomes `/C:/…`, as SQLite expects after `file://`.
+    if text.len() >= 2 && text[1] == b':' && text[0].is_ascii_alphabetic() {
+        text.insert(0, b'/');
+    }
+    let mut uri = String::from(if text.first() == Some(&b'/') {
+        "file://"
+    } else {
+        "file:"
+    });
+    for (index, &byte) in text.iter().enumerate() {
+        let drive_colon = index == 2 && byte == b':' && text[0] == b'/';
+        if byte.is_ascii_alphanumeric()
+            || matches!(byte, b'-' | b'.' | b'_' | b'~' | b'/')
+            || drive_colon
+        {
+            uri.push(byte as char);
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri
+}
+
+/// A composer mapped to a snapshot, and whether it is still moving.
+#[derive(Debug)]
+struct ComposerReading {
+    snapshot: ChatSnapshot,
+    /// Generating, or a listed bubble has no row yet: its bubble rows may change without
+    /// the composer row changing.
+    in_flight: bool,
+}
+
+/// Who wrote a bubble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    User,
+    Assistant,
+    Other,
+}
+
+fn role_of(kind: Option<&Value>) -> Role {
+    match kind {
+        Some(Value::Number(number)) => match number.as_u64() {
+            Some(1) => Role::User,
+            Some(2) => Role::Assistant,
+            _ => Role::Other,
+        },
+        Some(Value::String(text)) => match text.as_str() {
+            "user" | "human" | "HUMAN" => Role::User,
+            "ai" | "assistant" | "AI" => Role::Assistant,
+            _ => Role::Other,
+        },
+        _ => Role::Other,
+    }
+}
+
+/// One conversation entry: a bubble id, its header's type, and the bubble when readable.
+struct Entry<'a> {
+    bubble_id: String,
+    header_kind: Option<&'a Value>,
+    bubble: Option<&'a Value>,
+}
+
+/// The conversation in order: `fullConversationHeadersOnly` when it lists anything (bubbles
+/// from `bubbles`, else from an inline `conversationMap`), else the legacy inline
+/// `conversation[]`.
+fn entries<'a>(
+    composer: &'a Value,
+    composer_id: &str,
+    bubbles: &'a HashMap<String, Value>,
+) -> Vec<Entry<'a>> {
+    let headers = composer
+        .get("fullConversationHeadersOnly")
+        .and_then(Value::as_array)
+        .filter(|headers| !headers.is_empty());
+    if let Some(headers) = headers {
+        let inline = composer.get("conversationMap").and_then(Value::as_object);
+        return headers
+            .iter()
+            .filter_map(|header| {
+                let bubble_id = header.get("bubbleId").and_then(Value::as_str)?;
+                let bubble = bubbles
+                    .get(bubble_id)
+                    .or_else(|| inline.and_then(|inline| inline.get(bubble_id)))
+                    .filter(|bubble| bubble.is_object());
+                Some(Entry {
+                    bubble_id: bubble_id.to_string(),
+                    header_kind: header.get("type"),
+                    bubble,
+                })
+            })
+            .collect();
+    }
+    composer
+        .get("conversation")
+        .and_then(Value::as_array)
+        .map(|conversation| {
+            conversation
+                .iter()
+                .enumerate()
+                .filter(|(_, bubble)| bubble.is_object())
+                .map(|(index, bubble)| Entry {
+                    bubble_id: bubble
+                        .get("bubbleId")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!("{composer_id}#{index}")),
+                    header_kind: None,
+                    bubble: Some(bubble),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A turn being assembled, with whether an assistant bubble answered it.
+struct TurnInProgress {
+    turn: TurnSnapshot,
+    answered: bool,
+}
+
+fn read_composer(
+    composer: &Value,
+    bubbles: &HashMap<String, Value>,
+    workspace: Option<&str>,
+) -> Option<ComposerReading> {
+    let composer_id = composer
+        .get("composerId")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())?;
+    let updated_ms = composer.get("lastUpdatedAt").and_then(ms_of);
+    let mut turns: Vec<TurnInProgress> = Vec::new();
+    let mut bubble_workspace = None;
+    let mut missing = false;
+    let mut truncated = false;
+    let mut seen_ids = std::collections::HashSet::new();
+    for entry in entries(composer, composer_id, bubbles) {
+        if !seen_ids.insert(entry.bubble_id.clone()) {
+            continue;
+        }
+        let Some(bubble) = entry.bubble else {
+            missing = true;
+            // Without the prompt, what follows would be taken for the previous turn's
+            // answer: the readable conversation ends here until the row is written.
+            if role_of(entry.header_kind) == Role::User {
+                truncated = true;
+                break;
+            }
+            continue;
+        };
+        let role = match role_of(bubble.get("type")) {
+            Role::Other => role_of(entry.header_kind),
+            role => role,
+        };
+        let text = bubble.get("text").and_then(Value::as_str).unwrap_or("");
+        let ts_ms = bubble.get("createdAt").and_then(ms_of);
+        match role {
+            Role::User => {
+                if bubble_workspace.is_none() {
+                    bubble_workspace = workspace_of(bubble);
+                }
+                turns.push(TurnInProgress {
+                    turn: TurnSnapshot {
+                        id: entry.bubble_id,
+                        prompt: Some(text.to_string()),
+                        reply: String::new(),
+                        state: TurnState::Completed,
+                        ts_ms,
+                    },
+                    answered: false,
+                });
+            }
+            Role::Assistant => {
+                if turns.is_empty() {
+                    // An answer with no prompt before it: a turn of its own.
+                    turns.push(TurnInProgress {
+                        turn: TurnSnapshot {
+                            id: entry.bubble_id,
+                            prompt: None,
+                            reply: String::new(),
+                            state: TurnState::Completed,
+                            ts_ms: None,
+                        },
+                        answered: false,
+                    });
+                }
+                if let Some(current) = turns.last_mut() {
+                    current.answered = true;
+                    let reply = &mut current.turn.reply;
+                    if !text.is_empty() {
+                        if !reply.is_empty() {
+                            reply.push('\n');
+                        }
+                        reply.push_str(text);
+                    }
+                    current.turn.ts_ms = current.turn.ts_ms.max(ts_ms);
+                }
+            }
+            Role::Other => {}
+        }
+    }
+    let generating = composer.get("status").and_then(Value::as_str) == Some("generating")
+        || composer
+            .get("generatingBubbleIds")
+            .and_then(Value::as_array)
+            .is_some_and(|ids| !ids.is_empty());
+    let mut last_in_flight = false;
+    if let Some(last) = turns.last_mut() {
+        // When the conversation was cut short, a later turn exists: the last one read is
+        // complete.
+        if !truncated {
+            last.turn.state = last_turn_state(composer, generating, last);
+            last_in_flight = matches!(last.turn.state, TurnState::Waiting | TurnState::Replying);
+        }
+    }
+    let turns = turns
+        .into_iter()
+        .map(|mut progress| {
+            progress.turn.ts_ms = progress.turn.ts_ms.or(updated_ms);
+            progress.turn
+        })
+        .collect();
+    Some(ComposerReading {
+        snapshot: ChatSnapshot {
+            chat_id: composer_id.to_string(),
+            workspace: bubble_workspace.or_else(|| workspace.map(str::to_string)),
+            turns,
+        },
+        in_flight: (generating && last_in_flight) || missing,
+    })
+}
+
+/// The last turn's state from the composer's `status` and `generatingBubbleIds`.
+fn last_turn_state(composer: &Value, generating: bool, last: &TurnInProgress) -> TurnState {
+    let has_reply = !last.turn.reply.is_empty();
+    if generating {
+        return if has_reply {
+            TurnState::Replying
+        } else {
+            TurnState::Waiting
+        };
+    }
+    match composer.get("status").and_then(Value::as_str) {
+        // A `completed` composer whose last prompt has no answer bubble at all is taken to
+        // describe the previous turn (the new prompt is written before the status flips).
+        Some("completed") if last.answered || last.turn.prompt.is_none() => TurnState::Completed,
+        Some("completed") => TurnState::Waiting,
+        Some("error") => TurnState::Failed(error_text(composer)),
+        Some("aborted" | "cancelled" | "canceled") => TurnState::Cancelled,
+        // `none`, missing, or a status this reader does not know.
+        _ if has_reply => TurnState::Open {
+            tool_pending: false,
+        },
+        _ => TurnState::Waiting,
+    }
+}
+
+/// The composer's error text (best effort: `error` as a string or `{message}`, or
+/// `errorMessage`), else a generic one.
+fn error_text(composer: &Value) -> String {
+    let error = composer.get("error");
+    error
+        .and_then(Value::as_str)
+        .or_else(|| error.and_then(|e| e.get("message")).and_then(Value::as_str))
+        .or_else(|| composer.get("errorMessage").and_then(Value::as_str))
+        .map(str::trim)
+        .filter(|text| !text.is_empty())
+        .unwrap_or(UNSPECIFIED_ERROR)
+        .to_string()
+}
+
+/// Milliseconds since the epoch from an ISO-8601 string or a number of ms.
+fn ms_of(value: &Value) -> Option<u64> {
+    match value {
+        Value::String(text) => parse_ts(text),
+        Value::Number(number) => number.as_u64().or_else(|| {
+            number
+                .as_f64()
+                .filter(|ms| ms.is_finite() && *ms >= 0.0 && *ms < u64::MAX as f64)
+                .map(|ms| ms as u64)
+        }),
+        _ => None,
+    }
+}
+
+/// The user bubble's first workspace folder as a path: `workspaceUris[0]` as a `file://`
+/// URI (or a VS Code URI object with `fsPath`).
+fn workspace_of(bubble: &Value) -> Option<String> {
+    let first = bubble.get("workspaceUris")?.as_array()?.first()?;
+    match first {
+        Value::String(uri) => path_from_file_uri(uri),
+        Value::Object(uri) => uri
+            .get("fsPath")
+            .and_then(Value::as_str)
+            .filter(|path| !path.is_empty())
+            .map(str::to_string)
+            .or_else(|| {
+                uri.get("external")
+                    .and_then(Value::as_str)
+                    .and_then(path_from_file_uri)
+            }),
+        _ => None,
+    }
+}
+
+/// The path of a `file://` URI, percent-decoded; `None` for other schemes or bad escapes.
+fn path_from_file_uri(uri: &str) -> Option<String> {
+    let scheme_end = uri.find("://")?;
+    if !uri[..scheme_end].eq_ignore_ascii_case("file") {
+        return None;
+    }
+    let rest = &uri[scheme_end + 3..];
+    let (authority, path) = match rest.find('/') {
+        Some(slash) => rest.split_at(slash),
+        None => return None,
+    };
+    let path = percent_decode(path)?;
+    // `file:///c:/x` is the Windows path `c:/x`; `file://server/share` a UNC path.
+    let bytes = path.as_bytes();
+    let path = if bytes.len() >= 3
+        && bytes[0] == b'/'
+        && bytes[2] == b':'
+        && bytes[1].is_ascii_alphabetic()
+    {
+        path[1..].to_string()
+    } else {
+        path
+    };
+    if authority.is_empty() || authority.eq_ignore_ascii_case("localhost") {
+        Some(path)
+    } else {
+        Some(format!("//{authority}{path}"))
+    }
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'%' {
+            let hex = bytes.get(index + 1..index + 3)?;
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
+            index += 3;
+        } else {
+            out.push(bytes[index]);
+            index += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::kinds;
+    use crate::observe::snapshot::SnapshotDiffer;
+    use koru_protocol::ObservedKind;
+    use serde_json::json;
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+    // Fixtures follow the documented shapes (§4), with fields this reader ignores.
+
+    fn composer(id: &str, status: &str, headers: &[(&str, u8)]) -> Value {
+        let headers: Vec<Value> = headers
+            .iter()
+            .map(|(bubble_id, kind)| json!({"bubbleId": bubble_id, "type": kind, "serverBubbleId": format!("s-{bubble_id}")}))
+            .collect();
+        json!({
+            "_v": 10, "composerId": id, "name": "Fix login bug", "status": status,
+            "createdAt": 1_766_700_000_000u64, "lastUpdatedAt": 1_766_700_090_000u64,
+            "unifiedMode": "agent", "isAgentic": true, "modelConfig": {"modelName": "x", "maxMode": false},
+            "generatingBubbleIds": [], "text": "", "richText": "", "someFutureField": {"a": [1, 2]},
+            "fullConversationHeadersOnly": headers,
+        })
+    }
+
+    fn user(bubble_id: &str, text: &str, at: &str) -> Value {
+        json!({"_v": 3, "type": 1, "bubbleId": bubble_id, "text": text, "createdAt": at,
+            "richText": "{\"root\":{}}", "requestId": "r1", "modelInfo": {"modelName": "x"},
+            "workspaceUris": ["file:///home/u/my%20proj"]})
+    }
+
+    fn assistant(bubble_id: &str, text: &str, at: &str) -> Value {
+        json!({"_v": 3, "type": 2, "bubbleId": bubble_id, "text": text, "createdAt": at,
+            "codeBlocks": [], "thinking": {"text": "hmm"}, "toolResults": [], "capabilityType": 15})
+    }
+
+    fn bubbles(list: &[Value]) -> HashMap<String, Value> {
+        list.iter()
+            .map(|bubble| {
+                (
+                    bubble["bubbleId"].as_str().unwrap().to_string(),
+                    bubble.clone(),
+                )
+            })
+            .collect()
+    }
+
+    fn turn(
+        id: &str,
+        prompt: Option<&str>,
+        reply: &str,
+        state: TurnState,
+        ts_ms: u64,
+    ) -> TurnSnapshot {
+        TurnSnapshot {
+            id: id.into(),
+            prompt: prompt.map(str::to_string),
+            reply: reply.into(),
+            state,
+            ts_ms: Some(ts_ms),
+        }
+    }
+
+    const T0: &str = "2025-12-26T10:00:00.000Z";
+    const T1: &str = "2025-12-26T10:00:40.000Z";
+    const T2: &str = "2025-12-26T10:01:00.000Z";
+    const T0_MS: u64 = 1_766_743_200_000;
+
+    #[test]
+    fn bubbles_map_to_turns_in_header_order_with_the_last_state_from_the_status() {
+        let value = composer(
+            "c1",
+            "completed",
+            &[
+                ("b1", 1),
+                ("b2", 2),
+                ("b3", 2),
+                ("b4", 1),
+                ("b5", 2),
+                ("b6", 2),
+            ],
+        );
+        let rows = bubbles(&[
+            user("b1", "why does login 500?", T0),
+            assistant("b2", "Looking at the handler.", T0),
+            assistant("b3", "The session cookie is unset.", T1),
+            user("b4", "fix it", T1),
+            assistant("b5", "", T2),
+            assistant("b6", "Fixed.", T2),
+            json!({"type": 2, "bubbleId": "stray", "text": "not in the headers"}),
+        ]);
+        let snapshot = composer_snapshot(&value, &rows, Some("/fallback")).unwrap();
+        assert_eq!(
+            snapshot,
+            ChatSnapshot {
+                chat_id: "c1".into(),
+                workspace: Some("/home/u/my proj".into()),
+                turns: vec![
+                    turn(
+                        "b1",
+                        Some("why does login 500?"),
+                        "Looking at the handler.\nThe session cookie is unset.",
+                        TurnState::Completed,
+                        T0_MS + 40_000
+                    ),
+                    turn(
+                        "b4",
+                        Some("fix it"),
+                        "Fixed.",
+                        TurnState::Completed,
+                        T0_MS + 60_000
+                    ),
+                ],
+            }
+        );
+    }
+
+    /// `status` (None: absent), `generatingBubbleIds`, the assistant's text (None: no
+    /// assistant bubble), and the last turn's expected state.
+    type StatusCase = (
+        Option<&'static str>,
+        &'static [&'static str],
+        Option<&'static str>,
+        TurnState,
+    );
+
+    #[test]
+    fn the_last_turn_state_follows_status_and_generating_bubble_ids() {
+        let error = TurnState::Failed(UNSPECIFIED_ERROR.into());
+        let open = TurnState::Open {
+            tool_pending: false,
+        };
+        let cases: &[StatusCase] = &[
+            (
+                Some("generating"),
+                &["b2"],
+                Some("Work"),
+                TurnState::Replying,
+            ),
+            (Some("generating"), &[], Some(""), TurnState::Waiting),
+            (Some("generating"), &[], None, TurnState::Waiting),
+            (Some("none"), &["b2"], Some("Work"), TurnState::Replying),
+            (Some("completed"), &[], Some("Done."), TurnState::Completed),
+            (Some("completed"), &[], Some(""), TurnState::Completed),
+            (Some("completed"), &[], None, TurnState::Waiting),
+            (Some("error"), &[], Some("Partial"), error.clone()),
+            (Some("error"), &[], None, error),
+            (Some("aborted"), &[], Some("Part"), TurnState::Cancelled),
+            (Some("cancelled"), &[], None, TurnState::Cancelled),
+            (Some("none"), &[], Some("Answer"), open.clone()),
+            (None, &[], Some("Answer"), open.clone()),
+            (Some("active"), &[], Some("Answer"), open),
+            (Some("none"), &[], None, TurnState::Waiting),
+            (None, &[], Some(""), TurnState::Waiting),
+        ];
+        for (status, generating, reply, expected) in cases {
+            let mut headers = vec![("b1", 1)];
+            let mut rows = vec![user("b1", "go", T0)];
+            if let Some(reply) = reply {
+                headers.push(("b2", 2));
+                rows.push(assistant("b2", reply, T1));
+            }
+            let mut value = composer("c", status.unwrap_or(""), &headers);
+            match status {
+                Some(_) => {}
+                None => {
+                    value.as_object_mut().unwrap().remove("status");
+                }
+            }
+            value["generatingBubbleIds"] = json!(generating);
+            let snapshot = composer_snapshot(&value, &bubbles(&rows), None).unwrap();
+            assert_eq!(
+                &snapshot.turns[0].state, expected,
+                "{status:?} {generating:?} {reply:?}"
+            );
+        }
+        let mut failed = composer("c", "error", &[("b1", 1)]);
+        failed["error"] = json!({"message": "Rate limit exceeded", "code": 429});
+        let snapshot = composer_snapshot(&failed, &bubbles(&[user("b1", "go", T0)]), None).unwrap();
+        assert_eq!(
+            snapshot.turns[0].state,
+            TurnState::Failed("Rate limit exceeded".into())
+        );
+    }
+
+    #[test]
+    fn missing_rows_are_skipped_and_a_missing_prompt_ends_the_readable_conversation() {
+        let value = composer(
+            "c",
+            "generating",
+            &[("b1", 1), ("gone", 2), ("b2", 2), ("b3", 1), ("b4", 2)],
+        );
+        // `b3` (a prompt) has no row yet: `b4` must not be read as the first turn's answer.
+        let rows = bubbles(&[
+            user("b1", "go", T0),
+            assistant("b2", "Done.", T1),
+            assistant("b4", "Second answer", T2),
+        ]);
+        let reading = read_composer(&value, &rows, None).unwrap();
+        assert_eq!(
+            reading.snapshot.turns,
+            [turn(
+                "b1",
+                Some("go"),
+                "Done.",
+                TurnState::Completed,
+                T0_MS + 40_000
+            )]
+        );
+        assert!(
+            reading.in_flight,
+            "the rows still to come must be read again"
+        );
+        // A header without a row and without a type is skipped too.
+        let value = composer("c", "completed", &[("b1", 1), ("b2", 2)]);
+        let mut value = value;
+        value["fullConversationHeadersOnly"][1] = json!({"bubbleId": "b2"});
+        let snapshot = composer_snapshot(&value, &bubbles(&[user("b1", "go", T0)]), None).unwrap();
+        assert_eq!(snapshot.turns.len(), 1);
+        assert_eq!(snapshot.turns[0].state, TurnState::Waiting);
+    }
+
+    #[test]
+    fn legacy_inline_conversations_and_conversation_maps_are_read() {
+        let legacy = json!({"_v": 2, "composerId": "old", "status": "completed", "lastUpdatedAt": 1_700_000_000_000u64,
+        "conversation": [
+            {"type": 1, "bubbleId": "u1", "text": "rename foo", "relevantFiles": []},
+            {"type": 2, "bubbleId": "a1", "text": "Renamed.", "createdAt": 1_700_000_000_500u64},
+            {"type": 2, "text": "Also updated the tests."},
+            "not a bubble"
+        ]});
+        let snapshot = composer_snapshot(&legacy, &HashMap::new(), Some("/w")).unwrap();
+        assert_eq!(snapshot.workspace.as_deref(), Some("/w"));
+        assert_eq!(
+            snapshot.turns,
+            [turn(
+                "u1",
+                Some("rename foo"),
+                "Renamed.\nAlso updated the tests.",
+                TurnState::Completed,
+                1_700_000_000_500
+            )]
+        );
+        let mut mapped = composer("m", "completed", &[("u1", 1), ("a1", 2)]);
+        mapped["conversationMap"] =
+            json!({"u1": user("u1", "hi", T0), "a1": assistant("a1", "Hello.", T1)});
+        let snapshot = composer_snapshot(&mapped, &HashMap::new(), None).unwrap();
+        assert_eq!(snapshot.turns[0].reply, "Hello.");
+        // Without any timestamp on the bubbles, the composer's `lastUpdatedAt` is used.
+        let mut undated = composer("u", "completed", &[("u1", 1)]);
+        undated["conversationMap"] = json!({"u1": {"type": 1, "bubbleId": "u1", "text": "hi"}});
+        let snapshot = composer_snapshot(&undated, &HashMap::new(), None).unwrap();
+        assert_eq!(snapshot.turns[0].ts_ms, Some(1_766_700_090_000));
+    }
+
+    #[test]
+    fn values_that_are_not_composers_are_none() {
+        for value in [
+            json!([1, 2]),
+            json!("composerData"),
+            json!(null),
+            json!({"name": "x"}),
+            json!({"composerId": 7}),
+            json!({"composerId": ""}),
+        ] {
+            assert_eq!(
+                composer_snapshot(&value, &HashMap::new(), None),
+                None,
+                "{value}"
+            );
+        }
+        let empty = composer_snapshot(
+            &json!({"composerId": "c", "status": 3, "fullConversationHeadersOnly": "x"}),
+            &HashMap::new(),
+            None,
+        )
+        .unwrap();
+        assert!(empty.turns.is_empty());
+    }
+
+    #[test]
+    fn file_uris_become_paths() {
+        let cases = [
+            ("file:///home/u/my%20proj", Some("/home/u/my proj")),
+            ("file:///c%3A/Users/me/app", Some("c:/Users/me/app")),
+            ("file:///C:/work", Some("C:/work")),
+            ("file://server/share/x", Some("//server/share/x")),
+            ("FILE://localhost/tmp/%C3%A9", Some("/tmp/é")),
+            ("vscode-remote://ssh-remote+h/home/u", None),
+            ("file:///bad%zz", None),
+            ("file:///bad%", None),
+            ("/plain/path", None),
+        ];
+        for (uri, expected) in cases {
+            assert_eq!(path_from_file_uri(uri).as_deref(), expected, "{uri}");
+        }
+        let object =
+            json!({"workspaceUris": [{"$mid": 1, "fsPath": "/home/u/p", "scheme": "file"}]});
+        assert_eq!(workspace_of(&object).as_deref(), Some("/home/u/p"));
+        assert_eq!(
+            file_uri(Path::new("/tmp/a b?#%.db")),
+            "file:///tmp/a%20b%3F%23%25.db"
+        );
+        assert_eq!(file_uri(Path::new("rel/x.db")), "file:rel/x.db");
+    }
+
+    #[test]
+    fn successive_snapshots_give_prompt_reply_and_end_events() {
+        let mut differ = SnapshotDiffer::new();
+        let mut value = composer("c", "generating", &[("b1", 1)]);
+        let mut rows = vec![user("b1", "fix it", T0)];
+        let mut events = differ.update(&composer_snapshot(&value, &bubbles(&rows), None).unwrap());
+        value = composer("c", "generating", &[("b1", 1), ("b2", 2)]);
+        rows.push(assistant("b2", "Working", T1));
+        events.extend(differ.update(&composer_snapshot(&value, &bubbles(&rows), None).unwrap()));
+        value["status"] = json!("completed");
+        rows[1] = assistant("b2", "Fixed it.", T1);
+        events.extend(differ.update(&composer_snapshot(&value, &bubbles(&rows), None).unwrap()));
+        value = composer("c", "generating", &[("b1", 1), ("b2", 2), ("b3", 1)]);
+        rows.push(user("b3", "again", T2));
+        events.extend(differ.update(&composer_snapshot(&value, &bubbles(&rows), None).unwrap()));
+        value["status"] = json!("error");
+        events.extend(differ.update(&composer_snapshot(&value, &bubbles(&rows), None).unwrap()));
+        value = composer(
+            "c",
+            "aborted",
+            &[("b1", 1), ("b2", 2), ("b3", 1), ("b4", 1)],
+        );
+        rows.push(user("b4", "once more", T2));
+        events.extend(differ.update(&composer_snapshot(&value, &bubbles(&rows), None).unwrap()));
+        assert_eq!(
+            kinds(&events),
+            [
+                "chat_seen",
+                "prompt_seen",
+                "reply_started",
+                "reply_completed",
+                "prompt_seen",
+                "failed",
+                "prompt_seen",
+                "cancelled"
+            ]
+        );
+        assert_eq!(
+            events[3].event,
+            ObservedKind::ReplyCompleted {
+                excerpt: "Fixed it.".into(),
+                length: 9
+            }
+        );
+        assert_eq!(events[1].workspace.as_deref(), Some("/home/u/my proj"));
+    }
+
+    // --- The database: a writer in another process, as Cursor is. ---
+
+    const WRITER_ENV: &str = "KORU_CURSOR_TEST_WRITER_DB";
+    const WRITER_MARK: &str = "koru-cursor-writer:";
+    const SCHEMA: &str = "CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB); CREATE TABLE cursorDiskKV (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);";
+
+    /// Not a test of its own: the body of the writer process the database tests start. It
+    /// does nothing unless started by them (with the database path in `WRITER_ENV`); then
+    /// it runs one SQL batch per stdin line until `close`.
+    #[test]
+    fn writer_process() {
+        let Some(db) = std::env::var_os(WRITER_ENV) else {
+            return;
+        };
+        let connection = Connection::open(db).unwrap();
+        for line in std::io::stdin().lines() {
+            let line = line.unwrap();
+            if line == "close" {
+                break;
+            }
+            match connection.execute_batch(&line) {
+                Ok(()) => println!("{WRITER_MARK}ok"),
+                Err(error) => println!("{WRITER_MARK}err {error}"),
+            }
+        }
+        drop(connection);
+        println!("{WRITER_MARK}closed");
+    }
+
+    /// Drives a `writer_process` child.
+    struct Writer {
+        child: Child,
+        stdin: Option<ChildStdin>,
+        stdout: BufReader<ChildStdout>,
+    }
+
+    impl Writer {
+        fn start(db: &Path) -> Writer {
+            let mut child = Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "observe::cursor::tests::writer_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(WRITER_ENV, db)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let stdin = child.stdin.take();
+            let stdout = BufReader::new(child.stdout.take().unwrap());
+            Writer {
+                child,
+                stdin,
+                stdout,
+            }
+        }
+
+        fn send(&mut self, line: &str) -> String {
+            let stdin = self.stdin.as_mut().unwrap();
+            writeln!(stdin, "{line}").unwrap();
+            stdin.flush().unwrap();
+            loop {
+                let mut reply = String::new();
+                assert!(
+                    self.stdout.read_line(&mut reply).unwrap() > 0,
+                    "the writer process ended"
+                );
+                // libtest may print `test … ... ` before the first reply on the same line.
+                if let Some(at) = reply.find(WRITER_MARK) {
+                    return reply[at + WRITER_MARK.len()..].trim_end().to_string();
+                }
+            }
+        }
+
+        fn sql(&mut self, sql: &str) {
+            assert_eq!(self.send(sql), "ok", "{sql}");
+        }
+
+        fn put(&mut self, key: &str, value: &Value) {
+            let text = value.to_string().replace('\'', "''");
+            self.sql(&format!(
+                "INSERT INTO cursorDiskKV VALUES ('{key}', '{text}')"
+            ));
+        }
+
+        fn put_blob(&mut self, key: &str, value: &Value) {
+            let hex: String = value
+                .to_string()
+                .bytes()
+                .map(|b| format!("{b:02X}"))
+                .collect();
+            self.sql(&format!(
+                "INSERT INTO cursorDiskKV VALUES ('{key}', X'{hex}')"
+            ));
+        }
+
+        /// Closes the connection as Cursor does on exit.
+        fn close(mut self) {
+            assert_eq!(self.send("close"), "closed");
+            self.stdin = None;
+            assert!(self.child.wait().unwrap().success());
+        }
+
+        /// Ends the process with its connection open, as a crash does.
+        fn crash(mut self) {
+            self.child.kill().unwrap();
+            self.child.wait().unwrap();
+        }
+    }
+
+    impl Drop for Writer {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// A fresh `state.vscdb` in WAL mode, with the writer still connected.
+    fn wal_db(dir: &Path) -> (PathBuf, Writer) {
+        let path = dir.join("state.vscdb");
+        let mut writer = Writer::start(&path);
+        writer.sql(&format!("PRAGMA journal_mode=WAL; {SCHEMA}"));
+        writer.put("ItemTable-is-not-read", &json!(1));
+        (path, writer)
+    }
+
+    fn chat<'a>(snapshots: &'a [ChatSnapshot], id: &str) -> &'a ChatSnapshot {
+        snapshots
+            .iter()
+            .find(|snapshot| snapshot.chat_id == id)
+            .unwrap()
+    }
+
+    #[test]
+    fn the_first_read_reports_every_composer_then_only_the_changed_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut writer) = wal_db(dir.path());
+        writer.put("composerData:a", &composer("a", "generating", &[("a1", 1)]));
+        writer.put("bubbleId:a:a1", &user("a1", "fix it", T0));
+        writer.put_blob(
+            "composerData:b",
+            &composer("b", "completed", &[("b1", 1), ("b2", 2)]),
+        );
+        writer.put_blob("bubbleId:b:b1", &user("b1", "explain", T0));
+        writer.put("bubbleId:b:b2", &assistant("b2", "It parses.", T1));
+        writer.put("bubbleId:b:stray", &assistant("stray", "not listed", T1));
+        writer.put("composerData:c", &composer("c", "error", &[("c1", 1)]));
+        writer.put("bubbleId:c:c1", &user("c1", "deploy", T0));
+        writer.sql("INSERT INTO cursorDiskKV VALUES ('composerData:broken', 'not json {')");
+        writer.put("composerData:not-a-composer", &json!(["a list"]));
+        writer.put("checkpointId:a:x", &json!({"ignored": true}));
+
+        let mut db = CursorDb::open(&path).unwrap();
+        let first = db.changed_chats().unwrap();
+        let mut ids: Vec<&str> = first.iter().map(|s| s.chat_id.as_str()).collect();
+        ids.sort();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(
+            chat(&first, "b").turns[0].reply,
+            "It parses.",
+            "BLOB values and stray bubbles"
+        );
+        assert_eq!(
+            chat(&first, "c").turns[0].state,
+            TurnState::Failed(UNSPECIFIED_ERROR.into())
+        );
+        let mut differ = SnapshotDiffer::new();
+        let mut events = differ.update(chat(&first, "a"));
+        assert!(db.changed_chats().unwrap().is_empty(), "nothing changed");
+
+        // Cursor lists the answer bubble, then streams text into its row alone.
+        writer.put(
+            "composerData:a",
+            &composer("a", "generating", &[("a1", 1), ("a2", 2)]),
+        );
+        writer.put("bubbleId:a:a2", &assistant("a2", "", T1));
+        let changed = db.changed_chats().unwrap();
+        assert_eq!(changed.len(), 1);
+        events.extend(differ.update(&changed[0]));
+        writer.put("bubbleId:a:a2", &assistant("a2", "Working on", T1));
+        let changed = db.changed_chats().unwrap();
+        assert_eq!(
+            changed.len(),
+            1,
+            "a generating composer's bubbles are read again"
+        );
+        assert_eq!(changed[0].turns[0].state, TurnState::Replying);
+        events.extend(differ.update(&changed[0]));
+        writer.put(
+            "bubbleId:a:a2",
+            &assistant("a2", "Fixed: the cookie path.", T1),
+        );
+        writer.put(
+            "composerData:a",
+            &composer("a", "completed", &[("a1", 1), ("a2", 2)]),
+        );
+        let changed = db.changed_chats().unwrap();
+        assert_eq!(changed.len(), 1);
+        assert_eq!(changed[0].chat_id, "a");
+        events.extend(differ.update(&changed[0]));
+        assert_eq!(
+            kinds(&events),
+            [
+                "chat_seen",
+                "prompt_seen",
+                "reply_started",
+                "reply_completed"
+            ]
+        );
+        assert_eq!(
+            events[3].event,
+            ObservedKind::ReplyCompleted {
+                excerpt: "Fixed: the cookie path.".into(),
+                length: 23
+            }
+        );
+        // The settling re-read after a change reports nothing when nothing moved.
+        assert!(db.changed_chats().unwrap().is_empty());
+        assert!(db.changed_chats().unwrap().is_empty());
+        writer.close();
+    }
+
+    /// A file's length, content hash and mtime; None when it does not exist.
+    type FileState = Option<(usize, u64, SystemTime)>;
+
+    /// Each file's state, by suffix.
+    fn files_state(path: &Path) -> Vec<(String, FileState)> {
+        ["", "-wal", "-shm", "-journal"]
+            .iter()
+            .map(|suffix| {
+                let file = side_file(path, suffix);
+                let state = std::fs::read(&file).ok().map(|bytes| {
+                    let (len, hash) = digest_of(&bytes);
+                    (
+                        len,
+                        hash,
+                        std::fs::metadata(&file).unwrap().modified().unwrap(),
+                    )
+                });
+                (suffix.to_string(), state)
+            })
+            .collect()
+    }
+
+    fn exists(path: &Path, suffix: &str) -> bool {
+        side_file(path, suffix).exists()
+    }
+
+    #[test]
+    fn reads_leave_every_file_untouched_whether_cursor_runs_has_closed_or_crashed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut writer) = wal_db(dir.path());
+        writer.put("composerData:a", &composer("a", "completed", &[("a1", 1)]));
+        writer.put("bubbleId:a:a1", &user("a1", "hi", T0));
+
+        // Cursor running: the -wal and -shm exist and the writer holds the index.
+        assert!(exists(&path, "-wal") && exists(&path, "-shm"));
+        let before = files_state(&path);
+        let mut db = CursorDb::open(&path).unwrap();
+        assert_eq!(db.changed_chats().unwrap().len(), 1);
+        writer.put("composerData:b", &composer("b", "completed", &[]));
+        let before_second = files_state(&path);
+        assert_ne!(before, before_second, "the writer wrote");
+        assert_eq!(db.changed_chats().unwrap().len(), 1);
+        assert_eq!(files_state(&path), before_second);
+
+        // Cursor closed: the last connection checkpoints and deletes -wal and -shm.
+        writer.close();
+        assert!(!exists(&path, "-wal") && !exists(&path, "-shm"));
+        let before = files_state(&path);
+        assert!(db.changed_chats().unwrap().is_empty());
+        let mut fresh = CursorDb::open(&path).unwrap();
+        assert_eq!(fresh.changed_chats().unwrap().len(), 2);
+        assert_eq!(files_state(&path), before, "no -wal or -shm created");
+
+        // Cursor crashed: -wal (with commits) and -shm are left and nobody holds them.
+        let mut writer = Writer::start(&path);
+        writer.put("composerData:c", &composer("c", "completed", &[]));
+        writer.crash();
+        assert!(std::fs::metadata(side_file(&path, "-wal")).unwrap().len() > 0);
+        let before = files_state(&path);
+        let changed = db.changed_chats().unwrap();
+        assert_eq!(changed.len(), 1);
+        assert_eq!(changed[0].chat_id, "c", "commits only in the WAL are read");
+        assert_eq!(
+            CursorDb::open(&path)
+                .unwrap()
+                .changed_chats()
+                .unwrap()
+                .len(),
+            3
+        );
+        assert_eq!(files_state(&path), before);
+
+        // A -wal with content but no -shm cannot be read without creating the index.
+        std::fs::remove_file(side_file(&path, "-shm")).unwrap();
+        let before = files_state(&path);
+        let error = db.changed_chats().unwrap_err();
+        assert!(
+            matches!(error, CursorError::WalWithoutIndex { .. }),
+            "{error}"
+        );
+        assert!(error.is_retryable());
+        assert!(CursorDb::open(&path).unwrap_err().is_retryable());
+        assert_eq!(files_state(&path), before);
+    }
+
+    #[test]
+    fn a_writer_lock_is_busy_and_retryable_within_a_second() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.vscdb");
+        let mut writer = Writer::start(&path);
+        writer.sql(&format!("PRAGMA journal_mode=DELETE; {SCHEMA}"));
+        writer.put("composerData:a", &composer("a", "completed", &[]));
+        let mut db = CursorDb::open(&path).unwrap();
+        assert_eq!(db.changed_chats().unwrap().len(), 1);
+        writer.sql("BEGIN EXCLUSIVE; INSERT INTO cursorDiskKV VALUES ('composerData:b', '{\"composerId\":\"b\"}')");
+        let started = Instant::now();
+        let error = db.changed_chats().unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_millis(700),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(matches!(error, CursorError::Busy { .. }), "{error}");
+        assert!(error.is_retryable());
+        assert!(error.to_string().contains("locked"), "{error}");
+        writer.sql("COMMIT");
+        let changed = db.changed_chats().unwrap();
+        assert_eq!(changed.len(), 1, "the failed read remembered nothing");
+        assert_eq!(changed[0].chat_id, "b");
+        writer.close();
+    }
+
+    #[test]
+    fn files_that_are_not_cursor_databases_are_rejected_specifically() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = CursorDb::open(&dir.path().join("nope.vscdb")).unwrap_err();
+        assert!(matches!(missing, CursorError::Open { .. }), "{missing}");
+        let text = dir.path().join("text.vscdb");
+        std::fs::write(&text, "this is a text file, long enough to hold an SQLite header if it were one, but it is not.").unwrap();
+        let error = CursorDb::open(&text).unwrap_err();
+        assert!(matches!(error, CursorError::NotSqlite { .. }), "{error}");
+        let empty = dir.path().join("empty.vscdb");
+        std::fs::write(&empty, "").unwrap();
+        let error = CursorDb::open(&empty).unwrap_err();
+        assert!(error.to_string().contains("is empty"), "{error}");
+        let other = dir.path().join("other.vscdb");
+        let mut writer = Writer::start(&other);
+        writer.sql("PRAGMA journal_mode=WAL; CREATE TABLE ItemTable (key TEXT, value BLOB)");
+        writer.close();
+        let error = CursorDb::open(&other).unwrap_err();
+        assert!(matches!(error, CursorError::NotCursor { .. }), "{error}");
+        assert!(
+            error.to_string().contains("no cursorDiskKV table"),
+            "{error}"
+        );
+        for error in [missing, error] {
+            assert!(!error.is_retryable());
+        }
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["empty.vscdb", "other.vscdb", "text.vscdb"],
+            "nothing created"
+        );
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    //! `composer_snapshot` never panics, whatever the JSON.
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+            prop_oneof![
+                Just("1"),
+                Just("b1"),
+                Just("file:///x%2"),
+                Just("generating"),
+                Just("error")
+            ]
+            .prop_map(|text| Value::String(text.into())),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::hash_map(
+                    prop_oneof![
+                        Just("type".to_string()),
+                        Just("bubbleId".to_string()),
+                        Just("text".to_string()),
+                        Just("createdAt".to_string()),
+                        Just("workspaceUris".to_string()),
+                        any::<String>()
+                    ],
+                    inner,
+                    0..6
+                )
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn composer() -> impl Strategy<Value = Value> {
+        (any_json(), any_json(), any_json(), any_json(), any_json()).prop_map(
+            |(status, headers, conversation, generating, updated)| {
+                json!({"composerId": "c", "status": status, "fullConversationHeadersOnly": headers,
+                    "conversation": conversation, "conversationMap": {"b1": conversation},
+                    "generatingBubbleIds": generating, "lastUpdatedAt": updated, "error": status})
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn any_composer_and_bubbles_never_panic(
+            composer in prop_oneof![composer(), any_json()],
+            bubbles in proptest::collection::hash_map(prop_oneof![Just("b1".to_string()), any::<String>()], any_json(), 0..4),
+        ) {
+            let _ = composer_snapshot(&composer, &bubbles, Some("/w"));
+        }
+
+        #[test]
+        fn any_uri_never_panics(uri in any::<String>()) {
+            let _ = path_from_file_uri(&uri);
+            let _ = path_from_file_uri(&format!("file://{uri}"));
+        }
+    }
+}

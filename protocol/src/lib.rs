@@ -32,6 +32,7 @@ pub use handshake::{
 pub use observe::{
     ChatInfo, ChatsList, ChatsListResult, DriveObservation, NeedsInputKind, ObservationBasis,
     ObserveReport, ObserveReported, ObservedChatState, ObservedEvent, ObservedKind, ObservedStage,
+    ObserverStatus, StoreProblem, StoreProblemKind,
 };
 pub use product::IdeProduct;
 pub use session::{

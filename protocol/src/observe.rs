@@ -53,6 +53,9 @@ pub enum ObservedKind {
     Cancelled,
     /// The turn failed.
     Failed { reason: String },
+    /// The chat changed in a way the store does not let Koru read (an encrypted store):
+    /// activity, without content or turn state.
+    Activity,
     /// A kind this build does not know.
     #[serde(other)]
     Unknown,
@@ -164,4 +167,48 @@ pub struct ObserveReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ObserveReported {
     pub applied: usize,
+}
+
+/// How one chat-store root is being observed, for `status` and doctor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ObserverStatus {
+    /// The registry interface id of the store.
+    pub store: String,
+    /// The directory watched (a registry `locations` entry, expanded).
+    pub root: String,
+    /// Whether the directory exists now.
+    pub exists: bool,
+    /// Whether change notifications arrive for it (false: inotify refused a watch, e.g.
+    /// `fs.inotify.max_user_watches` reached; the periodic rescan still reads it).
+    pub watched: bool,
+    /// Why it is not watched, when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch_error: Option<String>,
+    /// Session files being followed.
+    pub files: usize,
+    /// Files that cannot be read or hold something that is not the store's format (the
+    /// first few; never data).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<StoreProblem>,
+}
+
+/// A store file Koru cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StoreProblem {
+    pub path: String,
+    /// `unreadable`, `malformed` or `busy`.
+    pub kind: StoreProblemKind,
+    pub detail: String,
+}
+
+/// What is wrong with a store file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreProblemKind {
+    /// Permissions or I/O: the file cannot be read.
+    Unreadable,
+    /// The content is not the store's format (skipped, never data).
+    Malformed,
+    /// A locked database: read again later.
+    Busy,
 }

@@ -101,6 +101,10 @@ pub struct StatusInfo {
     /// The HTTP endpoint (`koru daemon --http`), when the daemon serves one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpStatus>,
+    /// The chat-store roots the daemon observes and their problems (empty when
+    /// observing is off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observers: Vec<crate::ObserverStatus>,
 }
 
 /// Where the daemon serves HTTP and how to authenticate there. Shown only to peers of the

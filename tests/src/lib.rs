@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -629,5 +629,75 @@ pub fn wait_for_file(path: &Path, expected: &str) -> String {
             return text;
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A running `koru observe --json`, its lines arriving on a channel.
+pub struct Observer {
+    child: Child,
+    lines: mpsc::Receiver<Value>,
+}
+
+impl Observer {
+    pub fn start(sandbox: &Sandbox) -> Observer {
+        Observer::start_with(sandbox, &[])
+    }
+
+    /// `koru observe --json ARGS`.
+    pub fn start_with(sandbox: &Sandbox, args: &[&str]) -> Observer {
+        let mut child = sandbox
+            .koru()
+            .args(["observe", "--json"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("koru observe starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value = serde_json::from_str(&line).expect("koru observe prints JSON");
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        // Subscribed before the test writes anything.
+        std::thread::sleep(Duration::from_millis(300));
+        Observer { child, lines: rx }
+    }
+
+    pub fn next(&self, within: Duration) -> Value {
+        self.lines
+            .recv_timeout(within)
+            .expect("an observation within the time limit")
+    }
+
+    /// The next `count` observations as `kind` or `kind (inferred)`.
+    pub fn kinds(&self, count: usize) -> Vec<String> {
+        (0..count)
+            .map(|_| {
+                let event = self.next(Duration::from_secs(5));
+                let basis = if event["basis"] == "inferred" {
+                    " (inferred)"
+                } else {
+                    ""
+                };
+                format!("{}{basis}", event["kind"].as_str().unwrap())
+            })
+            .collect()
+    }
+
+    pub fn nothing_within(&self, within: Duration) -> bool {
+        self.lines.recv_timeout(within).is_err()
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

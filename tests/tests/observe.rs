@@ -1,77 +1,12 @@
 //! Chat-store observation end to end: the real daemon watches Claude Code session files that the test grows line by line in the store's real format; `koru observe --json` must show the events in order with their basis, `koru chats` the chats and their state, and the store files must be left byte-for-byte untouched.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
+
 use std::time::{Duration, SystemTime};
 
-use koru_system_tests::Sandbox;
+use koru_system_tests::{Observer, Sandbox};
 use serde_json::Value;
-
-/// A running `koru observe --json`, its lines arriving on a channel.
-struct Observer {
-    child: Child,
-    lines: mpsc::Receiver<Value>,
-}
-
-impl Observer {
-    fn start(sandbox: &Sandbox) -> Observer {
-        let mut child = sandbox
-            .koru()
-            .args(["observe", "--json"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("koru observe starts");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let value: Value = serde_json::from_str(&line).expect("koru observe prints JSON");
-                if tx.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        // Subscribed before the test writes anything.
-        std::thread::sleep(Duration::from_millis(300));
-        Observer { child, lines: rx }
-    }
-
-    fn next(&self, within: Duration) -> Value {
-        self.lines
-            .recv_timeout(within)
-            .expect("an observation within the time limit")
-    }
-
-    /// The next `count` observations as `kind` or `kind (inferred)`.
-    fn kinds(&self, count: usize) -> Vec<String> {
-        (0..count)
-            .map(|_| {
-                let event = self.next(Duration::from_secs(5));
-                let basis = if event["basis"] == "inferred" {
-                    " (inferred)"
-                } else {
-                    ""
-                };
-                format!("{}{basis}", event["kind"].as_str().unwrap())
-            })
-            .collect()
-    }
-
-    fn nothing_within(&self, within: Duration) -> bool {
-        self.lines.recv_timeout(within).is_err()
-    }
-}
-
-impl Drop for Observer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn project_dir(sandbox: &Sandbox, workspace: &Path) -> PathBuf {
     let name = workspace.to_str().unwrap().replace('/', "-");

@@ -78,6 +78,10 @@ pub enum DaemonEvent {
         events: Vec<koru_protocol::ObservedEvent>,
         replay: bool,
     },
+    /// The observers' view of their store roots changed (watches, files, problems).
+    ObserverHealth {
+        observers: Vec<koru_protocol::ObserverStatus>,
+    },
     /// An OS injection started for a drive has finished.
     InjectionFinished { outcome: Box<InjectionOutcome> },
     /// Periodic: heartbeats and deadlines.
@@ -142,6 +146,8 @@ pub struct App<C: Clock> {
     /// Chats whose last event was a completed reply: the same end reported again (the
     /// transcript's end record and the Stop hook) is not news.
     chat_completed: std::collections::HashSet<(String, String)>,
+    /// The observers' store roots, as last reported.
+    observers: Vec<koru_protocol::ObserverStatus>,
 }
 
 impl<C: Clock> App<C> {
@@ -174,6 +180,7 @@ impl<C: Clock> App<C> {
             chats: std::collections::BTreeMap::new(),
             chat_drive: HashMap::new(),
             chat_completed: std::collections::HashSet::new(),
+            observers: Vec::new(),
         }
     }
 
@@ -217,6 +224,7 @@ impl<C: Clock> App<C> {
             DaemonEvent::InjectionFinished { outcome } => self.on_injection_finished(*outcome),
             DaemonEvent::Tick => self.on_tick(),
             DaemonEvent::Observed { events, replay } => self.on_observed(events, replay),
+            DaemonEvent::ObserverHealth { observers } => self.observers = observers,
         }
     }
 
@@ -231,7 +239,7 @@ impl<C: Clock> App<C> {
                         continue;
                     }
                 }
-                ObservedKind::ChatSeen | ObservedKind::Unknown => {}
+                ObservedKind::ChatSeen | ObservedKind::Activity | ObservedKind::Unknown => {}
                 _ => {
                     self.chat_completed.remove(&key);
                 }
@@ -259,7 +267,7 @@ impl<C: Clock> App<C> {
                 ObservedKind::ReplyCompleted { .. }
                 | ObservedKind::Cancelled
                 | ObservedKind::Failed { .. } => chat.state = ObservedChatState::Idle,
-                ObservedKind::ChatSeen | ObservedKind::Unknown => {}
+                ObservedKind::ChatSeen | ObservedKind::Activity | ObservedKind::Unknown => {}
             }
             if !replay {
                 self.correlate(&observation);
@@ -374,9 +382,10 @@ impl<C: Clock> App<C> {
                 found.stage = ObservedStage::Failed;
                 found.detail = Some(reason.clone());
             }
-            ObservedKind::ChatSeen | ObservedKind::PromptSeen { .. } | ObservedKind::Unknown => {
-                return
-            }
+            ObservedKind::ChatSeen
+            | ObservedKind::PromptSeen { .. }
+            | ObservedKind::Activity
+            | ObservedKind::Unknown => return,
         }
         found.basis = observation.basis;
         found.at_ms = at_ms;
@@ -1366,6 +1375,7 @@ impl<C: Clock> App<C> {
             registry: self.registry_status.clone(),
             refused_handshakes: self.refused_handshakes.iter().cloned().collect(),
             http: self.config.http.clone(),
+            observers: self.observers.clone(),
         }
     }
 

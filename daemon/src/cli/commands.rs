@@ -591,6 +591,7 @@ fn describe_observation(o: &koru_protocol::ObservedEvent) -> String {
         ),
         ObservedKind::Cancelled => "cancelled".to_string(),
         ObservedKind::Failed { reason } => format!("failed {reason}"),
+        ObservedKind::Activity => "activity".to_string(),
         ObservedKind::Unknown => "unknown".to_string(),
     };
     let basis = match o.basis {

@@ -426,6 +426,7 @@ fn platform_name(platform: Platform) -> &'static str {
 fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>) -> Verdict {
     let mut present = 0;
     let mut unreadable = Vec::new();
+    let mut dirs = 0;
     for location in &interface.locations {
         let Some(fact) = facts.locations.get(location) else {
             continue;
@@ -441,6 +442,15 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
                 fact.error.clone().unwrap_or_else(|| "unreadable".into())
             ));
             continue;
+        }
+        dirs += fact.dirs + 1;
+        if fact.unreadable > 0 {
+            unreadable.push(format!(
+                "{}: {} file(s) or folder(s) this user cannot read, e.g. {}",
+                fact.expanded,
+                fact.unreadable,
+                fact.first_unreadable.as_deref().unwrap_or("?")
+            ));
         }
         let newest = fact
             .newest_mtime_ms
@@ -475,6 +485,39 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
             format!("nothing at {}", expanded.join(", ")),
             found,
         );
+    }
+    if interface.family == Family::Observation {
+        // What the running daemon found while reading the store.
+        for observer in facts
+            .daemon
+            .status
+            .iter()
+            .flat_map(|status| status.observers.iter())
+            .filter(|o| o.store == interface.id)
+        {
+            if let Some(error) = &observer.watch_error {
+                unreadable.push(format!(
+                    "{}: not watched ({error}); the daemon rescans it every few seconds instead",
+                    observer.root
+                ));
+            }
+            for problem in &observer.problems {
+                let kind = match problem.kind {
+                    koru_protocol::StoreProblemKind::Unreadable => "unreadable",
+                    koru_protocol::StoreProblemKind::Malformed => "malformed",
+                    koru_protocol::StoreProblemKind::Busy => "busy",
+                };
+                unreadable.push(format!("{} {kind}: {}", problem.path, problem.detail));
+            }
+        }
+        if let Some(limit) = facts.inotify_max_user_watches {
+            if dirs > limit {
+                unreadable.push(format!(
+                    "{dirs} folder(s) to watch but fs.inotify.max_user_watches is {limit}: \
+                     raise it (sysctl fs.inotify.max_user_watches=524288) or rely on the rescan"
+                ));
+            }
+        }
     }
     if !unreadable.is_empty() {
         return Verdict::blocked(

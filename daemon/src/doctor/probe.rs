@@ -30,6 +30,11 @@ pub struct LocationFact {
     /// The scan stopped early (too many entries or out of time).
     pub truncated: bool,
     pub error: Option<String>,
+    /// Directories under it (each costs one inotify watch when it is watched).
+    pub dirs: u64,
+    /// Files and directories under it this user cannot read, and the first of them.
+    pub unreadable: u64,
+    pub first_unreadable: Option<String>,
 }
 
 /// What the daemon said, if it answered.
@@ -60,6 +65,8 @@ pub struct Facts {
     pub daemon: DaemonFact,
     pub features: Vec<String>,
     pub now_ms: u64,
+    /// `fs.inotify.max_user_watches`, where the kernel says.
+    pub inotify_max_user_watches: Option<u64>,
 }
 
 impl Facts {
@@ -163,6 +170,9 @@ pub async fn gather(registry: &Registry, socket: &Path, timeout: Duration) -> Fa
         daemon,
         features: BUILD_FEATURES.iter().map(|s| s.to_string()).collect(),
         now_ms: now_ms(),
+        inotify_max_user_watches: std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+            .ok()
+            .and_then(|text| text.trim().parse().ok()),
     }
 }
 
@@ -326,9 +336,13 @@ pub fn scan_location(path: &str, timeout: Duration) -> LocationFact {
             Err(err) => {
                 if root_readable.is_none() {
                     root_readable = Some(false);
+                    fact.error
+                        .get_or_insert_with(|| format!("{}: {err}", dir.display()));
+                } else {
+                    fact.unreadable += 1;
+                    fact.first_unreadable
+                        .get_or_insert_with(|| format!("{}: {err}", dir.display()));
                 }
-                fact.error
-                    .get_or_insert_with(|| format!("{}: {err}", dir.display()));
                 continue;
             }
         };
@@ -344,9 +358,16 @@ pub fn scan_location(path: &str, timeout: Duration) -> LocationFact {
                 continue;
             };
             if file_type.is_dir() {
+                fact.dirs += 1;
                 stack.push(entry.path());
             } else if file_type.is_file() {
                 fact.files += 1;
+                let path = entry.path();
+                if let Err(err) = nix::unistd::access(&path, nix::unistd::AccessFlags::R_OK) {
+                    fact.unreadable += 1;
+                    fact.first_unreadable
+                        .get_or_insert_with(|| format!("{}: {}", path.display(), err.desc()));
+                }
                 if let Ok(meta) = entry.metadata() {
                     fact.newest_mtime_ms = fact.newest_mtime_ms.max(mtime(&meta));
                 }

@@ -210,15 +210,7 @@ mod tests {
             &mut parser,
             &[PROMPT, TOOL_USE, TOOL_RESULT, FINAL, TURN_END],
         );
-        assert_eq!(
-            kinds(&events),
-            [
-                "chat_seen",
-                "prompt_seen",
-                "reply_started",
-                "reply_completed"
-            ]
-        );
+        assert_eq!(kinds(&events), crate::observe::A_WHOLE_TURN);
         assert_eq!(parser.chat_id(), "s-1");
         assert_eq!(parser.workspace(), Some("/home/me/repo"));
         let ObservedKind::ReplyCompleted { excerpt, length } = &events[3].event else {

@@ -80,6 +80,27 @@ impl LineParser for CodexParser {
                         }
                     }
                     "agent_reasoning" => chat.answering(&mut out, false),
+                    "item_completed" => {
+                        let item = payload.get("item").unwrap_or(&Value::Null);
+                        let item_text = || item_text(item);
+                        match item.get("type").and_then(Value::as_str).unwrap_or("") {
+                            "UserMessage" => {
+                                let prompt = item_text();
+                                if !prompt.trim().is_empty() {
+                                    chat.prompt(&mut out, &prompt);
+                                }
+                            }
+                            "AgentMessage" => {
+                                chat.answering(&mut out, false);
+                                let message = item_text();
+                                if !message.is_empty() {
+                                    chat.last_text = message;
+                                }
+                            }
+                            "Reasoning" => chat.answering(&mut out, false),
+                            _ => {}
+                        }
+                    }
                     "agent_message" => {
                         chat.answering(&mut out, false);
                         let message = text("message");
@@ -118,6 +139,23 @@ impl LineParser for CodexParser {
     }
 }
 
+/// The text of a paginated-mode item: its `content` parts' `text`, joined, or its own
+/// `text`.
+fn item_text(item: &Value) -> String {
+    match item.get("content").and_then(Value::as_array) {
+        Some(parts) => parts
+            .iter()
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        None => item
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,15 +180,7 @@ mod tests {
     fn a_turn_ends_on_task_complete_with_the_last_agent_message() {
         let mut parser = CodexParser::new("rollout-x");
         let events = feed(&mut parser, &[META, STARTED, USER, ITEM, AGENT, COMPLETE]);
-        assert_eq!(
-            kinds(&events),
-            [
-                "chat_seen",
-                "prompt_seen",
-                "reply_started",
-                "reply_completed"
-            ]
-        );
+        assert_eq!(kinds(&events), crate::observe::A_WHOLE_TURN);
         assert_eq!(events[0].chat_id, "0198c4cf-8587");
         assert_eq!(events[1].workspace.as_deref(), Some("/home/u/proj"));
         assert_eq!(
@@ -186,6 +216,24 @@ mod tests {
             }
         );
         assert!(parser.feed_line(b"not json").is_err());
+    }
+
+    #[test]
+    fn paginated_rollouts_carry_the_messages_as_completed_items() {
+        let mut parser = CodexParser::new("r");
+        let user = r#"{"timestamp":"2026-09-07T10:00:01.000Z","type":"event_msg","payload":{"type":"item_completed","turn_id":"t1","item":{"type":"UserMessage","id":"i1","content":[{"type":"text","text":"rename the crate"}]}}}"#;
+        let reasoning = r#"{"timestamp":"2026-09-07T10:00:02.000Z","type":"event_msg","payload":{"type":"item_completed","item":{"type":"Reasoning","id":"i2","summary_text":[]}}}"#;
+        let agent = r#"{"timestamp":"2026-09-07T10:00:09.000Z","type":"event_msg","payload":{"type":"item_completed","item":{"type":"AgentMessage","id":"i3","content":[{"type":"Text","text":"Renamed to koru-core."}]}}}"#;
+        let complete = r#"{"timestamp":"2026-09-07T10:00:09.500Z","type":"event_msg","payload":{"type":"task_complete","turn_id":"t1","last_agent_message":null}}"#;
+        let events = feed(&mut parser, &[META, user, reasoning, agent, complete]);
+        assert_eq!(kinds(&events), crate::observe::A_WHOLE_TURN);
+        assert_eq!(
+            events[3].event,
+            ObservedKind::ReplyCompleted {
+                excerpt: "Renamed to koru-core.".into(),
+                length: 21
+            }
+        );
     }
 }
 

@@ -1,12 +1,14 @@
-//! Chat-store observers: read the AI agents' own history stores, strictly read-only and incrementally, and turn them into one event vocabulary (`ObservedEvent`) for the daemon's stream, `koru observe` and `koru chats`. Parsers are pure (`claude_code`); reading (`tail`) and watching (`watcher`) are separate.
+//! Chat-store observers: read the AI agents' own history stores, strictly read-only and incrementally, and turn them into one event vocabulary (`ObservedEvent`) for the daemon's stream, `koru observe` and `koru chats`. Parsers are pure (line parsers for JSONL stores, snapshot readers diffed by `snapshot` for the rest); following a file (`follow`, `tail`), knowing where stores keep their files (`stores`) and watching (`watcher`) are separate.
 
 pub mod claude_code;
 pub mod cline;
 pub mod codex;
 pub mod copilot;
 pub mod cursor;
+pub mod follow;
 pub mod gemini;
 pub mod snapshot;
+pub mod stores;
 pub mod tail;
 pub mod watcher;
 
@@ -210,6 +212,15 @@ pub fn prompt_digest(text: &str) -> String {
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
 }
+
+/// Test helper: the events of one whole turn, from a chat's first record to its end.
+#[cfg(test)]
+pub const A_WHOLE_TURN: [&str; 4] = [
+    "chat_seen",
+    "prompt_seen",
+    "reply_started",
+    "reply_completed",
+];
 
 /// Test helper: each observation as `kind` or `kind (inferred)`.
 #[cfg(test)]

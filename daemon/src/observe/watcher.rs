@@ -1,70 +1,28 @@
 //! Watches the chat stores' directories (notify, plus a slow periodic rescan as a safety net for missed events and full inotify tables), reads what changed incrementally, runs the pure parsers, infers quiet completions, and sends the observations to the daemon loop.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use koru_protocol::ObservedEvent;
+use koru_protocol::{ObservedEvent, ObserverStatus, StoreProblem, StoreProblemKind};
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::claude_code::{self, ClaudeCodeParser};
-use super::codex::{self, CodexParser};
-use super::tail::JsonlTail;
-use super::{LineParser, Observation};
+use super::follow::{Follower, ReadProblem};
+use super::stores::Store;
+use super::Observation;
 use crate::app::DaemonEvent;
 use crate::clock::{Clock, SystemClock};
 
-/// The JSONL stores this watcher reads, and where their session files sit under a root.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JsonlStore {
-    /// `<root>/<project>/<session>.jsonl`
-    ClaudeCode,
-    /// `<root>/YYYY/MM/DD/rollout-*.jsonl`
-    Codex,
-}
-
-impl JsonlStore {
-    pub const ALL: [JsonlStore; 2] = [JsonlStore::ClaudeCode, JsonlStore::Codex];
-
-    /// The registry interface id.
-    pub fn id(self) -> &'static str {
-        match self {
-            JsonlStore::ClaudeCode => claude_code::STORE,
-            JsonlStore::Codex => codex::STORE,
-        }
-    }
-
-    /// Directory levels between the root and a session file's folder.
-    fn depth(self) -> usize {
-        match self {
-            JsonlStore::ClaudeCode => 1,
-            JsonlStore::Codex => 3,
-        }
-    }
-
-    fn is_session_name(self, name: &str) -> bool {
-        name.ends_with(".jsonl")
-            && match self {
-                JsonlStore::ClaudeCode => true,
-                JsonlStore::Codex => name.starts_with("rollout-"),
-            }
-    }
-
-    fn parser(self, file_stem: &str) -> Box<dyn LineParser> {
-        match self {
-            JsonlStore::ClaudeCode => Box::new(ClaudeCodeParser::new(file_stem)),
-            JsonlStore::Codex => Box::new(CodexParser::new(file_stem)),
-        }
-    }
-}
+/// Problems kept per root for `status` and doctor.
+const PROBLEMS_KEPT: usize = 20;
 
 /// What to watch and how.
 #[derive(Debug, Clone)]
 pub struct ObserveConfig {
     /// Each store's roots (the registry's `locations`, expanded).
-    pub roots: Vec<(JsonlStore, PathBuf)>,
+    pub roots: Vec<(Store, PathBuf)>,
     /// Quiet period after which a complete-looking reply is taken as finished (inferred).
     pub quiet: Duration,
     /// How often every root is listed again, whatever notify said.
@@ -83,113 +41,116 @@ impl Default for ObserveConfig {
 
 /// One session file being followed.
 struct Followed {
-    store: JsonlStore,
-    tail: JsonlTail,
-    parser: Box<dyn LineParser>,
+    store: Store,
+    root: PathBuf,
+    follower: Box<dyn Follower>,
     last_change_ms: u64,
-    /// Malformed lines seen (reported in logs; never data).
-    malformed: u64,
 }
 
 struct State {
     config: ObserveConfig,
     files: HashMap<PathBuf, Followed>,
+    /// Files that could not be used at their last read, by path.
+    problems: BTreeMap<PathBuf, (Store, PathBuf, StoreProblem)>,
+    /// Roots notify refused to watch, with the reason.
+    unwatched: HashMap<PathBuf, String>,
+    watched: Vec<PathBuf>,
+    last_health: Vec<ObserverStatus>,
+    /// Files or problems changed since the health was last reported.
+    health_changed: bool,
     events: mpsc::Sender<DaemonEvent>,
 }
 
-/// The session files of `store` under `root`, at the store's depth.
-fn session_files(store: JsonlStore, root: &Path) -> Vec<PathBuf> {
-    let list = |dir: &PathBuf| -> Vec<PathBuf> {
-        std::fs::read_dir(dir)
-            .map(|entries| entries.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default()
-    };
-    let mut dirs = vec![root.to_path_buf()];
-    for _ in 0..store.depth() {
-        dirs = dirs.iter().flat_map(list).filter(|p| p.is_dir()).collect();
-    }
-    let mut found: Vec<PathBuf> = dirs
-        .iter()
-        .flat_map(list)
-        .filter(|path| {
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| store.is_session_name(n))
-                && path.is_file()
-        })
-        .collect();
-    found.sort();
-    found
-}
-
 impl State {
-    /// The store `path` is a session file of, if any.
-    fn store_of(&self, path: &Path) -> Option<JsonlStore> {
-        let name = path.file_name()?.to_str()?;
+    /// The store and root `path` is a session file of (after mapping a database's side
+    /// files to the database), if any.
+    fn store_of(&self, path: &Path) -> Option<(Store, PathBuf, PathBuf)> {
         self.config.roots.iter().find_map(|(store, root)| {
-            let mut ancestor = path.parent();
-            for _ in 0..store.depth() {
-                ancestor = ancestor.and_then(Path::parent);
-            }
-            (ancestor == Some(root.as_path()) && store.is_session_name(name)).then_some(*store)
+            let session = store.session_path(path);
+            store
+                .is_session_under(root, &session)
+                .then(|| (*store, root.clone(), session))
         })
     }
 
     /// Reads what is new in `path` and forwards its observations; `replay` marks history
     /// read at start-up (applied to the chats table, not published as news).
     async fn follow(&mut self, path: &Path, replay: bool) {
-        let Some(store) = self.store_of(path) else {
+        let Some((store, root, path)) = self.store_of(path) else {
             return;
         };
         let now = SystemClock.now_ms();
-        let stem = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("unknown")
-            .to_string();
-        let followed = self
-            .files
-            .entry(path.to_path_buf())
-            .or_insert_with(|| Followed {
-                store,
-                tail: JsonlTail::new(path),
-                parser: store.parser(&stem),
-                last_change_ms: now,
-                malformed: 0,
-            });
-        let read = match followed.tail.read_new() {
+        if !self.files.contains_key(&path) {
+            self.health_changed = true;
+        }
+        let followed = self.files.entry(path.clone()).or_insert_with(|| Followed {
+            store,
+            root: root.clone(),
+            follower: store.follower(&path),
+            last_change_ms: now,
+        });
+        let read = match followed.follower.read() {
             Ok(read) => read,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                self.files.remove(path);
+            Err(ReadProblem::Gone) => {
+                self.files.remove(&path);
+                self.problems.remove(&path);
+                self.health_changed = true;
                 return;
             }
-            Err(error) => {
-                tracing::warn!(path = %path.display(), %error, "cannot read a chat store file");
+            Err(problem) => {
+                let kind = match &problem {
+                    ReadProblem::Unreadable(_) => StoreProblemKind::Unreadable,
+                    ReadProblem::Busy(_) => StoreProblemKind::Busy,
+                    _ => StoreProblemKind::Malformed,
+                };
+                tracing::debug!(path = %path.display(), %problem, "cannot use a chat store file now");
+                self.note_problem(store, root, &path, kind, problem.to_string());
                 return;
             }
         };
-        if read.restarted {
-            tracing::debug!(path = %path.display(), "chat store file truncated or replaced; reading it again");
-            followed.parser = store.parser(&stem);
-        }
-        if read.lines.is_empty() {
-            return;
-        }
-        followed.last_change_ms = now;
-        let mut observations = Vec::new();
-        for line in &read.lines {
-            match followed.parser.feed_line(line) {
-                Ok(found) => observations.extend(found),
-                Err(problem) => {
-                    followed.malformed += 1;
-                    tracing::debug!(path = %path.display(), %problem, "skipping a malformed line");
+        match read.malformed {
+            None => {
+                if self.problems.remove(&path).is_some() {
+                    self.health_changed = true;
                 }
             }
+            Some(detail) => {
+                tracing::debug!(path = %path.display(), %detail, "skipping malformed records");
+                self.note_problem(store, root, &path, StoreProblemKind::Malformed, detail);
+            }
         }
-        self.forward(store, observations, replay).await;
+        if read.changed {
+            if let Some(followed) = self.files.get_mut(&path) {
+                followed.last_change_ms = now;
+            }
+        }
+        self.forward(store, read.observations, replay).await;
     }
 
-    async fn forward(&self, store: JsonlStore, observations: Vec<Observation>, replay: bool) {
+    fn note_problem(
+        &mut self,
+        store: Store,
+        root: PathBuf,
+        path: &Path,
+        kind: StoreProblemKind,
+        detail: String,
+    ) {
+        self.health_changed = true;
+        self.problems.insert(
+            path.to_path_buf(),
+            (
+                store,
+                root,
+                StoreProblem {
+                    path: path.display().to_string(),
+                    kind,
+                    detail,
+                },
+            ),
+        );
+    }
+
+    async fn forward(&mut self, store: Store, observations: Vec<Observation>, replay: bool) {
         if observations.is_empty() {
             return;
         }
@@ -212,15 +173,19 @@ impl State {
             .await;
     }
 
+    /// Lists every root again, reading each session file (unchanged files cost a stat);
+    /// unreadable directories are problems too.
     async fn rescan(&mut self, replay: bool) {
         let roots = self.config.roots.clone();
         for (store, root) in roots {
-            for path in session_files(store, &root) {
+            for path in store.session_files(&root) {
                 self.follow(&path, replay).await;
             }
         }
         // Files that disappeared without an event.
         self.files.retain(|path, _| path.exists());
+        self.problems.retain(|path, _| path.exists());
+        self.report_health().await;
     }
 
     async fn check_quiet(&mut self) {
@@ -229,7 +194,7 @@ impl State {
         let mut found = Vec::new();
         for followed in self.files.values_mut() {
             let observations = followed
-                .parser
+                .follower
                 .on_quiet(now, followed.last_change_ms, quiet_ms);
             if !observations.is_empty() {
                 found.push((followed.store, observations));
@@ -237,6 +202,82 @@ impl State {
         }
         for (store, observations) in found {
             self.forward(store, observations, false).await;
+        }
+    }
+
+    /// Each root's status, sent to the daemon loop when it changed.
+    async fn report_health(&mut self) {
+        self.health_changed = false;
+        let health: Vec<ObserverStatus> = self
+            .config
+            .roots
+            .iter()
+            .map(|(store, root)| {
+                let watch_error = self.unwatched.get(root).cloned();
+                ObserverStatus {
+                    store: store.id().to_string(),
+                    root: root.display().to_string(),
+                    exists: root.exists(),
+                    watched: self.watched.contains(root),
+                    watch_error,
+                    files: self
+                        .files
+                        .values()
+                        .filter(|f| f.store == *store && &f.root == root)
+                        .count(),
+                    problems: self
+                        .problems
+                        .values()
+                        .filter(|(s, r, _)| s == store && r == root)
+                        .map(|(_, _, p)| p.clone())
+                        .take(PROBLEMS_KEPT)
+                        .collect(),
+                }
+            })
+            .collect();
+        if health != self.last_health {
+            self.last_health = health.clone();
+            let _ = self
+                .events
+                .send(DaemonEvent::ObserverHealth { observers: health })
+                .await;
+        }
+    }
+
+    /// Watches the roots that exist and are not watched yet.
+    fn arm(&mut self, watcher: &mut Option<notify::RecommendedWatcher>) {
+        let Some(watcher) = watcher.as_mut() else {
+            return;
+        };
+        for (store, root) in &self.config.roots {
+            if self.watched.contains(root) || !root.is_dir() {
+                continue;
+            }
+            let mode = if store.recursive() {
+                RecursiveMode::Recursive
+            } else {
+                RecursiveMode::NonRecursive
+            };
+            match watcher.watch(root, mode) {
+                Ok(()) => {
+                    self.watched.push(root.clone());
+                    self.unwatched.remove(root);
+                }
+                Err(error) => {
+                    let reason = match &error.kind {
+                        notify::ErrorKind::MaxFilesWatch => {
+                            "the inotify watch limit (fs.inotify.max_user_watches) is reached"
+                                .to_string()
+                        }
+                        _ => error.to_string(),
+                    };
+                    tracing::warn!(root = %root.display(), %reason,
+                        "cannot watch a chat store; the periodic rescan still reads it");
+                    // A recursive watch that failed half-way leaves some watches behind.
+                    let _ = watcher.unwatch(root);
+                    self.unwatched.insert(root.clone(), reason);
+                }
+            }
         }
     }
 }
@@ -270,29 +311,24 @@ pub async fn run(
             None
         }
     };
-    let mut watched: Vec<PathBuf> = Vec::new();
     let mut state = State {
         config,
         files: HashMap::new(),
+        problems: BTreeMap::new(),
+        unwatched: HashMap::new(),
+        watched: Vec::new(),
+        last_health: Vec::new(),
+        health_changed: true,
         events,
     };
-    let mut arm = |watcher: &mut Option<notify::RecommendedWatcher>,
-                   roots: &[(JsonlStore, PathBuf)]| {
-        let Some(watcher) = watcher.as_mut() else {
-            return;
-        };
-        for (_, root) in roots {
-            if watched.contains(root) || !root.is_dir() {
-                continue;
-            }
-            match watcher.watch(root, RecursiveMode::Recursive) {
-                Ok(()) => watched.push(root.clone()),
-                Err(error) => tracing::warn!(root = %root.display(), %error,
-                    "cannot watch a chat store (inotify watch limit?); the periodic rescan still reads it"),
-            }
+    if watcher.is_none() {
+        for (_, root) in &state.config.roots {
+            state
+                .unwatched
+                .insert(root.clone(), "change notifications are unavailable".into());
         }
-    };
-    arm(&mut watcher, &state.config.roots);
+    }
+    state.arm(&mut watcher);
     state.rescan(true).await;
 
     let mut rescan = tokio::time::interval(state.config.rescan);
@@ -313,10 +349,12 @@ pub async fn run(
                 for path in paths {
                     state.follow(&path, false).await;
                 }
+                if state.health_changed {
+                    state.report_health().await;
+                }
             }
             _ = rescan.tick() => {
-                let roots = state.config.roots.clone();
-                arm(&mut watcher, &roots);
+                state.arm(&mut watcher);
                 state.rescan(false).await;
             }
             _ = quiet.tick() => state.check_quiet().await,

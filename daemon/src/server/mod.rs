@@ -111,8 +111,8 @@ pub async fn run(
     });
     let tracker = TaskTracker::new();
     if let Some(mut observe) = config.observe.clone() {
-        use crate::observe::watcher::JsonlStore;
-        observe.roots = JsonlStore::ALL
+        use crate::observe::stores::Store;
+        observe.roots = Store::ALL
             .into_iter()
             .flat_map(|store| {
                 store_roots(&observe_registry, store.id())

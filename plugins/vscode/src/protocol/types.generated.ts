@@ -361,6 +361,9 @@ export type ObservedEvent1 =
       reason: string;
     }
   | {
+      kind: "activity";
+    }
+  | {
       kind: "unknown";
     };
 /**
@@ -628,6 +631,11 @@ export interface StatusInfo {
    * The HTTP endpoint (`koru daemon --http`), when the daemon serves one.
    */
   http?: HttpStatus | null;
+  /**
+   * The chat-store roots the daemon observes and their problems (empty when
+   * observing is off).
+   */
+  observers?: ObserverStatus[];
   pid: number;
   plugins: number;
   protocol: VersionRange1;
@@ -663,6 +671,52 @@ export interface HttpStatus {
    * The file the token is kept in (mode 0600).
    */
   token_file: string;
+}
+/**
+ * How one chat-store root is being observed, for `status` and doctor.
+ */
+export interface ObserverStatus {
+  /**
+   * Whether the directory exists now.
+   */
+  exists: boolean;
+  /**
+   * Session files being followed.
+   */
+  files: number;
+  /**
+   * Files that cannot be read or hold something that is not the store's format (the
+   * first few; never data).
+   */
+  problems?: StoreProblem[];
+  /**
+   * The directory watched (a registry `locations` entry, expanded).
+   */
+  root: string;
+  /**
+   * The registry interface id of the store.
+   */
+  store: string;
+  /**
+   * Why it is not watched, when it is not.
+   */
+  watch_error?: string | null;
+  /**
+   * Whether change notifications arrive for it (false: inotify refused a watch, e.g.
+   * `fs.inotify.max_user_watches` reached; the periodic rescan still reads it).
+   */
+  watched: boolean;
+}
+/**
+ * A store file Koru cannot use.
+ */
+export interface StoreProblem {
+  detail: string;
+  /**
+   * `unreadable`, `malformed` or `busy`.
+   */
+  kind: "unreadable" | "malformed" | "busy";
+  path: string;
 }
 /**
  * A connection whose hello the daemon refused.

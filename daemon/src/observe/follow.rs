@@ -1,0 +1,517 @@
+//! How one store file is followed: append-only logs line by line (`LinesFollower`), logs replayed into a document (`LogFollower`), files rewritten whole re-read only when their size or mtime changed (`DocumentFollower`), opaque files as activity only (`ActivityFollower`). Each turns what it read into observations; the watcher decides when to read.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use koru_protocol::{ObservationBasis, ObservedKind};
+
+use super::snapshot::{ChatSnapshot, SnapshotDiffer};
+use super::tail::JsonlTail;
+use super::{LineParser, Observation};
+
+/// Whole documents larger than this are not read (no chat session file is this large;
+/// reading one would cost the daemon its memory).
+pub const MAX_DOCUMENT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Why a read produced nothing usable.
+#[derive(Debug)]
+pub enum ReadProblem {
+    /// The file is gone.
+    Gone,
+    /// The file cannot be read (permissions, I/O).
+    Unreadable(std::io::Error),
+    /// The content is not what the store writes (or half-written: read again on the next
+    /// change). Never data.
+    Malformed(String),
+    /// The store is busy (a locked database): read again later.
+    Busy(String),
+}
+
+impl ReadProblem {
+    fn from_io(error: std::io::Error) -> Self {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            ReadProblem::Gone
+        } else {
+            ReadProblem::Unreadable(error)
+        }
+    }
+}
+
+impl std::fmt::Display for ReadProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadProblem::Gone => write!(f, "the file is gone"),
+            ReadProblem::Unreadable(error) => write!(f, "cannot read it: {error}"),
+            ReadProblem::Malformed(problem) => write!(f, "malformed: {problem}"),
+            ReadProblem::Busy(problem) => write!(f, "busy: {problem}"),
+        }
+    }
+}
+
+/// What one read found.
+#[derive(Debug, Default)]
+pub struct FollowRead {
+    pub observations: Vec<Observation>,
+    /// The file changed (resets the quiet period).
+    pub changed: bool,
+    /// Records of the current file skipped as malformed so far (they are not data), in a
+    /// few words; `None` when every record was usable.
+    pub malformed: Option<String>,
+}
+
+/// One followed store file.
+pub trait Follower: Send {
+    /// Reads what changed since the last call.
+    fn read(&mut self) -> Result<FollowRead, ReadProblem>;
+    /// The file has been quiet since `last_change_ms`.
+    fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation>;
+}
+
+/// An append-only JSONL store (Claude Code, Codex): complete lines to a `LineParser`.
+pub struct LinesFollower {
+    tail: JsonlTail,
+    parser: Box<dyn LineParser>,
+    make: Box<dyn Fn() -> Box<dyn LineParser> + Send>,
+    malformed: MalformedCount,
+}
+
+/// Malformed records of the current version of a file (reset when it is replaced).
+#[derive(Debug, Default)]
+struct MalformedCount {
+    count: u64,
+    first: Option<String>,
+}
+
+impl MalformedCount {
+    fn add(&mut self, problem: String) {
+        self.count += 1;
+        self.first.get_or_insert(problem);
+    }
+
+    fn summary(&self) -> Option<String> {
+        self.first.as_ref().map(|first| {
+            format!(
+                "{} record(s) skipped as malformed, the first: {first}",
+                self.count
+            )
+        })
+    }
+}
+
+impl LinesFollower {
+    pub fn new(path: &Path, make: Box<dyn Fn() -> Box<dyn LineParser> + Send>) -> Self {
+        LinesFollower {
+            tail: JsonlTail::new(path),
+            parser: make(),
+            make,
+            malformed: MalformedCount::default(),
+        }
+    }
+}
+
+impl Follower for LinesFollower {
+    fn read(&mut self) -> Result<FollowRead, ReadProblem> {
+        let read = self.tail.read_new().map_err(ReadProblem::from_io)?;
+        if read.restarted {
+            self.parser = (self.make)();
+            self.malformed = MalformedCount::default();
+        }
+        let mut out = FollowRead {
+            changed: !read.lines.is_empty() || read.restarted,
+            ..FollowRead::default()
+        };
+        for line in &read.lines {
+            match self.parser.feed_line(line) {
+                Ok(found) => out.observations.extend(found),
+                Err(problem) => self.malformed.add(problem),
+            }
+        }
+        out.malformed = self.malformed.summary();
+        Ok(out)
+    }
+
+    fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.parser.on_quiet(now_ms, last_change_ms, quiet_ms)
+    }
+}
+
+/// A finished JSONL log kept zstd-compressed (Codex's `.jsonl.zst` rollouts): read whole
+/// when its size, mtime or inode changed, decompressed (at most `MAX_DOCUMENT_BYTES`),
+/// and only the lines after those already fed go to the parser.
+pub struct CompressedLinesFollower {
+    path: PathBuf,
+    parser: Box<dyn LineParser>,
+    make: Box<dyn Fn() -> Box<dyn LineParser> + Send>,
+    read_stamp: Option<FileStamp>,
+    lines_fed: usize,
+    malformed: MalformedCount,
+}
+
+impl CompressedLinesFollower {
+    pub fn new(path: &Path, make: Box<dyn Fn() -> Box<dyn LineParser> + Send>) -> Self {
+        CompressedLinesFollower {
+            path: path.to_path_buf(),
+            parser: make(),
+            make,
+            read_stamp: None,
+            lines_fed: 0,
+            malformed: MalformedCount::default(),
+        }
+    }
+}
+
+impl Follower for CompressedLinesFollower {
+    fn read(&mut self) -> Result<FollowRead, ReadProblem> {
+        let file = File::open(&self.path).map_err(ReadProblem::from_io)?;
+        let meta = file.metadata().map_err(ReadProblem::from_io)?;
+        let now = stamp(&meta);
+        if self.read_stamp == Some(now) {
+            return Ok(FollowRead {
+                malformed: self.malformed.summary(),
+                ..FollowRead::default()
+            });
+        }
+        let mut bytes = Vec::new();
+        let decoder = zstd::stream::read::Decoder::new(file)
+            .map_err(|e| ReadProblem::Malformed(format!("not zstd: {e}")))?;
+        decoder
+            .take(MAX_DOCUMENT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| ReadProblem::Malformed(format!("cannot decompress: {e}")))?;
+        if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
+            self.read_stamp = Some(now);
+            return Err(ReadProblem::Malformed(format!(
+                "more than {MAX_DOCUMENT_BYTES} bytes once decompressed"
+            )));
+        }
+        self.read_stamp = Some(now);
+        // Complete lines only: a last line without its newline is not a record yet.
+        let complete = match bytes.iter().rposition(|b| *b == b'\n') {
+            Some(end) => &bytes[..=end],
+            None => &bytes[..0],
+        };
+        let lines: Vec<&[u8]> = complete
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+            .collect();
+        let restarted = lines.len() < self.lines_fed;
+        if restarted {
+            self.parser = (self.make)();
+            self.malformed = MalformedCount::default();
+            self.lines_fed = 0;
+        }
+        let mut out = FollowRead {
+            changed: lines.len() > self.lines_fed || restarted,
+            ..FollowRead::default()
+        };
+        for line in &lines[self.lines_fed..] {
+            match self.parser.feed_line(line) {
+                Ok(found) => out.observations.extend(found),
+                Err(problem) => self.malformed.add(problem),
+            }
+        }
+        self.lines_fed = lines.len();
+        out.malformed = self.malformed.summary();
+        Ok(out)
+    }
+
+    fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.parser.on_quiet(now_ms, last_change_ms, quiet_ms)
+    }
+}
+
+/// A store that logs changes to one document (Copilot's mutation log, Gemini CLI's JSONL):
+/// lines are applied in order and the document is read as a snapshot.
+pub trait DocumentLog: Send {
+    fn reset(&mut self);
+    fn apply_line(&mut self, line: &[u8]) -> Result<(), String>;
+    /// The chat as it stands; `fallback_chat_id` when the log names none.
+    fn snapshot(&self, fallback_chat_id: &str, workspace: Option<&str>) -> Option<ChatSnapshot>;
+}
+
+/// A `DocumentLog` followed incrementally: appended lines are applied, truncation or
+/// replacement (a compaction) replays from the start.
+pub struct LogFollower {
+    tail: JsonlTail,
+    log: Box<dyn DocumentLog>,
+    chat_id: String,
+    workspace: Option<String>,
+    differ: SnapshotDiffer,
+    malformed: MalformedCount,
+}
+
+impl LogFollower {
+    pub fn new(
+        path: &Path,
+        log: Box<dyn DocumentLog>,
+        chat_id: String,
+        workspace: Option<String>,
+    ) -> Self {
+        LogFollower {
+            tail: JsonlTail::new(path),
+            log,
+            chat_id,
+            workspace,
+            differ: SnapshotDiffer::new(),
+            malformed: MalformedCount::default(),
+        }
+    }
+}
+
+impl Follower for LogFollower {
+    fn read(&mut self) -> Result<FollowRead, ReadProblem> {
+        let read = self.tail.read_new().map_err(ReadProblem::from_io)?;
+        if read.restarted {
+            self.log.reset();
+            self.malformed = MalformedCount::default();
+        }
+        let mut out = FollowRead {
+            changed: !read.lines.is_empty() || read.restarted,
+            ..FollowRead::default()
+        };
+        for line in &read.lines {
+            if let Err(problem) = self.log.apply_line(line) {
+                self.malformed.add(problem);
+            }
+        }
+        out.malformed = self.malformed.summary();
+        if out.changed {
+            if let Some(snapshot) = self.log.snapshot(&self.chat_id, self.workspace.as_deref()) {
+                out.observations = self.differ.update(&snapshot);
+            }
+        }
+        Ok(out)
+    }
+
+    fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.differ.on_quiet(now_ms, last_change_ms, quiet_ms)
+    }
+}
+
+/// Identifies a version of a file without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    mtime_ns: i128,
+    inode: u64,
+}
+
+fn stamp(meta: &std::fs::Metadata) -> FileStamp {
+    FileStamp {
+        len: meta.len(),
+        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        inode: meta.ino(),
+    }
+}
+
+/// A pure reader from a whole file's bytes to a snapshot.
+pub type ParseDocument = Box<dyn Fn(&[u8]) -> Result<ChatSnapshot, String> + Send>;
+
+/// A file rewritten whole (Copilot `.json`, Cline's `ui_messages.json`, Gemini CLI's
+/// `.json`): parsed again only when its size, mtime or inode changed. A parse error (a
+/// half-written file) is reported as malformed and read again on the next change or
+/// rescan — never taken as data.
+pub struct DocumentFollower {
+    path: PathBuf,
+    parse: ParseDocument,
+    read_stamp: Option<FileStamp>,
+    differ: SnapshotDiffer,
+}
+
+impl DocumentFollower {
+    pub fn new(path: &Path, parse: ParseDocument) -> Self {
+        DocumentFollower {
+            path: path.to_path_buf(),
+            parse,
+            read_stamp: None,
+            differ: SnapshotDiffer::new(),
+        }
+    }
+}
+
+impl Follower for DocumentFollower {
+    fn read(&mut self) -> Result<FollowRead, ReadProblem> {
+        let mut file = File::open(&self.path).map_err(ReadProblem::from_io)?;
+        let meta = file.metadata().map_err(ReadProblem::from_io)?;
+        let now = stamp(&meta);
+        if self.read_stamp == Some(now) {
+            return Ok(FollowRead::default());
+        }
+        if now.len > MAX_DOCUMENT_BYTES {
+            self.read_stamp = Some(now);
+            return Err(ReadProblem::Malformed(format!(
+                "{} bytes, more than the {MAX_DOCUMENT_BYTES} a chat document may have",
+                now.len
+            )));
+        }
+        let mut bytes = Vec::with_capacity(now.len as usize);
+        file.read_to_end(&mut bytes)
+            .map_err(ReadProblem::Unreadable)?;
+        match (self.parse)(&bytes) {
+            Ok(snapshot) => {
+                self.read_stamp = Some(now);
+                Ok(FollowRead {
+                    observations: self.differ.update(&snapshot),
+                    changed: true,
+                    malformed: None,
+                })
+            }
+            // Not remembered as read: the writer may be half-way through a rewrite.
+            Err(problem) => Err(ReadProblem::Malformed(problem)),
+        }
+    }
+
+    fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.differ.on_quiet(now_ms, last_change_ms, quiet_ms)
+    }
+}
+
+/// A file whose content cannot be read (Antigravity's encrypted conversations): its
+/// appearance is `chat_seen`, each later change `activity` (both `explicit`: the file
+/// itself changed), never content.
+pub struct ActivityFollower {
+    path: PathBuf,
+    chat_id: String,
+    workspace: Option<String>,
+    read_stamp: Option<FileStamp>,
+}
+
+impl ActivityFollower {
+    pub fn new(path: &Path, chat_id: &str, workspace: Option<String>) -> Self {
+        ActivityFollower {
+            path: path.to_path_buf(),
+            chat_id: chat_id.to_string(),
+            workspace,
+            read_stamp: None,
+        }
+    }
+}
+
+impl Follower for ActivityFollower {
+    fn read(&mut self) -> Result<FollowRead, ReadProblem> {
+        // Metadata only: the file is never opened.
+        let meta = std::fs::metadata(&self.path).map_err(ReadProblem::from_io)?;
+        let now = stamp(&meta);
+        if self.read_stamp == Some(now) {
+            return Ok(FollowRead::default());
+        }
+        let event = if self.read_stamp.is_none() {
+            ObservedKind::ChatSeen
+        } else {
+            ObservedKind::Activity
+        };
+        self.read_stamp = Some(now);
+        let store_ts_ms = u64::try_from(now.mtime_ns / 1_000_000).ok();
+        Ok(FollowRead {
+            observations: vec![Observation {
+                chat_id: self.chat_id.clone(),
+                workspace: self.workspace.clone(),
+                store_ts_ms,
+                basis: ObservationBasis::Explicit,
+                event,
+            }],
+            changed: true,
+            malformed: None,
+        })
+    }
+
+    fn on_quiet(&mut self, _: u64, _: u64, _: u64) -> Vec<Observation> {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::kinds;
+    use crate::observe::snapshot::{TurnSnapshot, TurnState};
+
+    fn parse_lines(bytes: &[u8]) -> Result<ChatSnapshot, String> {
+        let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+        if !text.ends_with("END\n") {
+            return Err("half-written".into());
+        }
+        let turns = text
+            .lines()
+            .filter(|l| *l != "END")
+            .enumerate()
+            .map(|(i, prompt)| TurnSnapshot {
+                id: i.to_string(),
+                prompt: Some(prompt.to_string()),
+                reply: String::new(),
+                state: TurnState::Waiting,
+                ts_ms: None,
+            })
+            .collect();
+        Ok(ChatSnapshot {
+            chat_id: "doc".into(),
+            workspace: None,
+            turns,
+        })
+    }
+
+    #[test]
+    fn a_document_is_read_again_only_when_it_changed_and_a_half_written_one_is_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chat.json");
+        std::fs::write(&path, "one\nEND\n").unwrap();
+        let mut follower = DocumentFollower::new(&path, Box::new(parse_lines));
+        let first = follower.read().unwrap();
+        assert_eq!(kinds(&first.observations), ["chat_seen", "prompt_seen"]);
+        let again = follower.read().unwrap();
+        assert!(!again.changed && again.observations.is_empty());
+        std::fs::write(&path, "one\ntwo\n").unwrap();
+        assert!(matches!(follower.read(), Err(ReadProblem::Malformed(_))));
+        std::fs::write(&path, "one\ntwo\nEND\n").unwrap();
+        assert_eq!(
+            kinds(&follower.read().unwrap().observations),
+            ["prompt_seen"]
+        );
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(follower.read(), Err(ReadProblem::Gone)));
+    }
+
+    #[test]
+    fn a_compressed_log_is_fed_once_and_only_new_lines_after_it_grows() {
+        use crate::observe::codex::CodexParser;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rollout-x.jsonl.zst");
+        let meta = r#"{"type":"session_meta","payload":{"id":"t1","cwd":"/w"}}"#;
+        let user = r#"{"type":"event_msg","payload":{"type":"user_message","message":"hi"}}"#;
+        let write = |text: &str| {
+            std::fs::write(&path, zstd::encode_all(text.as_bytes(), 3).unwrap()).unwrap();
+        };
+        write(&format!("{meta}\n{user}\n"));
+        let mut follower = CompressedLinesFollower::new(
+            &path,
+            Box::new(|| Box::new(CodexParser::new("rollout-x"))),
+        );
+        let first = follower.read().unwrap();
+        assert_eq!(kinds(&first.observations), ["chat_seen", "prompt_seen"]);
+        assert!(follower.read().unwrap().observations.is_empty());
+        write(&format!("{meta}\n{user}\n{user}\nnot json\n"));
+        let grown = follower.read().unwrap();
+        assert_eq!(kinds(&grown.observations), ["prompt_seen"]);
+        assert!(grown.malformed.is_some());
+        std::fs::write(&path, b"plain text, not zstd").unwrap();
+        assert!(matches!(follower.read(), Err(ReadProblem::Malformed(_))));
+    }
+
+    #[test]
+    fn an_opaque_file_is_seen_then_active_and_never_opened() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c1.pb");
+        std::fs::write(&path, b"\x00secret").unwrap();
+        // Unreadable content does not matter: only metadata is used.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let mut follower = ActivityFollower::new(&path, "c1", None);
+        assert_eq!(kinds(&follower.read().unwrap().observations), ["chat_seen"]);
+        assert!(follower.read().unwrap().observations.is_empty());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(&path, b"\x00secret and more").unwrap();
+        assert_eq!(kinds(&follower.read().unwrap().observations), ["activity"]);
+    }
+}

@@ -1,0 +1,425 @@
+//! The chat stores Koru observes: where each keeps its session files under a root (the registry's `locations`), how a path is recognised, and which follower reads it (with the workspace looked up from the store's own side files).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::follow::{
+    ActivityFollower, CompressedLinesFollower, DocumentFollower, DocumentLog, FollowRead, Follower,
+    LinesFollower, LogFollower, ReadProblem,
+};
+use super::snapshot::{ChatSnapshot, SnapshotDiffer};
+use super::{claude_code, cline, codex, copilot, cursor, gemini, Observation};
+
+/// One store kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Store {
+    /// `<root>/<project>/<session>.jsonl`
+    ClaudeCode,
+    /// `<root>/YYYY/MM/DD/rollout-*.jsonl`
+    Codex,
+    /// `<root = workspaceStorage>/<hash>/chatSessions/<session>.json|.jsonl`
+    Copilot,
+    /// `<root = globalStorage>/state.vscdb` (plus `-wal`, `-shm`)
+    Cursor,
+    /// `<root = globalStorage/<extension>/tasks>/<task>/ui_messages.json`
+    Cline,
+    /// `<root = ~/.gemini/tmp>/<project>/chats/session-*.json|.jsonl`
+    Gemini,
+    /// `<root>/<conversation>.pb` — encrypted: activity only
+    Antigravity,
+}
+
+impl Store {
+    pub const ALL: [Store; 7] = [
+        Store::ClaudeCode,
+        Store::Codex,
+        Store::Copilot,
+        Store::Cursor,
+        Store::Cline,
+        Store::Gemini,
+        Store::Antigravity,
+    ];
+
+    /// The registry interface id.
+    pub fn id(self) -> &'static str {
+        match self {
+            Store::ClaudeCode => claude_code::STORE,
+            Store::Codex => codex::STORE,
+            Store::Copilot => copilot::STORE,
+            Store::Cursor => cursor::STORE,
+            Store::Cline => cline::STORE,
+            Store::Gemini => gemini::STORE,
+            Store::Antigravity => ANTIGRAVITY_STORE,
+        }
+    }
+
+    /// Directory levels between the root and a session file's folder.
+    pub fn depth(self) -> usize {
+        match self {
+            Store::Cursor | Store::Antigravity => 0,
+            Store::ClaudeCode | Store::Cline => 1,
+            Store::Copilot | Store::Gemini => 2,
+            Store::Codex => 3,
+        }
+    }
+
+    /// Whether the root is watched recursively (a shallow store's root may be a busy
+    /// directory, like an IDE's `globalStorage`).
+    pub fn recursive(self) -> bool {
+        self.depth() > 0
+    }
+
+    /// The name the session file's folder must have, if any.
+    fn folder_name(self) -> Option<&'static str> {
+        match self {
+            Store::Copilot => Some("chatSessions"),
+            Store::Gemini => Some("chats"),
+            _ => None,
+        }
+    }
+
+    /// Whether `name` is a session file's name.
+    pub fn is_session_name(self, name: &str) -> bool {
+        match self {
+            Store::ClaudeCode => name.ends_with(".jsonl"),
+            Store::Codex => {
+                name.starts_with("rollout-")
+                    && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst"))
+            }
+            Store::Copilot => name.ends_with(".json") || name.ends_with(".jsonl"),
+            Store::Cursor => name == "state.vscdb",
+            Store::Cline => name == "ui_messages.json",
+            Store::Gemini => {
+                name.starts_with("session-")
+                    && (name.ends_with(".json") || name.ends_with(".jsonl"))
+            }
+            Store::Antigravity => name.ends_with(".pb"),
+        }
+    }
+
+    /// The session file a changed path stands for (a SQLite database changes through its
+    /// `-wal` and `-shm` files).
+    pub fn session_path(self, path: &Path) -> PathBuf {
+        if self == Store::Cursor {
+            if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+                for suffix in ["-wal", "-shm", "-journal"] {
+                    if let Some(db) = name.strip_suffix(suffix) {
+                        return path.with_file_name(db);
+                    }
+                }
+            }
+        }
+        path.to_path_buf()
+    }
+
+    /// Whether `path` is a session file of this store under `root`.
+    pub fn is_session_under(self, root: &Path, path: &Path) -> bool {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            return false;
+        };
+        if !self.is_session_name(name) {
+            return false;
+        }
+        if let Some(folder) = self.folder_name() {
+            if path
+                .parent()
+                .and_then(Path::file_name)
+                .and_then(|n| n.to_str())
+                != Some(folder)
+            {
+                return false;
+            }
+        }
+        let mut ancestor = path.parent();
+        for _ in 0..self.depth() {
+            ancestor = ancestor.and_then(Path::parent);
+        }
+        ancestor == Some(root) && !self.has_plain_twin(path)
+    }
+
+    /// A compressed Codex rollout whose plain `.jsonl` also exists: the plain one is read
+    /// (Codex prefers it too).
+    fn has_plain_twin(self, path: &Path) -> bool {
+        self == Store::Codex
+            && path.extension().and_then(|e| e.to_str()) == Some("zst")
+            && path.with_extension("").exists()
+    }
+
+    /// The session files under `root`.
+    pub fn session_files(self, root: &Path) -> Vec<PathBuf> {
+        let list = |dir: &PathBuf| -> Vec<PathBuf> {
+            std::fs::read_dir(dir)
+                .map(|entries| entries.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default()
+        };
+        let mut dirs = vec![root.to_path_buf()];
+        for _ in 0..self.depth() {
+            dirs = dirs.iter().flat_map(list).filter(|p| p.is_dir()).collect();
+        }
+        let mut found: Vec<PathBuf> = dirs
+            .iter()
+            .flat_map(list)
+            .filter(|path| self.is_session_under(root, path) && path.is_file())
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// A follower for the session file at `path`.
+    pub fn follower(self, path: &Path) -> Box<dyn Follower> {
+        let stem = file_stem(path);
+        let jsonl = path.extension().and_then(|e| e.to_str()) == Some("jsonl");
+        match self {
+            Store::ClaudeCode => {
+                let stem = stem.clone();
+                Box::new(LinesFollower::new(
+                    path,
+                    Box::new(move || Box::new(claude_code::ClaudeCodeParser::new(&stem))),
+                ))
+            }
+            Store::Codex if path.extension().and_then(|e| e.to_str()) == Some("zst") => {
+                let stem = stem.trim_end_matches(".jsonl").to_string();
+                Box::new(CompressedLinesFollower::new(
+                    path,
+                    Box::new(move || Box::new(codex::CodexParser::new(&stem))),
+                ))
+            }
+            Store::Codex => Box::new(LinesFollower::new(
+                path,
+                Box::new(move || Box::new(codex::CodexParser::new(&stem))),
+            )),
+            Store::Copilot => {
+                // workspaceStorage/<hash>/chatSessions/<file>
+                let workspace = path
+                    .parent()
+                    .and_then(Path::parent)
+                    .and_then(|dir| std::fs::read(dir.join("workspace.json")).ok())
+                    .and_then(|bytes| copilot::workspace_from_json(&bytes));
+                if jsonl {
+                    Box::new(LogFollower::new(
+                        path,
+                        Box::new(copilot::MutationLog::new()),
+                        stem,
+                        workspace,
+                    ))
+                } else {
+                    Box::new(DocumentFollower::new(
+                        path,
+                        Box::new(move |bytes| {
+                            copilot::parse_session_json(bytes, &stem, workspace.as_deref())
+                        }),
+                    ))
+                }
+            }
+            Store::Cursor => Box::new(CursorFollower::new(path)),
+            Store::Cline => {
+                // <extension>/tasks/<task>/ui_messages.json
+                let task_dir = path.parent().unwrap_or(path);
+                let task = file_name(task_dir);
+                let workspace = cline_workspace(task_dir, &task);
+                Box::new(DocumentFollower::new(
+                    path,
+                    Box::new(move |bytes| {
+                        cline::parse_ui_messages(bytes, &task, workspace.as_deref())
+                    }),
+                ))
+            }
+            Store::Gemini => {
+                // tmp/<project>/chats/<file>; the project's root is in `.project_root`.
+                let workspace = path
+                    .parent()
+                    .and_then(Path::parent)
+                    .and_then(|dir| std::fs::read(dir.join(".project_root")).ok())
+                    .and_then(|bytes| gemini::workspace_from_project_root(&bytes));
+                if jsonl {
+                    Box::new(LogFollower::new(
+                        path,
+                        Box::new(gemini::GeminiLog::new()),
+                        stem,
+                        workspace,
+                    ))
+                } else {
+                    Box::new(DocumentFollower::new(
+                        path,
+                        Box::new(move |bytes| {
+                            gemini::parse_session_json(bytes, &stem, workspace.as_deref())
+                        }),
+                    ))
+                }
+            }
+            Store::Antigravity => Box::new(ActivityFollower::new(path, &stem, None)),
+        }
+    }
+}
+
+/// The registry interface id of Antigravity's conversation files.
+pub const ANTIGRAVITY_STORE: &str = "chat_history_antigravity_pb_readonly";
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .and_then(|s| s.to_str())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+/// A Cline-family task's workspace: Roo's `history_item.json` beside it, else Cline's
+/// `state/taskHistory.json` in the extension's folder.
+fn cline_workspace(task_dir: &Path, task: &str) -> Option<String> {
+    if let Some(found) = std::fs::read(task_dir.join("history_item.json"))
+        .ok()
+        .and_then(|bytes| cline::workspace_from_history_item(&bytes))
+    {
+        return Some(found);
+    }
+    let extension_dir = task_dir.parent()?.parent()?;
+    let bytes = std::fs::read(extension_dir.join("state").join("taskHistory.json")).ok()?;
+    cline::workspace_from_task_history(&bytes, task)
+}
+
+impl DocumentLog for copilot::MutationLog {
+    fn reset(&mut self) {
+        copilot::MutationLog::reset(self);
+    }
+    fn apply_line(&mut self, line: &[u8]) -> Result<(), String> {
+        copilot::MutationLog::apply_line(self, line)
+    }
+    fn snapshot(&self, fallback_chat_id: &str, workspace: Option<&str>) -> Option<ChatSnapshot> {
+        copilot::MutationLog::snapshot(self, fallback_chat_id, workspace)
+    }
+}
+
+impl DocumentLog for gemini::GeminiLog {
+    fn reset(&mut self) {
+        gemini::GeminiLog::reset(self);
+    }
+    fn apply_line(&mut self, line: &[u8]) -> Result<(), String> {
+        gemini::GeminiLog::apply_line(self, line)
+    }
+    fn snapshot(&self, fallback_chat_id: &str, workspace: Option<&str>) -> Option<ChatSnapshot> {
+        gemini::GeminiLog::snapshot(self, fallback_chat_id, workspace)
+    }
+}
+
+/// Cursor's database: the composers that changed, each diffed against its last snapshot.
+/// The connection is opened on first use and again after an error.
+struct CursorFollower {
+    path: PathBuf,
+    db: Option<cursor::CursorDb>,
+    differs: HashMap<String, SnapshotDiffer>,
+}
+
+impl CursorFollower {
+    fn new(path: &Path) -> Self {
+        CursorFollower {
+            path: path.to_path_buf(),
+            db: None,
+            differs: HashMap::new(),
+        }
+    }
+}
+
+impl Follower for CursorFollower {
+    fn read(&mut self) -> Result<FollowRead, ReadProblem> {
+        if !self.path.exists() {
+            return Err(ReadProblem::Gone);
+        }
+        if self.db.is_none() {
+            self.db = Some(cursor::CursorDb::open(&self.path).map_err(cursor_problem)?);
+        }
+        let Some(db) = self.db.as_mut() else {
+            return Ok(FollowRead::default());
+        };
+        let chats = match db.changed_chats() {
+            Ok(chats) => chats,
+            Err(error) => {
+                if !error.is_retryable() {
+                    self.db = None;
+                }
+                return Err(cursor_problem(error));
+            }
+        };
+        let mut out = FollowRead {
+            changed: !chats.is_empty(),
+            ..FollowRead::default()
+        };
+        for chat in chats {
+            let differ = self.differs.entry(chat.chat_id.clone()).or_default();
+            out.observations.extend(differ.update(&chat));
+        }
+        Ok(out)
+    }
+
+    fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.differs
+            .values_mut()
+            .flat_map(|d| d.on_quiet(now_ms, last_change_ms, quiet_ms))
+            .collect()
+    }
+}
+
+fn cursor_problem(error: cursor::CursorError) -> ReadProblem {
+    if error.is_retryable() {
+        ReadProblem::Busy(error.to_string())
+    } else {
+        ReadProblem::Malformed(error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_store_recognises_its_session_files_and_only_those() {
+        let root = Path::new("/r");
+        let yes = [
+            (Store::ClaudeCode, "/r/-home-u-p/abc.jsonl"),
+            (
+                Store::Codex,
+                "/r/2026/03/01/rollout-2026-03-01T10-00-00-x.jsonl",
+            ),
+            (Store::Copilot, "/r/h1/chatSessions/s1.jsonl"),
+            (Store::Copilot, "/r/h1/chatSessions/s1.json"),
+            (Store::Cursor, "/r/state.vscdb"),
+            (Store::Cline, "/r/1767000000000/ui_messages.json"),
+            (
+                Store::Gemini,
+                "/r/proj/chats/session-2026-05-01T09-00-abc.jsonl",
+            ),
+            (Store::Antigravity, "/r/0a1b.pb"),
+        ];
+        for (store, path) in yes {
+            assert!(
+                store.is_session_under(root, Path::new(path)),
+                "{store:?} {path}"
+            );
+        }
+        let no = [
+            (Store::ClaudeCode, "/r/abc.jsonl"),
+            (Store::Codex, "/r/2026/03/01/other.jsonl"),
+            (Store::Copilot, "/r/h1/other/s1.json"),
+            (Store::Copilot, "/r/h1/workspace.json"),
+            (Store::Cursor, "/r/sub/state.vscdb"),
+            (Store::Cline, "/r/t/api_conversation_history.json"),
+            (Store::Gemini, "/r/proj/logs.json"),
+            (Store::Antigravity, "/r/sub/x.pb"),
+        ];
+        for (store, path) in no {
+            assert!(
+                !store.is_session_under(root, Path::new(path)),
+                "{store:?} {path}"
+            );
+        }
+        assert_eq!(
+            Store::Cursor.session_path(Path::new("/r/state.vscdb-wal")),
+            Path::new("/r/state.vscdb")
+        );
+    }
+}

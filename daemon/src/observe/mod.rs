@@ -2,6 +2,7 @@
 
 pub mod claude_code;
 pub mod cline;
+pub mod cline_sdk;
 pub mod codex;
 pub mod copilot;
 pub mod cursor;

@@ -446,3 +446,59 @@ fn malformed_and_unreadable_store_files_are_doctor_diagnostics_not_crashes() {
         "{detail}"
     );
 }
+
+#[test]
+fn cline_sdk_sessions_follow_the_manifest_status_and_its_messages_file() {
+    let sandbox = Sandbox::new();
+    let workspace = sandbox.workspace("cline4");
+    let id = "1767000000000_ab12c";
+    let dir = sandbox.path().join("home/.cline/data/sessions").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest_path = dir.join(format!("{id}.json"));
+    let messages_path = dir.join(format!("{id}.messages.json"));
+    let manifest = |status: &str| {
+        json!({"version": 1, "session_id": id, "source": "vscode", "pid": 4242,
+            "started_at": "2026-07-01T09:00:00.000Z", "status": status, "interactive": true,
+            "provider": "anthropic", "model": "claude-sonnet-4-5", "cwd": workspace,
+            "workspace_root": workspace, "prompt": "add a health endpoint",
+            "messages_path": messages_path})
+    };
+    let messages = |list: Value| {
+        json!({"version": 1, "updated_at": "2026-07-01T09:00:30.000Z", "agent": "lead",
+            "sessionId": id, "origin": {"source": "vscode"}, "messages": list})
+    };
+    let prompt = json!({"id": "msg_1", "role": "user", "ts": 1782896400000u64,
+        "content": [{"type": "text", "text": "<user_input mode=\"act\">add a health endpoint</user_input>"}]});
+    let tool = json!({"id": "msg_2", "role": "assistant", "ts": 1782896405000u64, "content": [
+        {"type": "text", "text": "I'll edit server.ts."},
+        {"type": "tool_use", "id": "tu_1", "name": "editor", "input": {"path": "src/server.ts"}}]});
+    let result = json!({"id": "msg_3", "role": "user", "ts": 1782896410000u64, "content": [
+        {"type": "tool_result", "tool_use_id": "tu_1", "name": "editor", "content": "ok"}]});
+    let answer = json!({"id": "msg_4", "role": "assistant", "ts": 1782896420000u64,
+        "content": [{"type": "text", "text": "Added GET /health returning 200."}]});
+    let _daemon = sandbox.start_daemon(&[]);
+    let observer = Observer::start_with(&sandbox, &["--store", "chat_history_cline_sessions"]);
+    // The session starts: the manifest names the prompt before any message is written.
+    std::fs::write(&manifest_path, manifest("running").to_string()).unwrap();
+    let seen = observer.next(Duration::from_secs(15));
+    assert_eq!(seen["kind"], "chat_seen");
+    assert_eq!(seen["chat_id"], id);
+    let asked = observer.next(Duration::from_secs(5));
+    assert_eq!(asked["kind"], "prompt_seen");
+    assert_eq!(asked["excerpt"], "add a health endpoint");
+    assert_eq!(asked["workspace"], workspace.to_str().unwrap());
+    rewrite(&messages_path, &messages(json!([prompt, tool])));
+    assert_eq!(observer.kinds(1), ["reply_started"]);
+    // A tool call waits for the user's approval.
+    rewrite(&manifest_path, &manifest("pending"));
+    let waiting = observer.next(Duration::from_secs(5));
+    assert_eq!(waiting["kind"], "needs_input");
+    assert_eq!(waiting["input"], "tool_approval");
+    rewrite(&manifest_path, &manifest("running"));
+    rewrite(&messages_path, &messages(json!([prompt, tool, result, answer])));
+    rewrite(&manifest_path, &manifest("idle"));
+    let done = observer.next(Duration::from_secs(5));
+    assert_eq!(done["kind"], "reply_completed");
+    assert_eq!(done["excerpt"], "Added GET /health returning 200.");
+    assert_eq!(chats(&sandbox)[0]["state"], "idle");
+}

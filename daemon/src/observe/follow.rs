@@ -309,14 +309,20 @@ fn stamp(meta: &std::fs::Metadata) -> FileStamp {
 /// A pure reader from a whole file's bytes to a snapshot.
 pub type ParseDocument = Box<dyn Fn(&[u8]) -> Result<ChatSnapshot, String> + Send>;
 
+/// A pure reader from a main file's bytes and its companion's (when it exists).
+pub type ParseDocumentPair =
+    Box<dyn Fn(&[u8], Option<&[u8]>) -> Result<ChatSnapshot, String> + Send>;
+
 /// A file rewritten whole (Copilot `.json`, Cline's `ui_messages.json`, Gemini CLI's
-/// `.json`): parsed again only when its size, mtime or inode changed. A parse error (a
-/// half-written file) is reported as malformed and read again on the next change or
-/// rescan — never taken as data.
+/// `.json`), possibly with a companion file read with it (Cline SDK's manifest and
+/// messages): parsed again only when the size, mtime or inode of either changed. A parse
+/// error (a half-written file) is reported as malformed and read again on the next
+/// change or rescan — never taken as data.
 pub struct DocumentFollower {
     path: PathBuf,
-    parse: ParseDocument,
-    read_stamp: Option<FileStamp>,
+    companion: Option<PathBuf>,
+    parse: ParseDocumentPair,
+    read_stamp: Option<(FileStamp, Option<FileStamp>)>,
     differ: SnapshotDiffer,
 }
 
@@ -324,6 +330,18 @@ impl DocumentFollower {
     pub fn new(path: &Path, parse: ParseDocument) -> Self {
         DocumentFollower {
             path: path.to_path_buf(),
+            companion: None,
+            parse: Box::new(move |bytes, _| parse(bytes)),
+            read_stamp: None,
+            differ: SnapshotDiffer::new(),
+        }
+    }
+
+    /// `path` read together with `companion` (which may not exist yet).
+    pub fn with_companion(path: &Path, companion: &Path, parse: ParseDocumentPair) -> Self {
+        DocumentFollower {
+            path: path.to_path_buf(),
+            companion: Some(companion.to_path_buf()),
             parse,
             read_stamp: None,
             differ: SnapshotDiffer::new(),
@@ -331,25 +349,46 @@ impl DocumentFollower {
     }
 }
 
+/// Reads a whole document, refusing one larger than `MAX_DOCUMENT_BYTES`.
+fn read_document(file: File, stamp: FileStamp) -> Result<Vec<u8>, ReadProblem> {
+    if stamp.len > MAX_DOCUMENT_BYTES {
+        return Err(ReadProblem::Malformed(format!(
+            "{} bytes, more than the {MAX_DOCUMENT_BYTES} a chat document may have",
+            stamp.len
+        )));
+    }
+    let mut bytes = Vec::with_capacity(stamp.len as usize);
+    file.take(MAX_DOCUMENT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(ReadProblem::Unreadable)?;
+    Ok(bytes)
+}
+
 impl Follower for DocumentFollower {
     fn read(&mut self) -> Result<FollowRead, ReadProblem> {
-        let mut file = File::open(&self.path).map_err(ReadProblem::from_io)?;
-        let meta = file.metadata().map_err(ReadProblem::from_io)?;
-        let now = stamp(&meta);
+        let file = File::open(&self.path).map_err(ReadProblem::from_io)?;
+        let main_stamp = stamp(&file.metadata().map_err(ReadProblem::from_io)?);
+        let companion = match &self.companion {
+            Some(path) => match File::open(path) {
+                Ok(file) => {
+                    let meta = file.metadata().map_err(ReadProblem::Unreadable)?;
+                    Some((file, stamp(&meta)))
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+                Err(error) => return Err(ReadProblem::Unreadable(error)),
+            },
+            None => None,
+        };
+        let now = (main_stamp, companion.as_ref().map(|(_, s)| *s));
         if self.read_stamp == Some(now) {
             return Ok(FollowRead::default());
         }
-        if now.len > MAX_DOCUMENT_BYTES {
-            self.read_stamp = Some(now);
-            return Err(ReadProblem::Malformed(format!(
-                "{} bytes, more than the {MAX_DOCUMENT_BYTES} a chat document may have",
-                now.len
-            )));
-        }
-        let mut bytes = Vec::with_capacity(now.len as usize);
-        file.read_to_end(&mut bytes)
-            .map_err(ReadProblem::Unreadable)?;
-        match (self.parse)(&bytes) {
+        let bytes = read_document(file, main_stamp)?;
+        let companion_bytes = match companion {
+            Some((file, stamp)) => Some(read_document(file, stamp)?),
+            None => None,
+        };
+        match (self.parse)(&bytes, companion_bytes.as_deref()) {
             Ok(snapshot) => {
                 self.read_stamp = Some(now);
                 Ok(FollowRead {

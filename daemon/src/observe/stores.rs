@@ -8,7 +8,7 @@ use super::follow::{
     LinesFollower, LogFollower, ReadProblem,
 };
 use super::snapshot::{ChatSnapshot, SnapshotDiffer};
-use super::{claude_code, cline, codex, copilot, cursor, gemini, Observation};
+use super::{claude_code, cline, cline_sdk, codex, copilot, cursor, gemini, Observation};
 
 /// One store kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -23,6 +23,8 @@ pub enum Store {
     Cursor,
     /// `<root = globalStorage/<extension>/tasks>/<task>/ui_messages.json`
     Cline,
+    /// `<root = ~/.cline/data/sessions>/<id>/<id>.json` (with `<id>.messages.json`)
+    ClineSessions,
     /// `<root = ~/.gemini/tmp>/<project>/chats/session-*.json|.jsonl`
     Gemini,
     /// `<root>/<conversation>.pb` — encrypted: activity only
@@ -30,12 +32,13 @@ pub enum Store {
 }
 
 impl Store {
-    pub const ALL: [Store; 7] = [
+    pub const ALL: [Store; 8] = [
         Store::ClaudeCode,
         Store::Codex,
         Store::Copilot,
         Store::Cursor,
         Store::Cline,
+        Store::ClineSessions,
         Store::Gemini,
         Store::Antigravity,
     ];
@@ -48,6 +51,7 @@ impl Store {
             Store::Copilot => copilot::STORE,
             Store::Cursor => cursor::STORE,
             Store::Cline => cline::STORE,
+            Store::ClineSessions => cline_sdk::STORE,
             Store::Gemini => gemini::STORE,
             Store::Antigravity => ANTIGRAVITY_STORE,
         }
@@ -57,7 +61,7 @@ impl Store {
     pub fn depth(self) -> usize {
         match self {
             Store::Cursor | Store::Antigravity => 0,
-            Store::ClaudeCode | Store::Cline => 1,
+            Store::ClaudeCode | Store::Cline | Store::ClineSessions => 1,
             Store::Copilot | Store::Gemini => 2,
             Store::Codex => 3,
         }
@@ -89,6 +93,12 @@ impl Store {
             Store::Copilot => name.ends_with(".json") || name.ends_with(".jsonl"),
             Store::Cursor => name == "state.vscdb",
             Store::Cline => name == "ui_messages.json",
+            // The manifest; its messages file and compaction file sit beside it.
+            Store::ClineSessions => {
+                name.ends_with(".json")
+                    && !name.ends_with(".messages.json")
+                    && !name.ends_with(".compaction.json")
+            }
             Store::Gemini => {
                 name.starts_with("session-")
                     && (name.ends_with(".json") || name.ends_with(".jsonl"))
@@ -100,6 +110,13 @@ impl Store {
     /// The session file a changed path stands for (a SQLite database changes through its
     /// `-wal` and `-shm` files).
     pub fn session_path(self, path: &Path) -> PathBuf {
+        if self == Store::ClineSessions {
+            if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+                if let Some(id) = name.strip_suffix(".messages.json") {
+                    return path.with_file_name(format!("{id}.json"));
+                }
+            }
+        }
         if self == Store::Cursor {
             if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
                 for suffix in ["-wal", "-shm", "-journal"] {
@@ -118,6 +135,15 @@ impl Store {
             return false;
         };
         if !self.is_session_name(name) {
+            return false;
+        }
+        if self == Store::ClineSessions
+            && path
+                .parent()
+                .and_then(Path::file_name)
+                .and_then(|n| n.to_str())
+                != name.strip_suffix(".json")
+        {
             return false;
         }
         if let Some(folder) = self.folder_name() {
@@ -221,6 +247,16 @@ impl Store {
                     path,
                     Box::new(move |bytes| {
                         cline::parse_ui_messages(bytes, &task, workspace.as_deref())
+                    }),
+                ))
+            }
+            Store::ClineSessions => {
+                let messages = path.with_file_name(format!("{stem}.messages.json"));
+                Box::new(DocumentFollower::with_companion(
+                    path,
+                    &messages,
+                    Box::new(move |manifest, messages| {
+                        cline_sdk::parse_session(manifest, messages, &stem)
                     }),
                 ))
             }
@@ -389,6 +425,7 @@ mod tests {
             (Store::Copilot, "/r/h1/chatSessions/s1.json"),
             (Store::Cursor, "/r/state.vscdb"),
             (Store::Cline, "/r/1767000000000/ui_messages.json"),
+            (Store::ClineSessions, "/r/sess_1/sess_1.json"),
             (
                 Store::Gemini,
                 "/r/proj/chats/session-2026-05-01T09-00-abc.jsonl",
@@ -408,6 +445,9 @@ mod tests {
             (Store::Copilot, "/r/h1/workspace.json"),
             (Store::Cursor, "/r/sub/state.vscdb"),
             (Store::Cline, "/r/t/api_conversation_history.json"),
+            (Store::ClineSessions, "/r/sess_1/sess_1.messages.json"),
+            (Store::ClineSessions, "/r/sess_1/agent_2.json"),
+            (Store::ClineSessions, "/r/sessions.index.json"),
             (Store::Gemini, "/r/proj/logs.json"),
             (Store::Antigravity, "/r/sub/x.pb"),
         ];
@@ -420,6 +460,10 @@ mod tests {
         assert_eq!(
             Store::Cursor.session_path(Path::new("/r/state.vscdb-wal")),
             Path::new("/r/state.vscdb")
+        );
+        assert_eq!(
+            Store::ClineSessions.session_path(Path::new("/r/s1/s1.messages.json")),
+            Path::new("/r/s1/s1.json")
         );
     }
 }

@@ -428,10 +428,16 @@ fn codex_rollouts_are_observed_with_the_same_vocabulary() {
     assert!(events.iter().all(|e| e["chat_id"] == "0198c4cf-8587"));
     assert_eq!(events[1]["workspace"], workspace.to_str().unwrap());
     assert_eq!(events[3]["excerpt"], "Fixed: off-by-one in parse().");
+    let before = fingerprint(&[&rollout]);
     // Files that are not rollouts are not read.
     append(
         &day.join("notes.jsonl"),
         &serde_json::json!({"type": "event_msg"}),
     );
     assert!(observer.nothing_within(Duration::from_millis(300)));
+    assert_eq!(
+        before,
+        fingerprint(&[&rollout]),
+        "the rollout is never written"
+    );
 }

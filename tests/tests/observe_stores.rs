@@ -146,6 +146,11 @@ fn cline_tasks_rewritten_whole_are_diffed_into_turns_and_a_half_written_file_is_
         },
     );
     assert_eq!(chats(&sandbox)[0]["state"], "idle");
+    let files = [messages.clone(), task_dir.join("history_item.json")];
+    let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let before = fingerprint(&paths);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(before, fingerprint(&paths));
 }
 
 #[test]
@@ -212,6 +217,24 @@ fn copilot_mutation_logs_are_replayed_line_by_line_including_a_compaction() {
         &json!({"kind": 1, "k": ["requests", 1, "modelState"], "v": {"value": 2, "completedAt": 1763727200000u64}}),
     );
     assert_eq!(observer.kinds(1), ["cancelled"]);
+
+    // Read-only: after the daemon has read every change, the log and workspace.json are as
+    // the test left them.
+    let files = [log.clone(), storage.join("workspace.json")];
+    let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let before = fingerprint(&paths);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(before, fingerprint(&paths));
+    // A deleted session is dropped without a fuss.
+    std::fs::remove_file(&log).unwrap();
+    status_until(&sandbox, "the deleted log is no longer followed", |s| {
+        s["observers"].as_array().is_some_and(|roots| {
+            roots
+                .iter()
+                .filter(|r| r["store"] == "chat_history_copilot_json")
+                .all(|r| r["files"] == 0)
+        })
+    });
 }
 
 #[test]
@@ -495,10 +518,16 @@ fn cline_sdk_sessions_follow_the_manifest_status_and_its_messages_file() {
     assert_eq!(waiting["kind"], "needs_input");
     assert_eq!(waiting["input"], "tool_approval");
     rewrite(&manifest_path, &manifest("running"));
-    rewrite(&messages_path, &messages(json!([prompt, tool, result, answer])));
+    rewrite(
+        &messages_path,
+        &messages(json!([prompt, tool, result, answer])),
+    );
     rewrite(&manifest_path, &manifest("idle"));
     let done = observer.next(Duration::from_secs(5));
     assert_eq!(done["kind"], "reply_completed");
     assert_eq!(done["excerpt"], "Added GET /health returning 200.");
     assert_eq!(chats(&sandbox)[0]["state"], "idle");
+    let before = fingerprint(&[&manifest_path, &messages_path]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(before, fingerprint(&[&manifest_path, &messages_path]));
 }

@@ -216,26 +216,16 @@ impl Store {
             )),
             Store::Copilot => {
                 // workspaceStorage/<hash>/chatSessions/<file>
-                let workspace = path
-                    .parent()
-                    .and_then(Path::parent)
-                    .and_then(|dir| std::fs::read(dir.join("workspace.json")).ok())
-                    .and_then(|bytes| copilot::workspace_from_json(&bytes));
-                if jsonl {
-                    Box::new(LogFollower::new(
-                        path,
-                        Box::new(copilot::MutationLog::new()),
-                        stem,
-                        workspace,
-                    ))
-                } else {
-                    Box::new(DocumentFollower::new(
-                        path,
-                        Box::new(move |bytes| {
-                            copilot::parse_session_json(bytes, &stem, workspace.as_deref())
-                        }),
-                    ))
-                }
+                let workspace =
+                    side_file_workspace(path, "workspace.json", copilot::workspace_from_json);
+                log_or_document(
+                    path,
+                    jsonl,
+                    stem,
+                    workspace,
+                    Box::new(copilot::MutationLog::new()),
+                    copilot::parse_session_json,
+                )
             }
             Store::Cursor => Box::new(CursorFollower::new(path)),
             Store::Cline => {
@@ -262,26 +252,16 @@ impl Store {
             }
             Store::Gemini => {
                 // tmp/<project>/chats/<file>; the project's root is in `.project_root`.
-                let workspace = path
-                    .parent()
-                    .and_then(Path::parent)
-                    .and_then(|dir| std::fs::read(dir.join(".project_root")).ok())
-                    .and_then(|bytes| gemini::workspace_from_project_root(&bytes));
-                if jsonl {
-                    Box::new(LogFollower::new(
-                        path,
-                        Box::new(gemini::GeminiLog::new()),
-                        stem,
-                        workspace,
-                    ))
-                } else {
-                    Box::new(DocumentFollower::new(
-                        path,
-                        Box::new(move |bytes| {
-                            gemini::parse_session_json(bytes, &stem, workspace.as_deref())
-                        }),
-                    ))
-                }
+                let workspace =
+                    side_file_workspace(path, ".project_root", gemini::workspace_from_project_root);
+                log_or_document(
+                    path,
+                    jsonl,
+                    stem,
+                    workspace,
+                    Box::new(gemini::GeminiLog::new()),
+                    gemini::parse_session_json,
+                )
             }
             Store::Antigravity => Box::new(ActivityFollower::new(path, &stem, None)),
         }
@@ -290,6 +270,40 @@ impl Store {
 
 /// The registry interface id of Antigravity's conversation files.
 pub const ANTIGRAVITY_STORE: &str = "chat_history_antigravity_pb_readonly";
+
+/// The workspace named by the side file `name` in the folder above the session file's
+/// folder (Copilot's `workspace.json`, Gemini CLI's `.project_root`).
+fn side_file_workspace(
+    path: &Path,
+    name: &str,
+    read: fn(&[u8]) -> Option<String>,
+) -> Option<String> {
+    let dir = path.parent()?.parent()?;
+    read(&std::fs::read(dir.join(name)).ok()?)
+}
+
+/// A store's reader of a whole session file: bytes, the fallback chat id, the workspace.
+type ParseSession = fn(&[u8], &str, Option<&str>) -> Result<ChatSnapshot, String>;
+
+/// A store that has written both forms: a `.jsonl` log replayed into the document, or
+/// the whole `.json` document re-read.
+fn log_or_document(
+    path: &Path,
+    jsonl: bool,
+    stem: String,
+    workspace: Option<String>,
+    log: Box<dyn DocumentLog>,
+    parse: ParseSession,
+) -> Box<dyn Follower> {
+    if jsonl {
+        Box::new(LogFollower::new(path, log, stem, workspace))
+    } else {
+        Box::new(DocumentFollower::new(
+            path,
+            Box::new(move |bytes| parse(bytes, &stem, workspace.as_deref())),
+        ))
+    }
+}
 
 fn file_stem(path: &Path) -> String {
     path.file_stem()

@@ -531,3 +531,51 @@ fn cline_sdk_sessions_follow_the_manifest_status_and_its_messages_file() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(before, fingerprint(&[&manifest_path, &messages_path]));
 }
+
+#[test]
+fn cursor_legacy_chat_panels_are_read_per_workspace() {
+    use rusqlite::Connection;
+    let sandbox = Sandbox::new();
+    let workspace = sandbox.workspace("cursor-legacy");
+    let storage = sandbox
+        .path()
+        .join("home/.config/Cursor/User/workspaceStorage/9f2c41");
+    std::fs::create_dir_all(&storage).unwrap();
+    std::fs::write(
+        storage.join("workspace.json"),
+        json!({"folder": format!("file://{}", workspace.display())}).to_string(),
+    )
+    .unwrap();
+    let db_path = storage.join("state.vscdb");
+    let cursor = Connection::open(&db_path).unwrap();
+    cursor
+        .execute_batch("CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);")
+        .unwrap();
+    let put = |value: Value| {
+        cursor
+            .execute(
+                "INSERT INTO ItemTable (key, value) VALUES ('workbench.panel.aichat.view.aichat.chatdata', ?1)",
+                [value.to_string()],
+            )
+            .unwrap();
+    };
+    let _daemon = sandbox.start_daemon(&[]);
+    let observer =
+        Observer::start_with(&sandbox, &["--store", "chat_history_cursor_legacy_sqlite"]);
+    put(
+        json!({"tabs": [{"tabId": "tab-1", "chatTitle": "login", "bubbles": [
+        {"type": "user", "id": "u1", "text": "why does login 500?"}]}]}),
+    );
+    let seen = observer.next(Duration::from_secs(15));
+    assert_eq!(seen["kind"], "chat_seen");
+    assert_eq!(seen["chat_id"], "tab-1");
+    assert_eq!(seen["workspace"], workspace.to_str().unwrap());
+    assert_eq!(observer.kinds(1), ["prompt_seen"]);
+    let before = fingerprint(&[&db_path]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        before,
+        fingerprint(&[&db_path]),
+        "the database is never written"
+    );
+}

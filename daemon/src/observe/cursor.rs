@@ -77,6 +77,9 @@ use super::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_cursor_sqlite";
 
+/// The registry interface id of the per-workspace databases' legacy chat panel.
+pub const LEGACY_STORE: &str = "chat_history_cursor_legacy_sqlite";
+
 /// How long a read waits for a writer's lock before reporting `Busy`.
 pub const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -115,8 +118,8 @@ pub enum CursorError {
     /// The file is not an SQLite database.
     #[error("{} is not an SQLite database: {reason}", path.display())]
     NotSqlite { path: PathBuf, reason: String },
-    /// An SQLite database without a `cursorDiskKV` table.
-    #[error("{} has no cursorDiskKV table, so it is not Cursor's state.vscdb", path.display())]
+    /// An SQLite database with neither a `cursorDiskKV` nor an `ItemTable` table.
+    #[error("{} has no cursorDiskKV or ItemTable table, so it is not Cursor's state.vscdb", path.display())]
     NotCursor { path: PathBuf },
     /// The database, read without locks because it had no write-ahead log, changed during
     /// the read: retry.
@@ -165,6 +168,10 @@ pub struct CursorDb {
     composers: HashMap<String, ComposerSeen>,
     /// No read has succeeded yet (every composer is new).
     first_read: bool,
+    /// The legacy chat panel's `ItemTable` value as last read (its length and hash).
+    legacy_digest: Option<RowDigest>,
+    /// The workspace of a per-workspace database (from its `workspace.json`).
+    workspace: Option<String>,
 }
 
 impl CursorDb {
@@ -176,6 +183,8 @@ impl CursorDb {
             path: path.to_path_buf(),
             composers: HashMap::new(),
             first_read: true,
+            legacy_digest: None,
+            workspace: None,
         };
         db.read(|_| Ok(()))?;
         Ok(db)
@@ -188,11 +197,34 @@ impl CursorDb {
         let now = Instant::now();
         let first_read = self.first_read;
         let previous = &self.composers;
-        let (changed, composers) =
-            self.read(|connection| collect_changes(connection, previous, first_read, now))?;
+        let legacy_before = self.legacy_digest;
+        let workspace = self.workspace.as_deref();
+        let ((mut changed, composers), legacy) = self.read(|connection| {
+            let composers = if has_table(connection, "cursorDiskKV")? {
+                collect_changes(connection, previous, first_read, now)?
+            } else {
+                (Vec::new(), HashMap::new())
+            };
+            let legacy = if has_table(connection, "ItemTable")? {
+                read_legacy_chats(connection, legacy_before, workspace)?
+            } else {
+                (None, Vec::new())
+            };
+            Ok((composers, legacy))
+        })?;
         self.composers = composers;
         self.first_read = false;
+        let (legacy_digest, legacy_chats) = legacy;
+        self.legacy_digest = legacy_digest;
+        changed.extend(legacy_chats);
         Ok(changed)
+    }
+
+    /// The workspace the database belongs to (a per-workspace `state.vscdb`), given to the
+    /// legacy chats that carry none of their own.
+    pub fn with_workspace(mut self, workspace: Option<String>) -> Self {
+        self.workspace = workspace;
+        self
     }
 
     /// One read: opens a connection the way `ReadPlan` says, runs `body` inside one read
@@ -498,14 +530,9 @@ fn run_read<T>(
     let classify = |error| classify(path, error);
     connection.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
     let transaction = connection.unchecked_transaction().map_err(classify)?;
-    let has_table: bool = transaction
-        .query_row(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cursorDiskKV')",
-            [],
-            |row| row.get(0),
-        )
-        .map_err(classify)?;
-    if !has_table {
+    let is_cursor = has_table(&transaction, "cursorDiskKV").map_err(classify)?
+        || has_table(&transaction, "ItemTable").map_err(classify)?;
+    if !is_cursor {
         return Err(CursorError::NotCursor {
             path: path.to_path_buf(),
         });
@@ -514,6 +541,111 @@ fn run_read<T>(
     // Ending a read transaction writes nothing; the connection closes when dropped.
     transaction.rollback().map_err(classify)?;
     Ok(result)
+}
+
+/// Whether the database has the table `name`.
+fn has_table(connection: &Connection, name: &str) -> Result<bool, rusqlite::Error> {
+    connection.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+        [name],
+        |row| row.get(0),
+    )
+}
+
+/// The `ItemTable` key of the chat panel Cursor had before composers.
+pub const LEGACY_CHAT_KEY: &str = "workbench.panel.aichat.view.aichat.chatdata";
+
+/// A row value's length and hash.
+type RowDigest = (usize, u64);
+
+/// The legacy chat panel's tabs when its value changed since `before` (its new digest
+/// either way; `None` when the key is absent).
+fn read_legacy_chats(
+    connection: &Connection,
+    before: Option<RowDigest>,
+    workspace: Option<&str>,
+) -> Result<(Option<RowDigest>, Vec<ChatSnapshot>), rusqlite::Error> {
+    let mut statement = connection.prepare_cached("SELECT value FROM ItemTable WHERE key = ?1")?;
+    let mut rows = statement.query([LEGACY_CHAT_KEY])?;
+    let Some(row) = rows.next()? else {
+        return Ok((None, Vec::new()));
+    };
+    let Some(bytes) = bytes_of(row.get_ref(0)?) else {
+        return Ok((before, Vec::new()));
+    };
+    let digest = digest_of(bytes);
+    if before == Some(digest) {
+        return Ok((before, Vec::new()));
+    }
+    let chats = serde_json::from_slice::<Value>(bytes)
+        .map(|value| legacy_chat_snapshots(&value, workspace))
+        .unwrap_or_default();
+    Ok((Some(digest), chats))
+}
+
+/// Pure: the legacy chat panel's value (`{tabs: [{tabId, chatTitle, bubbles: [{type:
+/// "user" | "ai", text, id?}]}]}`) → one snapshot per tab. A user bubble starts a turn,
+/// `ai` bubbles after it are the reply. The panel records no state: every turn but the
+/// last is complete, and the last one, once answered, is completed by inference after the
+/// quiet period.
+pub fn legacy_chat_snapshots(chatdata: &Value, workspace: Option<&str>) -> Vec<ChatSnapshot> {
+    let Some(tabs) = chatdata.get("tabs").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    tabs.iter()
+        .filter_map(|tab| {
+            let chat_id = tab.get("tabId").and_then(Value::as_str)?.to_string();
+            let mut turns: Vec<TurnSnapshot> = Vec::new();
+            for (index, bubble) in tab
+                .get("bubbles")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+            {
+                let text = bubble.get("text").and_then(Value::as_str).unwrap_or("");
+                match bubble.get("type").and_then(Value::as_str) {
+                    Some("user") => turns.push(TurnSnapshot {
+                        id: bubble
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                            .unwrap_or_else(|| format!("{chat_id}#{index}")),
+                        prompt: Some(text.to_string()),
+                        reply: String::new(),
+                        state: TurnState::Completed,
+                        ts_ms: None,
+                    }),
+                    Some("ai") => {
+                        if let Some(turn) = turns.last_mut() {
+                            if !text.is_empty() {
+                                if !turn.reply.is_empty() {
+                                    turn.reply.push('\n');
+                                }
+                                turn.reply.push_str(text);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(last) = turns.last_mut() {
+                last.state = if last.reply.is_empty() {
+                    TurnState::Waiting
+                } else {
+                    TurnState::Open {
+                        tool_pending: false,
+                    }
+                };
+            }
+            Some(ChatSnapshot {
+                chat_id,
+                workspace: workspace.map(str::to_string),
+                turns,
+            })
+        })
+        .collect()
 }
 
 /// The error for a failed SQLite call.
@@ -1610,6 +1742,63 @@ mod tests {
     }
 
     #[test]
+    fn the_legacy_chat_panel_of_a_workspace_database_is_read_as_chats() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.vscdb");
+        let writer = Connection::open(&path).unwrap();
+        writer
+            .execute_batch(
+                "CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);",
+            )
+            .unwrap();
+        let put = |value: serde_json::Value| {
+            writer
+                .execute(
+                    "INSERT INTO ItemTable (key, value) VALUES (?1, ?2)",
+                    (LEGACY_CHAT_KEY, value.to_string()),
+                )
+                .unwrap();
+        };
+        put(
+            serde_json::json!({"tabs": [{"tabId": "t1", "chatTitle": "login", "bubbles": [
+            {"type": "user", "id": "u1", "text": "why does login 500?"},
+            {"type": "ai", "id": "a1", "text": "The cookie is unset."},
+            {"type": "user", "id": "u2", "text": "fix it"}]}]}),
+        );
+        let mut db = CursorDb::open(&path)
+            .unwrap()
+            .with_workspace(Some("/home/u/app".into()));
+        let chats = db.changed_chats().unwrap();
+        assert_eq!(chats.len(), 1);
+        let chat = &chats[0];
+        assert_eq!(chat.chat_id, "t1");
+        assert_eq!(chat.workspace.as_deref(), Some("/home/u/app"));
+        assert_eq!(chat.turns.len(), 2);
+        assert_eq!(chat.turns[0].state, TurnState::Completed);
+        assert_eq!(chat.turns[0].reply, "The cookie is unset.");
+        assert_eq!(chat.turns[1].state, TurnState::Waiting);
+        assert!(
+            db.changed_chats().unwrap().is_empty(),
+            "unchanged value, no news"
+        );
+        put(serde_json::json!({"tabs": [{"tabId": "t1", "bubbles": [
+            {"type": "user", "id": "u1", "text": "why does login 500?"},
+            {"type": "ai", "id": "a1", "text": "The cookie is unset."},
+            {"type": "user", "id": "u2", "text": "fix it"},
+            {"type": "ai", "id": "a2", "text": "Done."}]}]}));
+        let mut differ = SnapshotDiffer::new();
+        differ.update(chat);
+        let again = db.changed_chats().unwrap();
+        assert_eq!(kinds(&differ.update(&again[0])), ["reply_started"]);
+        assert_eq!(
+            kinds(&differ.on_quiet(10_000, 0, 1_000)),
+            ["reply_completed (inferred)"]
+        );
+        assert!(legacy_chat_snapshots(&serde_json::json!({"tabs": 3}), None).is_empty());
+        assert!(legacy_chat_snapshots(&serde_json::json!([1, {"tabs": [{}]}]), None).is_empty());
+    }
+
+    #[test]
     fn files_that_are_not_cursor_databases_are_rejected_specifically() {
         let dir = tempfile::tempdir().unwrap();
         let missing = CursorDb::open(&dir.path().join("nope.vscdb")).unwrap_err();
@@ -1624,12 +1813,14 @@ mod tests {
         assert!(error.to_string().contains("is empty"), "{error}");
         let other = dir.path().join("other.vscdb");
         let mut writer = Writer::start(&other);
-        writer.sql("PRAGMA journal_mode=WAL; CREATE TABLE ItemTable (key TEXT, value BLOB)");
+        writer.sql("PRAGMA journal_mode=WAL; CREATE TABLE notes (key TEXT, value BLOB)");
         writer.close();
         let error = CursorDb::open(&other).unwrap_err();
         assert!(matches!(error, CursorError::NotCursor { .. }), "{error}");
         assert!(
-            error.to_string().contains("no cursorDiskKV table"),
+            error
+                .to_string()
+                .contains("no cursorDiskKV or ItemTable table"),
             "{error}"
         );
         for error in [missing, error] {

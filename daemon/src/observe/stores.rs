@@ -21,6 +21,9 @@ pub enum Store {
     Copilot,
     /// `<root = globalStorage>/state.vscdb` (plus `-wal`, `-shm`)
     Cursor,
+    /// `<root = workspaceStorage>/<hash>/state.vscdb`: Cursor's chat panel from before
+    /// composers, per workspace
+    CursorLegacy,
     /// `<root = globalStorage/<extension>/tasks>/<task>/ui_messages.json`
     Cline,
     /// `<root = ~/.cline/data/sessions>/<id>/<id>.json` (with `<id>.messages.json`)
@@ -32,11 +35,12 @@ pub enum Store {
 }
 
 impl Store {
-    pub const ALL: [Store; 8] = [
+    pub const ALL: [Store; 9] = [
         Store::ClaudeCode,
         Store::Codex,
         Store::Copilot,
         Store::Cursor,
+        Store::CursorLegacy,
         Store::Cline,
         Store::ClineSessions,
         Store::Gemini,
@@ -50,6 +54,7 @@ impl Store {
             Store::Codex => codex::STORE,
             Store::Copilot => copilot::STORE,
             Store::Cursor => cursor::STORE,
+            Store::CursorLegacy => cursor::LEGACY_STORE,
             Store::Cline => cline::STORE,
             Store::ClineSessions => cline_sdk::STORE,
             Store::Gemini => gemini::STORE,
@@ -61,7 +66,7 @@ impl Store {
     pub fn depth(self) -> usize {
         match self {
             Store::Cursor | Store::Antigravity => 0,
-            Store::ClaudeCode | Store::Cline | Store::ClineSessions => 1,
+            Store::ClaudeCode | Store::Cline | Store::ClineSessions | Store::CursorLegacy => 1,
             Store::Copilot | Store::Gemini => 2,
             Store::Codex => 3,
         }
@@ -91,7 +96,7 @@ impl Store {
                     && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst"))
             }
             Store::Copilot => name.ends_with(".json") || name.ends_with(".jsonl"),
-            Store::Cursor => name == "state.vscdb",
+            Store::Cursor | Store::CursorLegacy => name == "state.vscdb",
             Store::Cline => name == "ui_messages.json",
             // The manifest; its messages file and compaction file sit beside it.
             Store::ClineSessions => {
@@ -117,7 +122,7 @@ impl Store {
                 }
             }
         }
-        if self == Store::Cursor {
+        if matches!(self, Store::Cursor | Store::CursorLegacy) {
             if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
                 for suffix in ["-wal", "-shm", "-journal"] {
                     if let Some(db) = name.strip_suffix(suffix) {
@@ -227,7 +232,15 @@ impl Store {
                     copilot::parse_session_json,
                 )
             }
-            Store::Cursor => Box::new(CursorFollower::new(path)),
+            Store::Cursor => Box::new(CursorFollower::new(path, None)),
+            Store::CursorLegacy => {
+                // workspaceStorage/<hash>/state.vscdb beside workspace.json
+                let workspace = path
+                    .parent()
+                    .and_then(|dir| std::fs::read(dir.join("workspace.json")).ok())
+                    .and_then(|bytes| copilot::workspace_from_json(&bytes));
+                Box::new(CursorFollower::new(path, workspace))
+            }
             Store::Cline => {
                 // <extension>/tasks/<task>/ui_messages.json
                 let task_dir = path.parent().unwrap_or(path);
@@ -361,14 +374,16 @@ impl DocumentLog for gemini::GeminiLog {
 /// The connection is opened on first use and again after an error.
 struct CursorFollower {
     path: PathBuf,
+    workspace: Option<String>,
     db: Option<cursor::CursorDb>,
     differs: HashMap<String, SnapshotDiffer>,
 }
 
 impl CursorFollower {
-    fn new(path: &Path) -> Self {
+    fn new(path: &Path, workspace: Option<String>) -> Self {
         CursorFollower {
             path: path.to_path_buf(),
+            workspace,
             db: None,
             differs: HashMap::new(),
         }
@@ -381,7 +396,11 @@ impl Follower for CursorFollower {
             return Err(ReadProblem::Gone);
         }
         if self.db.is_none() {
-            self.db = Some(cursor::CursorDb::open(&self.path).map_err(cursor_problem)?);
+            self.db = Some(
+                cursor::CursorDb::open(&self.path)
+                    .map_err(cursor_problem)?
+                    .with_workspace(self.workspace.clone()),
+            );
         }
         let Some(db) = self.db.as_mut() else {
             return Ok(FollowRead::default());
@@ -438,6 +457,7 @@ mod tests {
             (Store::Copilot, "/r/h1/chatSessions/s1.jsonl"),
             (Store::Copilot, "/r/h1/chatSessions/s1.json"),
             (Store::Cursor, "/r/state.vscdb"),
+            (Store::CursorLegacy, "/r/9f2c/state.vscdb"),
             (Store::Cline, "/r/1767000000000/ui_messages.json"),
             (Store::ClineSessions, "/r/sess_1/sess_1.json"),
             (
@@ -458,6 +478,7 @@ mod tests {
             (Store::Copilot, "/r/h1/other/s1.json"),
             (Store::Copilot, "/r/h1/workspace.json"),
             (Store::Cursor, "/r/sub/state.vscdb"),
+            (Store::CursorLegacy, "/r/state.vscdb"),
             (Store::Cline, "/r/t/api_conversation_history.json"),
             (Store::ClineSessions, "/r/sess_1/sess_1.messages.json"),
             (Store::ClineSessions, "/r/sess_1/agent_2.json"),

@@ -13,7 +13,7 @@
 use koru_protocol::ObservationBasis;
 use serde_json::Value;
 
-use super::{ChatTurns, LineParser, Observation, Turn};
+use super::{json_record, ChatTurns, LineParser, Observation, Turn};
 
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_claude_code_jsonl";
@@ -45,20 +45,10 @@ impl LineParser for ClaudeCodeParser {
     /// Parses one complete line. A line that is not a JSON object is skipped (it is
     /// reported by the caller as a diagnostic, never as data).
     fn feed_line(&mut self, line: &[u8]) -> Result<Vec<Observation>, String> {
-        let record: Value =
-            serde_json::from_slice(line).map_err(|error| format!("not JSON: {error}"))?;
-        let Value::Object(record) = record else {
-            return Err("a line that is not a JSON object".into());
-        };
+        let record = json_record(line)?;
         let mut out = Vec::new();
         let chat = &mut self.chat;
-        if let Some(ts) = record
-            .get("timestamp")
-            .and_then(Value::as_str)
-            .and_then(parse_ts)
-        {
-            chat.last_ts_ms = Some(ts);
-        }
+        chat.stamp(&record);
         if chat.workspace.is_none() {
             if let Some(cwd) = record.get("cwd").and_then(Value::as_str) {
                 chat.workspace = Some(cwd.to_string());

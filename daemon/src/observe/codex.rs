@@ -10,8 +10,7 @@
 use koru_protocol::ObservationBasis;
 use serde_json::Value;
 
-use super::claude_code::parse_ts;
-use super::{ChatTurns, LineParser, Observation, Turn};
+use super::{json_record, ChatTurns, LineParser, Observation, Turn};
 
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_codex_jsonl";
@@ -36,20 +35,10 @@ impl LineParser for CodexParser {
     /// Parses one complete line; a line that is not a JSON object is an error (reported
     /// by the caller, never data).
     fn feed_line(&mut self, line: &[u8]) -> Result<Vec<Observation>, String> {
-        let record: Value =
-            serde_json::from_slice(line).map_err(|error| format!("not JSON: {error}"))?;
-        let Value::Object(record) = record else {
-            return Err("a line that is not a JSON object".into());
-        };
+        let record = json_record(line)?;
         let mut out = Vec::new();
         let chat = &mut self.chat;
-        if let Some(ts) = record
-            .get("timestamp")
-            .and_then(Value::as_str)
-            .and_then(parse_ts)
-        {
-            chat.last_ts_ms = Some(ts);
-        }
+        chat.stamp(&record);
         let payload = record.get("payload").cloned().unwrap_or(Value::Null);
         let text = |key: &str| {
             payload

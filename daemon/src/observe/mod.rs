@@ -93,6 +93,17 @@ impl ChatTurns {
         });
     }
 
+    /// Takes the record's ISO-8601 `timestamp`, when it has one, as the store's time.
+    pub fn stamp(&mut self, record: &serde_json::Map<String, serde_json::Value>) {
+        if let Some(ts) = record
+            .get("timestamp")
+            .and_then(serde_json::Value::as_str)
+            .and_then(claude_code::parse_ts)
+        {
+            self.last_ts_ms = Some(ts);
+        }
+    }
+
     /// `chat_seen`, once.
     pub fn see(&mut self, out: &mut Vec<Observation>) {
         if !self.seen {
@@ -179,6 +190,14 @@ impl ChatTurns {
             self.complete(&mut out, ObservationBasis::Inferred);
         }
         out
+    }
+}
+
+/// One JSONL line as a JSON object; `Err` (a diagnostic, never data) for anything else.
+pub fn json_record(line: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_slice(line).map_err(|error| format!("not JSON: {error}"))? {
+        serde_json::Value::Object(record) => Ok(record),
+        _ => Err("a line that is not a JSON object".into()),
     }
 }
 

@@ -352,4 +352,7 @@ pub struct DriveInfo {
     /// the prompt to this drive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observation: Option<crate::DriveObservation>,
+    /// The drive this one retries (recovery action `retry_drive`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<String>,
 }

@@ -142,6 +142,10 @@ pub enum Message {
     ObserveReport(crate::ObserveReport),
     #[serde(rename = "observe.reported")]
     ObserveReported(crate::ObserveReported),
+    #[serde(rename = "recovery.run")]
+    RecoveryRun(crate::RecoveryRun),
+    #[serde(rename = "recovery.result")]
+    RecoveryResult(crate::RecoveryResult),
 }
 
 /// The wire names of every message type, in the order of [`Message`].
@@ -173,6 +177,8 @@ pub const KNOWN_MESSAGE_TYPES: &[&str] = &[
     "chats.list.result",
     "observe.report",
     "observe.reported",
+    "recovery.run",
+    "recovery.result",
 ];
 
 impl Message {
@@ -206,6 +212,8 @@ impl Message {
             Message::ChatsListResult(_) => "chats.list.result",
             Message::ObserveReport(_) => "observe.report",
             Message::ObserveReported(_) => "observe.reported",
+            Message::RecoveryRun(_) => "recovery.run",
+            Message::RecoveryResult(_) => "recovery.result",
         }
     }
 
@@ -446,6 +454,8 @@ fn decode_body(
         "chats.list.result" => Message::ChatsListResult(typed(body)?),
         "observe.report" => Message::ObserveReport(typed(body)?),
         "observe.reported" => Message::ObserveReported(typed(body)?),
+        "recovery.run" => Message::RecoveryRun(typed(body)?),
+        "recovery.result" => Message::RecoveryResult(typed(body)?),
         "drive.create" => Message::DriveCreate(typed(body)?),
         "drive.get" => Message::DriveGet(typed(body)?),
         "drive.cancel" => Message::DriveCancel(typed(body)?),

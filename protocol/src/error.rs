@@ -37,6 +37,9 @@ pub enum ErrorCode {
     UnknownDrive,
     /// The drive already ended; it cannot be cancelled.
     DriveFinished,
+    /// `retry_drive` refused: the drive has not ended, or its prompt may already have been
+    /// submitted (a retry would duplicate it).
+    NotRetryable,
     /// The peer runs as another user. The connection is closed.
     PeerRefused,
     /// No `hello` arrived in time. The connection is closed.
@@ -69,6 +72,7 @@ impl ErrorCode {
             ErrorCode::AmbiguousTarget => "ambiguous_target",
             ErrorCode::UnknownDrive => "unknown_drive",
             ErrorCode::DriveFinished => "drive_finished",
+            ErrorCode::NotRetryable => "not_retryable",
             ErrorCode::PeerRefused => "peer_refused",
             ErrorCode::HandshakeTimeout => "handshake_timeout",
             ErrorCode::SlowReader => "slow_reader",

@@ -12,6 +12,7 @@ mod error;
 mod handshake;
 mod observe;
 mod product;
+mod recovery;
 mod session;
 
 pub use capability::Capability;
@@ -35,6 +36,7 @@ pub use observe::{
     ObserverStatus, StoreProblem, StoreProblemKind,
 };
 pub use product::IdeProduct;
+pub use recovery::{RecoveryAction, RecoveryResult, RecoveryRun, RECOVERY_ACTIONS};
 pub use session::{
     ChatState, DriveCreate, DriveRef, DrivesList, DrivesListResult, HttpStatus, PluginEvent,
     PluginEventKind, RefusedHandshake, RegistryStatus, SessionHealth, SessionInfo, SessionsList,

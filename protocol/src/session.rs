@@ -222,6 +222,13 @@ pub enum StreamEvent {
     Observed {
         observation: crate::ObservedEvent,
     },
+    /// An operator ran a recovery action (`recovery.run`); `by` names the controller that asked.
+    RecoveryPerformed {
+        action: String,
+        by: String,
+        ok: bool,
+        summary: String,
+    },
     /// A kind this build does not know.
     #[serde(other)]
     Unknown,

@@ -47,6 +47,8 @@ pub struct DriveRecord {
     pub workspaces: Vec<String>,
     /// What the chat-store observers proved about this drive.
     pub observation: Option<koru_protocol::DriveObservation>,
+    /// The drive this one retries (recovery action `retry_drive`).
+    pub retry_of: Option<String>,
 }
 
 /// What an ack did to a drive.
@@ -101,6 +103,7 @@ impl DriveRecord {
             window: None,
             extra_pids: Vec::new(),
             step_deadline_ms: None,
+            retry_of: None,
         }
     }
 
@@ -293,6 +296,7 @@ impl DriveRecord {
             attempts: self.attempts.clone(),
             verification: self.verification,
             observation: self.observation.clone(),
+            retry_of: self.retry_of.clone(),
         }
     }
 }

@@ -94,6 +94,12 @@ export type Envelope = {
   | (ObserveReported & {
       type: "observe.reported";
     })
+  | (RecoveryRun & {
+      type: "recovery.run";
+    })
+  | (RecoveryResult & {
+      type: "recovery.result";
+    })
 );
 /**
  * A request id chosen by the sender: an integer or a string. Replies carry it back.
@@ -159,6 +165,7 @@ export type ErrorCode =
   | "ambiguous_target"
   | "unknown_drive"
   | "drive_finished"
+  | "not_retryable"
   | "peer_refused"
   | "handshake_timeout"
   | "slow_reader"
@@ -288,6 +295,13 @@ export type StreamEvent =
       observation: ObservedEvent;
     }
   | {
+      action: string;
+      by: string;
+      kind: "recovery_performed";
+      ok: boolean;
+      summary: string;
+    }
+  | {
       kind: "unknown";
     };
 /**
@@ -374,6 +388,43 @@ export type NeedsInputKind = "question" | "permission" | "tool_approval" | "othe
  * A chat's state as observed.
  */
 export type ObservedChatState = "idle" | "replying" | "needs_input";
+/**
+ * `recovery.run` (controller → daemon).
+ */
+export type RecoveryRun =
+  | {
+      action: "reprobe";
+      params: {};
+    }
+  | {
+      action: "reload_registry";
+      params: {};
+    }
+  | {
+      action: "retry_drive";
+      params: {
+        drive_id: string;
+        route?: Route | null;
+      };
+    }
+  | {
+      action: "cancel_drive";
+      params: {
+        drive_id: string;
+      };
+    }
+  | {
+      action: "reconnect_plugin";
+      params: {
+        session_id: string;
+      };
+    }
+  | {
+      action: "focus_window";
+      params: {
+        session_id: string;
+      };
+    };
 
 /**
  * `hello`: the first line every client sends.
@@ -846,6 +897,10 @@ export interface DriveInfo {
    * The first characters of the prompt, for listings.
    */
   prompt_excerpt: string;
+  /**
+   * The drive this one retries (recovery action `retry_drive`).
+   */
+  retry_of?: string | null;
   route: Route;
   /**
    * The session the target resolved to (empty for a window target without a plugin).
@@ -995,6 +1050,28 @@ export interface ObserveReport {
 export interface ObserveReported {
   applied: number;
 }
+/**
+ * `recovery.result`: what the action did.
+ */
+export interface RecoveryResult {
+  /**
+   * The action's wire name.
+   */
+  action: string;
+  blocker?: Blocker | null;
+  /**
+   * The drive the action made or changed (`retry_drive`, `cancel_drive`).
+   */
+  drive?: DriveInfo | null;
+  /**
+   * True when the action did what it says; false with `blocker` when it could not.
+   */
+  ok: boolean;
+  /**
+   * What happened, for a person.
+   */
+  summary: string;
+}
 
 /** Every message type of this protocol version, as the schema lists them. */
 export const MESSAGE_TYPES: readonly string[] = [
@@ -1025,4 +1102,6 @@ export const MESSAGE_TYPES: readonly string[] = [
   "chats.list.result",
   "observe.report",
   "observe.reported",
+  "recovery.run",
+  "recovery.result",
 ];

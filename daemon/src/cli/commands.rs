@@ -125,11 +125,12 @@ fn spawn_signal_handler(
     }))
 }
 
-async fn connect(socket: &Path) -> anyhow::Result<Client> {
+pub(super) async fn connect(socket: &Path) -> anyhow::Result<Client> {
     Ok(Client::connect(socket, controller_hello("koru-cli")).await?)
 }
 
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+/// Pretty JSON on stdout.
+pub(super) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut stdout, value)?;
     writeln!(stdout)?;

@@ -4,6 +4,7 @@ mod commands;
 mod dashboard_cmd;
 pub mod doctor_cmd;
 mod hook_cmd;
+mod recover_cmd;
 pub mod registry_cmd;
 pub(crate) mod table;
 
@@ -73,6 +74,8 @@ pub enum Command {
     Observe(ObserveArgs),
     /// List the chats the observers know, with their state
     Chats(JsonFlag),
+    /// Run a recovery action: re-probe, reload the registry, retry or cancel a drive, reconnect a plugin, focus a window
+    Recover(RecoverArgs),
     /// Commands for other tools' hooks
     #[command(subcommand)]
     Hook(HookCommand),
@@ -235,6 +238,24 @@ pub struct CancelArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RecoverArgs {
+    #[arg(value_enum)]
+    pub action: recover_cmd::ActionName,
+    /// The drive (retry_drive, cancel_drive)
+    #[arg(long, value_name = "ID")]
+    pub drive: Option<String>,
+    /// The plugin session (reconnect_plugin, focus_window)
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// The route a retry takes [default: the planner's order]
+    #[arg(long, value_enum)]
+    pub route: Option<recover_cmd::RouteName>,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Print the report as JSON (schema: docs/doctor.schema.json)
     #[arg(long)]
@@ -313,6 +334,7 @@ pub fn main() -> ExitCode {
             Command::Send(args) => commands::send(&socket, args).await,
             Command::Drives(args) => commands::drives(&socket, args).await,
             Command::Cancel(args) => commands::cancel(&socket, args).await,
+            Command::Recover(args) => recover_cmd::run(&socket, args).await,
             Command::Completions { shell } => {
                 clap_complete::generate(shell, &mut Cli::command(), "koru", &mut std::io::stdout());
                 Ok(ExitCode::SUCCESS)

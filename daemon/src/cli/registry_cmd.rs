@@ -1,5 +1,6 @@
 //! `koru registry validate|show|schema`: check layer files, show the merged registry with the layer each value came from, print the file schema.
 
+use super::commands::print_json;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -212,13 +213,6 @@ fn print_one(interface: &koru_registry::Interface, registry: &koru_registry::Reg
 pub fn schema() -> anyhow::Result<ExitCode> {
     print_json(&koru_registry::file_schema())?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut stdout, value)?;
-    writeln!(stdout)?;
-    Ok(())
 }
 
 /// The layer paths a CLI command uses: user, the project found from the current

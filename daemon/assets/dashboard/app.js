@@ -1,4 +1,4 @@
-// Koru's web dashboard (placeholder until the real script lands): fetches /api/v1/sessions and lists each session's product and workspace folders, again on every live event.
+// Koru's web dashboard (placeholder until the real script lands): fetches /api/v1/sessions and lists each session's product and workspace folders, every 2 s.
 const list = document.getElementById("sessions");
 
 async function refresh() {
@@ -25,9 +25,7 @@ function item(text) {
   return li;
 }
 
+// Polling, not EventSource: headless tools that wait for the network to be idle
+// (`chromium --dump-dom --virtual-time-budget`) would wait forever on an open stream.
 refresh();
-const events = new EventSource("/api/v1/events");
-events.onmessage = refresh;
-for (const kind of ["session_connected", "session_updated", "session_disconnected", "reset"]) {
-  events.addEventListener(kind, refresh);
-}
+setInterval(refresh, 2000);

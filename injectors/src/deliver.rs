@@ -83,22 +83,7 @@ pub fn deliver(
 ) -> Result<Delivery, DeliveryFailure> {
     let fail = |reached: Stage, error: InjectError| DeliveryFailure { reached, error };
 
-    // A window system that refuses to focus the target (unmapped, gone, another
-    // desktop) is a focus problem, not a broken tool.
-    injector.windows.focus(target).map_err(|error| {
-        let error = match error {
-            InjectError::Command { program, detail } => InjectError::FocusMismatch {
-                expected: describe(&Some(target.clone())),
-                actual: format!(
-                    "{program} could not focus it: {}",
-                    detail.lines().next().unwrap_or_default()
-                ),
-            },
-            other => other,
-        };
-        fail(Stage::Nothing, error)
-    })?;
-    wait_for_focus(injector, target, options.focus_timeout).map_err(|e| fail(Stage::Nothing, e))?;
+    focus_verified(injector, target, options.focus_timeout).map_err(|e| fail(Stage::Nothing, e))?;
 
     let clipboard = injector.usable_clipboard();
     let needs_paste = !text.is_ascii() || text.contains('\n') || text.chars().count() > 200;
@@ -178,6 +163,31 @@ pub fn deliver(
         window: target.clone(),
         clipboard_restored,
     })
+}
+
+/// Raises and focuses `target`, then waits up to `timeout` until the window system reports
+/// it focused. Nothing is typed; a window that will not take focus is a `FocusMismatch`.
+pub fn focus_verified(
+    injector: &Injector,
+    target: &Window,
+    timeout: Duration,
+) -> Result<(), InjectError> {
+    // A window system that refuses to focus the target (unmapped, gone, another
+    // desktop) is a focus problem, not a broken tool.
+    injector
+        .windows
+        .focus(target)
+        .map_err(|error| match error {
+            InjectError::Command { program, detail } => InjectError::FocusMismatch {
+                expected: describe(&Some(target.clone())),
+                actual: format!(
+                    "{program} could not focus it: {}",
+                    detail.lines().next().unwrap_or_default()
+                ),
+            },
+            other => other,
+        })?;
+    wait_for_focus(injector, target, timeout)
 }
 
 fn describe(window: &Option<Window>) -> String {

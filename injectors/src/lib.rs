@@ -22,7 +22,9 @@ use std::time::Duration;
 
 pub use chord::{Chord, ChordError};
 pub use command::{expect_success, CommandRunner, Output, SystemRunner};
-pub use deliver::{deliver, DeliverOptions, Delivery, DeliveryFailure, Method, Stage};
+pub use deliver::{
+    deliver, focus_verified, DeliverOptions, Delivery, DeliveryFailure, Method, Stage,
+};
 pub use target::{process_family, process_tree, TargetSpec};
 pub use wayland::{SwayWindows, WlClipboard, WtypeKeys};
 pub use x11::{XclipClipboard, XdotoolKeys, XdotoolWindows};

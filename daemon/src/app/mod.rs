@@ -6,6 +6,7 @@
 //! manual clock and in-memory channels.
 
 pub mod drives;
+pub mod recovery;
 pub mod sessions;
 
 use std::collections::{HashMap, VecDeque};
@@ -25,6 +26,7 @@ use crate::clock::Clock;
 use crate::drive::inject::{InjectionJob, InjectionOutcome, InjectionRunner, Reached};
 use crate::drive::planner::{plan, Candidate, PlanInput};
 use drives::{AckOutcome, DriveRecord, DriveTable};
+use recovery::{DriveOrigin, RecoveryDone, RecoveryRunner, RecoveryTicket};
 use sessions::{resolve_target, SessionRecord};
 
 /// Identifies one accepted connection for the daemon's lifetime.
@@ -84,6 +86,11 @@ pub enum DaemonEvent {
     },
     /// An OS injection started for a drive has finished.
     InjectionFinished { outcome: Box<InjectionOutcome> },
+    /// The slow part of a recovery action has finished.
+    RecoveryFinished {
+        ticket: RecoveryTicket,
+        done: Box<RecoveryDone>,
+    },
     /// Periodic: heartbeats and deadlines.
     Tick,
 }
@@ -136,6 +143,7 @@ pub struct App<C: Clock> {
     registry_status: RegistryStatus,
     refused_handshakes: VecDeque<RefusedHandshake>,
     injections: Box<dyn InjectionRunner>,
+    recovery: Box<dyn RecoveryRunner>,
     /// The drive whose OS injection is running (keyboard input is global: one at a time).
     injecting: Option<String>,
     injection_waiting: VecDeque<String>,
@@ -158,6 +166,7 @@ impl<C: Clock> App<C> {
         clock: C,
         registry: koru_registry::Loaded,
         injections: Box<dyn InjectionRunner>,
+        recovery: Box<dyn RecoveryRunner>,
     ) -> Self {
         let started_at_ms = clock.now_ms();
         let drives = DriveTable::new(config.drive_history);
@@ -175,6 +184,7 @@ impl<C: Clock> App<C> {
             registry_status,
             refused_handshakes: VecDeque::new(),
             injections,
+            recovery,
             injecting: None,
             injection_waiting: VecDeque::new(),
             chats: std::collections::BTreeMap::new(),
@@ -222,6 +232,9 @@ impl<C: Clock> App<C> {
             }
             DaemonEvent::RegistryChanged { loaded } => self.on_registry_changed(*loaded),
             DaemonEvent::InjectionFinished { outcome } => self.on_injection_finished(*outcome),
+            DaemonEvent::RecoveryFinished { ticket, done } => {
+                self.on_recovery_finished(ticket, *done)
+            }
             DaemonEvent::Tick => self.on_tick(),
             DaemonEvent::Observed { events, replay } => self.on_observed(events, replay),
             DaemonEvent::ObserverHealth { observers } => self.observers = observers,
@@ -626,6 +639,7 @@ impl<C: Clock> App<C> {
             Message::DriveCancel(drive_ref) => {
                 self.on_drive_cancel(conn_id, id, &drive_ref.drive_id, now)
             }
+            Message::RecoveryRun(run) => self.on_recovery_run(conn_id, id, run.action, now),
             Message::EventsSubscribe {} => {
                 if let Some(connection) = self.connections.get_mut(&conn_id) {
                     connection.subscribed = true;
@@ -695,6 +709,18 @@ impl<C: Clock> App<C> {
         create: DriveCreate,
         now: u64,
     ) {
+        self.accept_drive(conn_id, id, create, DriveOrigin::Asked, now);
+    }
+
+    /// Checks, plans and queues a new drive, answering `conn_id` as `origin` asks.
+    fn accept_drive(
+        &mut self,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        create: DriveCreate,
+        origin: DriveOrigin,
+        now: u64,
+    ) {
         if create.prompt.trim().is_empty() {
             self.send_error(
                 conn_id,
@@ -748,9 +774,28 @@ impl<C: Clock> App<C> {
             now,
             timeout_ms,
         );
-        drive.candidates = self
-            .plan(&session_id, window.is_some(), create.options.submit)
-            .into();
+        let mut candidates = self.plan(&session_id, window.is_some(), create.options.submit);
+        if let DriveOrigin::Retry {
+            of,
+            route: Some(route),
+            ..
+        } = &origin
+        {
+            candidates.retain(|c| c.route == *route);
+            if candidates.is_empty() {
+                let message = format!(
+                    "route {} does not apply to the target of drive {of}; `koru doctor` lists each session's routes",
+                    route.as_str()
+                );
+                self.send_error(
+                    conn_id,
+                    id,
+                    ErrorMessage::new(ErrorCode::NotRetryable, message),
+                );
+                return;
+            }
+        }
+        drive.candidates = candidates.into();
         drive.window = window;
         drive.extra_pids = extra_pids;
         drive.workspaces = self
@@ -774,10 +819,38 @@ impl<C: Clock> App<C> {
                         || s.active_drive.is_some()
                         || !s.queued_drives.is_empty()
                 }));
+        if let DriveOrigin::Retry { of, .. } = &origin {
+            drive.retry_of = Some(of.clone());
+        }
         self.drives.insert(drive);
-        let reply = drive_result(self.drives.get(&drive_id).expect("just inserted"));
-        self.send(conn_id, Envelope::with_id(id, reply));
-        self.publish_drive(&drive_id);
+        let info = self.drives.get(&drive_id).expect("just inserted").info();
+        match origin {
+            DriveOrigin::Asked => {
+                self.send(
+                    conn_id,
+                    Envelope::with_id(id, Message::DriveResult(DriveResult { drive: info })),
+                );
+                self.publish_drive(&drive_id);
+            }
+            DriveOrigin::Retry { of, by, .. } => {
+                let summary = format!("drive {of} retried as {drive_id} ({})", info.target);
+                self.send(
+                    conn_id,
+                    Envelope::with_id(
+                        id,
+                        Message::RecoveryResult(koru_protocol::RecoveryResult {
+                            action: "retry_drive".into(),
+                            ok: true,
+                            summary: summary.clone(),
+                            blocker: None,
+                            drive: Some(info),
+                        }),
+                    ),
+                );
+                self.publish_drive(&drive_id);
+                self.announce_recovery("retry_drive", &by, true, summary);
+            }
+        }
         if busy_fail {
             self.finish_drive(
                 &drive_id,

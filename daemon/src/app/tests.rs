@@ -35,6 +35,7 @@ struct Harness {
     clock: ManualClock,
     next_conn: ConnId,
     injections: crate::drive::inject::RecordingInjections,
+    recovery: super::recovery::RecordingRecovery,
 }
 
 impl Harness {
@@ -63,6 +64,7 @@ impl Harness {
             .unwrap()
             .extend(usable_injectors.iter().map(|s| s.to_string()));
         let clock = ManualClock::starting_at(1_000_000);
+        let recovery = super::recovery::RecordingRecovery::default();
         let app = App::new(
             AppConfig {
                 socket_display: "/test.sock".into(),
@@ -77,12 +79,14 @@ impl Harness {
             clock.clone(),
             loaded,
             Box::new(injections.clone()),
+            Box::new(recovery.clone()),
         );
         Harness {
             app,
             clock,
             next_conn: 0,
             injections,
+            recovery,
         }
     }
 
@@ -858,4 +862,297 @@ fn a_chat_observed_replying_holds_its_windows_queued_drives_until_it_is_idle() {
     );
     h.app.handle(event);
     assert_eq!(h.drive_state(&waiting), DriveState::Sent);
+}
+
+fn recover(
+    h: &mut Harness,
+    controller: &mut Peer,
+    action: koru_protocol::RecoveryAction,
+) -> Message {
+    h.request(
+        controller,
+        7,
+        Message::RecoveryRun(koru_protocol::RecoveryRun { action }),
+    );
+    controller.drain().pop().expect("a reply")
+}
+
+/// A drive to `session_id` whose every plugin route failed before anything was pasted.
+fn failed_before_paste(
+    h: &mut Harness,
+    plugin: &mut Peer,
+    controller: &mut Peer,
+    session_id: &str,
+) -> String {
+    let drive_id = h.create(
+        controller,
+        Target::Session(session_id.into()),
+        "fix the build",
+    );
+    h.ack(plugin, &drive_id, AckStage::Received);
+    h.fail_step(plugin, &drive_id, "command_not_allowed");
+    h.fail_step(plugin, &drive_id, "capability_missing");
+    assert_eq!(h.drive_state(&drive_id), DriveState::Failed);
+    plugin.drain();
+    drive_id
+}
+
+#[test]
+fn a_drive_that_failed_before_pasting_is_retried_once_by_the_chosen_route() {
+    use koru_protocol::RecoveryAction::RetryDrive;
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let failed = failed_before_paste(&mut h, &mut plugin, &mut controller, &session_id);
+
+    let reply = recover(
+        &mut h,
+        &mut controller,
+        RetryDrive {
+            drive_id: failed.clone(),
+            route: Some(Route::PluginDrive),
+        },
+    );
+    let Message::RecoveryResult(result) = reply else {
+        panic!("{reply:?}")
+    };
+    assert!(result.ok, "{result:?}");
+    let retry = result.drive.expect("the new drive");
+    assert_eq!(retry.retry_of.as_deref(), Some(failed.as_str()));
+    assert_ne!(retry.drive_id, failed);
+    let retried = h.app.drives.get(&retry.drive_id).unwrap();
+    assert_eq!(
+        retried.prompt, "fix the build",
+        "the whole prompt, not the excerpt"
+    );
+    assert_eq!(
+        routes_sent(&mut plugin),
+        ["plugin_drive workbench.action.chat.focusInput"],
+        "only the chosen route"
+    );
+
+    let again = recover(
+        &mut h,
+        &mut controller,
+        RetryDrive {
+            drive_id: failed.clone(),
+            route: None,
+        },
+    );
+    let Message::Error(error) = again else {
+        panic!("{again:?}")
+    };
+    assert_eq!(error.code, ErrorCode::NotRetryable);
+    assert!(error.message.contains(&retry.drive_id), "{}", error.message);
+}
+
+#[test]
+fn a_drive_that_may_have_been_submitted_or_still_runs_is_never_retried() {
+    use koru_protocol::RecoveryAction::RetryDrive;
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let pasted = h.create(&mut controller, Target::Session(session_id.clone()), "one");
+    h.ack(&plugin, &pasted, AckStage::Received);
+    h.ack(&plugin, &pasted, AckStage::Pasted);
+    h.fail_step(&plugin, &pasted, "focus_mismatch");
+    assert_eq!(h.drive_state(&pasted), DriveState::Failed);
+    let running = h.create(&mut controller, Target::Session(session_id), "two");
+    plugin.drain();
+
+    for (drive_id, why) in [(&pasted, "pasting"), (&running, "still")] {
+        let reply = recover(
+            &mut h,
+            &mut controller,
+            RetryDrive {
+                drive_id: drive_id.clone(),
+                route: None,
+            },
+        );
+        let Message::Error(error) = reply else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(error.code, ErrorCode::NotRetryable);
+        assert!(error.message.contains(why), "{}", error.message);
+    }
+    assert!(
+        routes_sent(&mut plugin).is_empty(),
+        "nothing was sent again"
+    );
+}
+
+#[test]
+fn cancel_and_reconnect_act_at_once_and_are_announced_with_who_asked() {
+    use koru_protocol::RecoveryAction::{CancelDrive, ReconnectPlugin};
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut watcher = h.controller(64);
+    h.request(&watcher, 1, Message::EventsSubscribe {});
+    let mut controller = h.controller(64);
+    let drive_id = h.create(&mut controller, Target::Session(session_id.clone()), "hi");
+    watcher.drain();
+
+    let reply = recover(
+        &mut h,
+        &mut controller,
+        CancelDrive {
+            drive_id: drive_id.clone(),
+        },
+    );
+    let Message::RecoveryResult(result) = reply else {
+        panic!("{reply:?}")
+    };
+    assert!(result.ok);
+    assert_eq!(result.drive.unwrap().state, DriveState::Cancelled);
+    assert_eq!(plugin.types(), ["drive", "cancel"]);
+
+    let reply = recover(
+        &mut h,
+        &mut controller,
+        ReconnectPlugin {
+            session_id: session_id.clone(),
+        },
+    );
+    assert!(
+        matches!(reply, Message::RecoveryResult(ref r) if r.ok),
+        "{reply:?}"
+    );
+    let said = plugin.drain();
+    assert!(
+        matches!(said.as_slice(), [Message::Bye(bye)] if bye.reason.as_deref() == Some("reconnect_requested")),
+        "{said:?}"
+    );
+    assert!(
+        plugin.close.is_cancelled(),
+        "the plugin's connection is closed"
+    );
+
+    let announced: Vec<(String, String)> = watcher
+        .drain()
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Stream(item) => match item.event {
+                StreamEvent::RecoveryPerformed { action, by, ok, .. } => {
+                    assert!(ok);
+                    Some((action, by))
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        announced,
+        [
+            ("cancel_drive".to_string(), "unit (pid 42)".to_string()),
+            ("reconnect_plugin".to_string(), "unit (pid 42)".to_string())
+        ]
+    );
+
+    let reply = recover(
+        &mut h,
+        &mut controller,
+        ReconnectPlugin {
+            session_id: "s_gone".into(),
+        },
+    );
+    assert!(
+        matches!(reply, Message::Error(ref e) if e.code == ErrorCode::NoTarget),
+        "{reply:?}"
+    );
+}
+
+#[test]
+fn slow_actions_run_off_the_loop_and_answer_when_done() {
+    use super::recovery::{RecoveryDone, RecoveryJob};
+    use koru_protocol::RecoveryAction::{FocusWindow, ReloadRegistry};
+    let mut h = Harness::with_registry("", &["os_injector_wtype"]);
+    let (_plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    h.request(
+        &controller,
+        3,
+        Message::RecoveryRun(koru_protocol::RecoveryRun {
+            action: FocusWindow { session_id },
+        }),
+    );
+    h.request(
+        &controller,
+        4,
+        Message::RecoveryRun(koru_protocol::RecoveryRun {
+            action: ReloadRegistry {},
+        }),
+    );
+    assert!(
+        controller.drain().is_empty(),
+        "no answer before the work is done"
+    );
+    let started: Vec<_> = h.recovery.started.lock().unwrap().drain(..).collect();
+    assert_eq!(started.len(), 2);
+    let RecoveryJob::FocusWindow(job) = &started[0].1 else {
+        panic!("{:?}", started[0].1)
+    };
+    assert_eq!(
+        job.interface, "os_injector_wtype",
+        "the first injector that works here"
+    );
+    assert_eq!(job.window.pid, Some(4242), "the plugin's window");
+    assert!(matches!(started[1].1, RecoveryJob::ReloadRegistry));
+
+    let mut broken = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+    broken.diagnostics.push(koru_registry::Diagnostic {
+        file: "user.yaml".into(),
+        line: 3,
+        column: 1,
+        message: "bad".into(),
+    });
+    let mut jobs = started.into_iter();
+    let (focus_ticket, _) = jobs.next().unwrap();
+    let (reload_ticket, _) = jobs.next().unwrap();
+    h.app.handle(DaemonEvent::RecoveryFinished {
+        ticket: reload_ticket,
+        done: Box::new(RecoveryDone::Reloaded(Box::new(broken))),
+    });
+    h.app.handle(DaemonEvent::RecoveryFinished {
+        ticket: focus_ticket,
+        done: Box::new(RecoveryDone::Focused(Err(koru_protocol::Blocker::new(
+            "focus_mismatch",
+            "no window matches pid 4242",
+        )))),
+    });
+    let replies = controller.drain();
+    let results: Vec<(bool, String)> = replies
+        .iter()
+        .map(|m| match m {
+            Message::RecoveryResult(r) => {
+                (r.ok, r.blocker.clone().map(|b| b.code).unwrap_or_default())
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (false, "registry_invalid".to_string()),
+            (false, "focus_mismatch".to_string())
+        ]
+    );
+}
+
+#[test]
+fn focusing_without_any_injector_says_why_at_once() {
+    let mut h = Harness::new();
+    let (_plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let reply = recover(
+        &mut h,
+        &mut controller,
+        koru_protocol::RecoveryAction::FocusWindow { session_id },
+    );
+    let Message::RecoveryResult(result) = reply else {
+        panic!("{reply:?}")
+    };
+    assert!(!result.ok);
+    assert_eq!(result.blocker.unwrap().code, "no_display");
+    assert!(h.recovery.started.lock().unwrap().is_empty());
 }

@@ -177,67 +177,14 @@ pub fn run(job: &InjectionJob) -> InjectionOutcome {
             ),
         );
     };
-    let mut spec = TargetSpec::default();
-    if let Some(pid) = job.window.pid {
-        spec = TargetSpec::for_pid(pid);
-    }
-    for pid in &job.extra_pids {
-        // The plugin's parent (e.g. the IDE process that owns the window).
-        if !spec.ancestors.contains(pid) {
-            spec.ancestors.insert(0, *pid);
-        }
-    }
-    if let Some(title) = &job.window.title {
-        match regex::Regex::new(title) {
-            Ok(regex) => spec.title = Some(regex),
-            Err(err) => {
-                return failed(
-                    Reached::Nothing,
-                    Blocker::new(
-                        "focus_mismatch",
-                        format!("invalid window title pattern: {err}"),
-                    ),
-                )
-            }
-        }
-    }
-    if let Some(class) = &job.window_class {
-        match regex::Regex::new(class) {
-            Ok(regex) => spec.class = Some(regex),
-            Err(err) => {
-                return failed(
-                    Reached::Nothing,
-                    Blocker::new(
-                        "focus_mismatch",
-                        format!("invalid window class pattern: {err}"),
-                    ),
-                )
-            }
-        }
-    }
-    if spec.is_empty() {
-        return failed(
-            Reached::Nothing,
-            Blocker::new("focus_mismatch", "no window pid or title to target"),
-        );
-    }
-    if let Some(detail) = screen_locked() {
-        return failed(Reached::Nothing, Blocker::new("screen_locked", detail));
-    }
-    let windows = match injector.windows.find(&spec) {
-        Ok(windows) => windows,
-        Err(error) => {
-            return failed(
-                Reached::Nothing,
-                Blocker::new(error.blocker(), error.to_string()),
-            )
-        }
-    };
-    let Some(window) = windows.into_iter().next() else {
-        return failed(
-            Reached::Nothing,
-            Blocker::new("focus_mismatch", format!("no window matches {spec}")),
-        );
+    let window = match find_target(
+        &injector,
+        &job.window,
+        &job.extra_pids,
+        job.window_class.as_deref(),
+    ) {
+        Ok(window) => window,
+        Err(blocker) => return failed(Reached::Nothing, blocker),
     };
     let paste_chord = job
         .paste_chord_by_class
@@ -279,6 +226,90 @@ pub fn run(job: &InjectionJob) -> InjectionOutcome {
             Blocker::new(failure.error.blocker(), failure.error.to_string()),
         ),
     }
+}
+
+/// The one window `window` (pid and/or title, plus `extra_pids` of the same IDE, narrowed by
+/// the product's `window_class`) names, refusing when the screen is locked.
+fn find_target(
+    injector: &Injector,
+    window: &WindowTarget,
+    extra_pids: &[u32],
+    window_class: Option<&str>,
+) -> Result<koru_injectors::Window, Blocker> {
+    let mut spec = TargetSpec::default();
+    if let Some(pid) = window.pid {
+        spec = TargetSpec::for_pid(pid);
+    }
+    for pid in extra_pids {
+        // The plugin's parent (e.g. the IDE process that owns the window).
+        if !spec.ancestors.contains(pid) {
+            spec.ancestors.insert(0, *pid);
+        }
+    }
+    if let Some(title) = &window.title {
+        match regex::Regex::new(title) {
+            Ok(regex) => spec.title = Some(regex),
+            Err(err) => {
+                return Err(Blocker::new(
+                    "focus_mismatch",
+                    format!("invalid window title pattern: {err}"),
+                ))
+            }
+        }
+    }
+    if let Some(class) = &window_class {
+        match regex::Regex::new(class) {
+            Ok(regex) => spec.class = Some(regex),
+            Err(err) => {
+                return Err(Blocker::new(
+                    "focus_mismatch",
+                    format!("invalid window class pattern: {err}"),
+                ))
+            }
+        }
+    }
+    if spec.is_empty() {
+        return Err(Blocker::new(
+            "focus_mismatch",
+            "no window pid or title to target",
+        ));
+    }
+    if let Some(detail) = screen_locked() {
+        return Err(Blocker::new("screen_locked", detail));
+    }
+    let windows = match injector.windows.find(&spec) {
+        Ok(windows) => windows,
+        Err(error) => return Err(Blocker::new(error.blocker(), error.to_string())),
+    };
+    windows
+        .into_iter()
+        .next()
+        .ok_or_else(|| Blocker::new("focus_mismatch", format!("no window matches {spec}")))
+}
+
+/// A focus-only job: raise a session's window (recovery action `focus_window`).
+#[derive(Debug, Clone)]
+pub struct FocusJob {
+    pub interface: String,
+    pub window: WindowTarget,
+    pub extra_pids: Vec<u32>,
+}
+
+/// Raises and focuses the job's window and checks the window system agrees; types nothing.
+pub fn focus_window(job: &FocusJob) -> Result<String, Blocker> {
+    let injector = injector_for(&job.interface).ok_or_else(|| {
+        Blocker::new(
+            "injector_missing",
+            format!("no injector for {}", job.interface),
+        )
+    })?;
+    let window = find_target(&injector, &job.window, &job.extra_pids, None)?;
+    koru_injectors::focus_verified(&injector, &window, std::time::Duration::from_millis(1500))
+        .map_err(|error| Blocker::new(error.blocker(), error.to_string()))?;
+    Ok(format!(
+        "focused window {} ({:?}) with {}",
+        window.id, window.title, injector.name
+    ))
 }
 
 /// Asks the session's screen saver (org.freedesktop.ScreenSaver on the D-Bus session bus)

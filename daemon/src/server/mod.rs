@@ -96,6 +96,11 @@ pub async fn run(
         Box::new(crate::drive::inject::SystemInjections::new(
             events_tx.clone(),
         )),
+        Box::new(crate::app::recovery::SystemRecovery::new(
+            events_tx.clone(),
+            bound.path().to_path_buf(),
+            config.registry_paths.clone(),
+        )),
     );
     let tick = (config.heartbeat / 4).clamp(Duration::from_millis(20), Duration::from_millis(100));
     let app_stop = CancellationToken::new();

@@ -25,6 +25,13 @@ function fill(el, ...kids) {
   return el;
 }
 
+/** Runs a re-render, then gives focus back to the element with the same data-key (a person tabbing through the page keeps their place). */
+function keepFocus(render) {
+  const key = document.activeElement?.dataset?.key;
+  render();
+  if (key && document.activeElement?.dataset?.key !== key) document.querySelector(`[data-key="${CSS.escape(key)}"]`)?.focus();
+}
+
 /** Makes an element: props are attributes (class, text, on<event>, dataset); children are nodes or strings (as text). */
 function h(tag, props = {}, ...kids) {
   const el = document.createElement(tag);
@@ -203,6 +210,10 @@ function sessionLabel(s) {
 }
 
 function renderSessions() {
+  keepFocus(renderSessionsNow);
+}
+
+function renderSessionsNow() {
   const body = $('sessions-body');
   const sessions = [...state.sessions.values()].sort((a, b) => a.connected_at_ms - b.connected_at_ms);
   if (!sessions.length) {
@@ -220,9 +231,9 @@ function sessionCard(s) {
   const f = folders(s);
   const title = f.length ? f.map(basename).join(', ') : '(no folder)';
   const active = s.active_drive ? h('a', { href: `#drive-${s.active_drive}`, text: s.active_drive }) : h('span', { class: 'muted', text: 'none' });
-  const reconnect = h('button', { type: 'button', text: 'Reconnect plugin' });
+  const reconnect = h('button', { type: 'button', text: 'Reconnect plugin', dataset: { key: `reconnect:${s.session_id}` } });
   reconnect.addEventListener('click', () => recover(reconnect, 'reconnect_plugin', { session_id: s.session_id }));
-  const focus = h('button', { type: 'button', text: 'Focus window' });
+  const focus = h('button', { type: 'button', text: 'Focus window', dataset: { key: `focus:${s.session_id}` } });
   focus.addEventListener('click', () => recover(focus, 'focus_window', { session_id: s.session_id }));
   return h(
     'article',
@@ -300,6 +311,8 @@ function upsertDrive(drive) {
   if (!isNewer(drive, state.drives.get(drive.drive_id))) return;
   state.drives.set(drive.drive_id, drive);
   renderDrive(drive);
+  // The retried drive's card links to its retries.
+  if (drive.retry_of && state.drives.has(drive.retry_of)) renderDrive(state.drives.get(drive.retry_of));
   renderHeader();
 }
 
@@ -316,6 +329,10 @@ function renderDrives() {
 
 /** Replaces one drive's card in place (or inserts it at its place, newest first). */
 function renderDrive(drive) {
+  keepFocus(() => renderDriveNow(drive));
+}
+
+function renderDriveNow(drive) {
   const body = $('drives-body');
   const card = driveCard(drive);
   const old = document.getElementById(`drive-${drive.drive_id}`);
@@ -362,15 +379,15 @@ function driveCard(d) {
     : null;
   const actions = [];
   if (!TERMINAL.has(d.state)) {
-    const cancel = h('button', { type: 'button', class: 'danger', text: 'Cancel' });
+    const cancel = h('button', { type: 'button', class: 'danger', text: 'Cancel', dataset: { key: `cancel:${d.drive_id}` } });
     cancel.addEventListener('click', () => recover(cancel, 'cancel_drive', { drive_id: d.drive_id }, d.drive_id));
     actions.push(cancel);
   } else if (RETRYABLE.has(d.state)) {
-    const planner = h('button', { type: 'button', text: "Retry (planner's choice)" });
+    const planner = h('button', { type: 'button', text: "Retry (planner's choice)", dataset: { key: `retry:${d.drive_id}` } });
     planner.addEventListener('click', () => recover(planner, 'retry_drive', { drive_id: d.drive_id }, d.drive_id));
     actions.push(planner);
     for (const route of ROUTES) {
-      const b = h('button', { type: 'button', dataset: { route }, text: `Retry via ${route}` });
+      const b = h('button', { type: 'button', dataset: { route, key: `retry:${d.drive_id}:${route}` }, text: `Retry via ${route}` });
       b.addEventListener('click', () => recover(b, 'retry_drive', { drive_id: d.drive_id, route }, d.drive_id));
       actions.push(b);
     }
@@ -680,7 +697,6 @@ const handlers = {
   },
   drive_updated({ drive }) {
     upsertDrive(drive);
-    if (drive.retry_of && state.drives.has(drive.retry_of)) renderDrive(state.drives.get(drive.retry_of));
   },
   observed: loadChatsSoon,
   registry_reloaded({ applied, interfaces, diagnostics }) {

@@ -110,10 +110,11 @@ test('a send from the page reaches the plugin and its timeline fills live', asyn
     assert.equal(got.prompt, prompt);
     assert.equal(got.submit, true);
     const stages = await card.locator('.timeline [data-stage]').evaluateAll((els) => els.map((e) => e.dataset.stage));
-    for (const s of ['received', 'focused', 'pasted', 'submitted', 'done']) assert.ok(stages.includes(s), `stage ${s} in ${stages}`);
+    // The route the planner chose acks its own stages (native send: received, submitted; plugin drive: received, focused, pasted, submitted).
+    for (const s of ['queued', 'sent', 'received', 'submitted', 'done']) assert.ok(stages.includes(s), `stage ${s} in ${stages}`);
     const seen = (await page.evaluate(() => window.__seen)).filter((k) => k.startsWith(`${id}:`)).map((k) => k.split(':')[1]);
     assert.ok(seen.length >= 4, `the card went through its stages live (saw ${seen.join(' → ')})`);
-    assert.ok(seen.includes('received') && seen.includes('pasted'), `intermediate stages shown: ${seen}`);
+    assert.ok(seen.includes('received') && seen.includes('submitted') && seen.indexOf('received') < seen.indexOf('done'), `intermediate stages shown live: ${seen}`);
     assert.equal(await page.locator('#send-prompt').inputValue(), '', 'the prompt box is cleared after a send');
 
     // Leave it unsubmitted: the option reaches the plugin.

@@ -252,6 +252,7 @@ export async function closeBrowser() {
 export async function openDashboard(daemon, { width = 1280, height = 800, colorScheme = 'light' } = {}) {
   const b = await browser();
   const context = await b.newContext({ viewport: { width, height }, colorScheme, reducedMotion: 'reduce' });
+  if (process.env.KORU_DASHBOARD_ASSETS) await serveAssetsFrom(context, process.env.KORU_DASHBOARD_ASSETS);
   const page = await context.newPage();
   const problems = [];
   page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
@@ -261,7 +262,28 @@ export async function openDashboard(daemon, { width = 1280, height = 800, colorS
   const response = await page.goto(daemon.dashboardUrl());
   if (!response?.ok()) throw new Error(`the login URL led to HTTP ${response?.status()}`);
   if (new URL(page.url()).pathname !== '/') throw new Error(`login did not land on / but ${page.url()}`);
+  // The redirect after /login is not routed: load the page again for the override's files.
+  if (process.env.KORU_DASHBOARD_ASSETS) {
+    await page.goto(page.url());
+    problems.length = 0;
+  }
   return { context, page, problems };
+}
+
+/**
+ * Development aid: answer `/` and `/assets/*` with the files in `dir` (the daemon's answer's
+ * status and headers kept, so its auth and CSP still apply) instead of the ones embedded in
+ * the binary, to try page changes without rebuilding koru. Off unless KORU_DASHBOARD_ASSETS is set.
+ */
+async function serveAssetsFrom(context, dir) {
+  await context.route(/\/(assets\/[a-z.]+)?(\?.*)?$/, async (route) => {
+    const url = new URL(route.request().url());
+    const name = url.pathname === '/' ? 'index.html' : url.pathname.replace('/assets/', '');
+    const response = await route.fetch();
+    const file = path.join(dir, name);
+    if (!response.ok() || !fs.existsSync(file)) return route.fulfill({ response });
+    return route.fulfill({ response, body: fs.readFileSync(file) });
+  });
 }
 
 /** Saves a screenshot under tests/browser/artifacts/ and returns its path. */
@@ -294,5 +316,8 @@ export async function foreignSite(html) {
     res.end(html);
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  return { origin: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => server.close(r)) };
+  return { origin: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => {
+      server.close(r);
+      server.closeAllConnections();
+    }) };
 }

@@ -362,21 +362,33 @@ function driveCard(d) {
       h('li', { class: `stage state-${stage.state}`, dataset: { stage: stage.state, at: stage.at_ms } }, h('span', { class: 'stage-name', text: stage.state.replace('_', ' ') }), h('span', { class: 'stage-time', title: new Date(stage.at_ms).toLocaleString(), text: delta(stage.at_ms - start) })),
     ),
   );
-  const attempts = d.attempts?.length
-    ? h(
-        'ul',
-        { class: 'attempts', 'aria-label': 'Routes tried' },
-        d.attempts.map((a) =>
-          h(
-            'li',
-            { class: `attempt attempt-${a.outcome}`, dataset: { route: a.route, outcome: a.outcome } },
-            h('div', {}, h('strong', { text: a.route }), h('span', { class: 'muted', text: ` via ${a.interface}` }), ' ', h('span', { class: `badge outcome-${a.outcome}`, text: a.outcome.replace('_', ' ') }), a.reached ? h('span', { class: 'muted', text: ` · reached ${a.reached}` }) : null),
-            a.blocker ? h('div', { class: 'blocker' }, h('code', { text: a.blocker.code }), a.blocker.detail ? ` ${a.blocker.detail}` : '') : null,
-            a.hint ? h('div', { class: 'hint' }, h('span', { class: 'hint-label', text: 'Fix: ' }), a.hint) : null,
-          ),
-        ),
-      )
-    : null;
+  const attemptItem = (a) =>
+    h(
+      'li',
+      { class: `attempt attempt-${a.outcome}`, dataset: { route: a.route, outcome: a.outcome } },
+      h('div', {}, h('strong', { text: a.route }), h('span', { class: 'muted', text: ` via ${a.interface}` }), ' ', h('span', { class: `badge outcome-${a.outcome}`, text: a.outcome.replace('_', ' ') }), a.reached ? h('span', { class: 'muted', text: ` · reached ${a.reached}` }) : null),
+      a.blocker ? h('div', { class: 'blocker' }, h('code', { text: a.blocker.code }), a.blocker.detail ? ` ${a.blocker.detail}` : '') : null,
+      a.hint ? h('div', { class: 'hint' }, h('span', { class: 'hint-label', text: 'Fix: ' }), a.hint) : null,
+    );
+  // Routes tried in full; the ones skipped (not usable now) folded, they are often several.
+  const tried = (d.attempts || []).filter((a) => a.outcome !== 'skipped');
+  const skipped = (d.attempts || []).filter((a) => a.outcome === 'skipped');
+  const attempts =
+    tried.length || skipped.length
+      ? h(
+          'div',
+          { class: 'attempts-block' },
+          tried.length ? h('ul', { class: 'attempts', 'aria-label': 'Routes tried' }, tried.map(attemptItem)) : null,
+          skipped.length
+            ? h(
+                'details',
+                { class: 'skipped' },
+                h('summary', { text: `${skipped.length} route${skipped.length > 1 ? 's' : ''} not usable now (${[...new Set(skipped.map((a) => a.blocker?.code || 'skipped'))].join(', ')})` }),
+                h('ul', { class: 'attempts' }, skipped.map(attemptItem)),
+              )
+            : null,
+        )
+      : null;
   const actions = [];
   if (!TERMINAL.has(d.state)) {
     const cancel = h('button', { type: 'button', class: 'danger', text: 'Cancel', dataset: { key: `cancel:${d.drive_id}` } });

@@ -161,6 +161,28 @@ closed_enum! {
         PlatformUnsupported => "platform_unsupported",
         Disabled => "disabled",
         DependencyUnavailable => "dependency_unavailable",
+        /// The plugin stopped answering heartbeats and was dropped.
+        HeartbeatLost => "heartbeat_lost",
+        /// The plugin's connection ended while a drive was in flight.
+        PluginDisconnected => "plugin_disconnected",
+    }
+}
+
+closed_enum! {
+    /// A recovery action the daemon can carry out itself (`koru recover`, the dashboard's
+    /// buttons, the MCP tool `recover`).
+    RecoveryActionKind {
+        /// Run doctor's probes again.
+        Reprobe => "reprobe",
+        /// Read the registry files again.
+        ReloadRegistry => "reload_registry",
+        /// Send a failed drive's prompt again (never one that may have been submitted).
+        RetryDrive => "retry_drive",
+        CancelDrive => "cancel_drive",
+        /// Close the plugin's connection so that it connects again.
+        ReconnectPlugin => "reconnect_plugin",
+        /// Raise and focus the session's IDE window.
+        FocusWindow => "focus_window",
     }
 }
 
@@ -210,6 +232,9 @@ pub struct Recovery {
     /// Whether doing it twice is harmless.
     #[serde(default)]
     pub safe_to_repeat: bool,
+    /// The action Koru runs for this entry; absent: instructions for a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RecoveryActionKind>,
 }
 
 /// Where an interface applies.

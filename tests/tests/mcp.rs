@@ -77,6 +77,7 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
         "wait_for_reply",
         "doctor",
         "list_interfaces",
+        "recover",
     ] {
         assert!(
             names.contains(&expected),
@@ -147,6 +148,31 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
         text(&finished).starts_with("error drive_finished:"),
         "{}",
         text(&finished)
+    );
+    // Recovery: a delivered drive is never sent twice; a reload answers with the registry.
+    let retried = call(
+        client,
+        "recover",
+        serde_json::json!({"action": "retry_drive", "drive_id": drive_id}),
+    )
+    .await;
+    assert_eq!(retried.is_error, Some(true), "{}", text(&retried));
+    assert!(
+        text(&retried).starts_with("error not_retryable:"),
+        "{}",
+        text(&retried)
+    );
+    let reloaded = call(
+        client,
+        "recover",
+        serde_json::json!({"action": "reload_registry"}),
+    )
+    .await;
+    assert_eq!(reloaded.is_error, Some(false), "{}", text(&reloaded));
+    assert!(
+        text(&reloaded).starts_with("registry reloaded:"),
+        "{}",
+        text(&reloaded)
     );
     let unknown = call(
         client,

@@ -196,6 +196,7 @@ fn every_message_type_appears_in_the_vectors() {
         "no_target",
         "unknown_drive",
         "drive_finished",
+        "not_retryable",
     ] {
         assert!(
             all.contains(&format!("\"code\": \"{code}\"")),

@@ -41,9 +41,7 @@ pub async fn daemon(
     let mut config = config;
     let mut http_task = None;
     if let Some(addr) = args.http {
-        if !addr.ip().is_loopback() && !args.http_allow_remote {
-            bail!("--http {addr} is not a loopback address; pass --http-allow-remote to serve it anyway");
-        }
+        check_http_address(addr, args.http_allow_remote)?;
         let token_file = crate::http::token::token_path();
         let token = crate::http::token::load_or_create(&token_file)
             .context("cannot set up the HTTP bearer token")?;
@@ -56,11 +54,15 @@ pub async fn daemon(
             token: token.clone(),
             token_file: token_file.display().to_string(),
         });
-        let socket = config.socket_path.clone();
-        let layers = config.registry_paths.clone();
+        let http_config = crate::http::HttpConfig {
+            token,
+            socket: config.socket_path.clone(),
+            layers: config.registry_paths.clone(),
+            event_buffer: args.http_event_buffer.max(1),
+        };
         let stop = shutdown.clone();
         http_task = Some(tokio::spawn(async move {
-            if let Err(error) = crate::http::serve(listener, token, socket, layers, stop).await {
+            if let Err(error) = crate::http::serve(listener, http_config, stop).await {
                 tracing::error!(%error, "the HTTP server stopped");
             }
         }));
@@ -74,6 +76,24 @@ pub async fn daemon(
     }
     outcome.context("cannot start the daemon")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `--http` binding rule: loopback, unless `--http-allow-remote` says otherwise (then
+/// with a warning, since others on the network can reach the port).
+pub fn check_http_address(addr: std::net::SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
+    if addr.ip().is_loopback() {
+        return Ok(());
+    }
+    if !allow_remote {
+        bail!(
+            "--http {addr} is not a loopback address; pass --http-allow-remote to serve it anyway"
+        );
+    }
+    tracing::warn!(
+        %addr,
+        "serving HTTP on a non-loopback address (--http-allow-remote): others on the network can reach it; the bearer token still guards it, but travels unencrypted"
+    );
+    Ok(())
 }
 
 /// `koru mcp`: an MCP server on stdin/stdout that acts through the daemon at `socket`.
@@ -105,11 +125,12 @@ fn spawn_signal_handler(
     }))
 }
 
-async fn connect(socket: &Path) -> anyhow::Result<Client> {
+pub(super) async fn connect(socket: &Path) -> anyhow::Result<Client> {
     Ok(Client::connect(socket, controller_hello("koru-cli")).await?)
 }
 
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+/// Pretty JSON on stdout.
+pub(super) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut stdout, value)?;
     writeln!(stdout)?;

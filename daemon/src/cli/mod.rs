@@ -1,9 +1,11 @@
 //! The `koru` command line: clap definitions, logging set-up, and dispatch to the daemon, the client commands and the dev tools.
 
 mod commands;
+mod dashboard_cmd;
 pub mod doctor_cmd;
 mod hook_cmd;
-mod registry_cmd;
+mod recover_cmd;
+pub mod registry_cmd;
 pub(crate) mod table;
 
 use std::path::PathBuf;
@@ -72,11 +74,16 @@ pub enum Command {
     Observe(ObserveArgs),
     /// List the chats the observers know, with their state
     Chats(JsonFlag),
+    /// Run a recovery action: re-probe, reload the registry, retry or cancel a drive, reconnect a plugin, focus a window
+    Recover(RecoverArgs),
     /// Commands for other tools' hooks
     #[command(subcommand)]
     Hook(HookCommand),
     /// Serve MCP over stdio for a controller LLM (Claude Desktop, Claude Code, Cursor, VS Code…), acting through the running daemon
     Mcp,
+    /// Open the web dashboard: print (and on a desktop open) a one-time login link to the
+    /// running daemon's HTTP server (`koru daemon --http`)
+    Dashboard(DashboardArgs),
     /// Tools for plugin authors and tests
     #[command(subcommand)]
     Dev(DevCommand),
@@ -85,6 +92,16 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct JsonFlag {
     /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DashboardArgs {
+    /// Only print the link; do not start a browser
+    #[arg(long)]
+    pub no_open: bool,
+    /// Print `{"url", "expires_at_ms"}` as JSON (implies --no-open)
     #[arg(long)]
     pub json: bool,
 }
@@ -109,14 +126,18 @@ pub struct DaemonArgs {
     /// Lines queued for one peer before it is disconnected as a slow reader
     #[arg(long, value_name = "LINES", default_value_t = 1024)]
     pub outbound_queue: usize,
-    /// Also serve HTTP here (MCP at /mcp), e.g. 127.0.0.1:8765; every request needs the
-    /// bearer token shown by `koru status`
+    /// Also serve HTTP here, e.g. 127.0.0.1:8765: MCP at /mcp, the JSON API at /api/v1 and
+    /// the web dashboard at / (docs/http-api.md); requests need the bearer token shown by
+    /// `koru status`, or the dashboard's login cookie (`koru dashboard`)
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
     /// Allow --http on an address that is not loopback (others on the network can then
     /// reach the endpoint; the token still guards it)
     #[arg(long)]
     pub http_allow_remote: bool,
+    /// How many events the HTTP server keeps for clients that resume (tests make it small)
+    #[arg(long, value_name = "EVENTS", default_value_t = crate::http::events::DEFAULT_BUFFER, hide = true)]
+    pub http_event_buffer: usize,
     /// Do not observe the AI agents' chat-history stores
     #[arg(long)]
     pub no_observe: bool,
@@ -217,6 +238,24 @@ pub struct CancelArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RecoverArgs {
+    #[arg(value_enum)]
+    pub action: recover_cmd::ActionName,
+    /// The drive (retry_drive, cancel_drive)
+    #[arg(long, value_name = "ID")]
+    pub drive: Option<String>,
+    /// The plugin session (reconnect_plugin, focus_window)
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// The route a retry takes [default: the planner's order]
+    #[arg(long, value_enum)]
+    pub route: Option<recover_cmd::RouteName>,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Print the report as JSON (schema: docs/doctor.schema.json)
     #[arg(long)]
@@ -295,6 +334,7 @@ pub fn main() -> ExitCode {
             Command::Send(args) => commands::send(&socket, args).await,
             Command::Drives(args) => commands::drives(&socket, args).await,
             Command::Cancel(args) => commands::cancel(&socket, args).await,
+            Command::Recover(args) => recover_cmd::run(&socket, args).await,
             Command::Completions { shell } => {
                 clap_complete::generate(shell, &mut Cli::command(), "koru", &mut std::io::stdout());
                 Ok(ExitCode::SUCCESS)
@@ -307,6 +347,7 @@ pub fn main() -> ExitCode {
                 Ok(ExitCode::SUCCESS)
             }
             Command::Mcp => commands::mcp(socket, layers).await,
+            Command::Dashboard(args) => dashboard_cmd::run(&socket, args).await,
             Command::Hook(HookCommand::ClaudeCode { print_config }) => {
                 hook_cmd::run(&socket, print_config).await
             }

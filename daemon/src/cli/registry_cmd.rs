@@ -1,5 +1,7 @@
 //! `koru registry validate|show|schema`: check layer files, show the merged registry with the layer each value came from, print the file schema.
 
+use super::commands::print_json;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -75,6 +77,45 @@ fn describe_layers(loaded: &Loaded) -> String {
         .join(", ")
 }
 
+/// The merged registry as `koru registry show --json` prints it (and `GET /api/v1/interfaces`
+/// answers): the layers, their problems, the policy and every interface, each value with the
+/// layer it came from.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct RegistryView {
+    pub layers: Vec<koru_registry::LayerReport>,
+    pub diagnostics: Vec<koru_registry::Diagnostic>,
+    pub policy: koru_registry::Policy,
+    pub policy_origins: BTreeMap<String, koru_registry::Origin>,
+    pub interfaces: Vec<InterfaceView>,
+}
+
+/// One interface and where each of its fields was set.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct InterfaceView {
+    pub interface: koru_registry::Interface,
+    pub origins: Option<BTreeMap<String, koru_registry::Origin>>,
+}
+
+impl RegistryView {
+    pub fn of(loaded: &Loaded) -> Self {
+        let registry = &loaded.registry;
+        RegistryView {
+            layers: registry.layers.clone(),
+            diagnostics: loaded.diagnostics.clone(),
+            policy: registry.policy.clone(),
+            policy_origins: registry.policy_origins().clone(),
+            interfaces: registry
+                .interfaces()
+                .iter()
+                .map(|interface| InterfaceView {
+                    interface: interface.clone(),
+                    origins: registry.origins(&interface.id).cloned(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// `koru registry show [--json] [ID]`.
 pub fn show(id: Option<&str>, json: bool, layers: &LayerPaths) -> anyhow::Result<ExitCode> {
     let loaded = load_layers(layers);
@@ -105,14 +146,7 @@ pub fn show(id: Option<&str>, json: bool, layers: &LayerPaths) -> anyhow::Result
         return Ok(ExitCode::SUCCESS);
     }
     if json {
-        let value = serde_json::json!({
-            "layers": registry.layers,
-            "diagnostics": loaded.diagnostics,
-            "policy": registry.policy,
-            "policy_origins": registry.policy_origins(),
-            "interfaces": registry.interfaces().iter().map(entry).collect::<Vec<_>>(),
-        });
-        print_json(&value)?;
+        print_json(&RegistryView::of(&loaded))?;
         return Ok(ExitCode::SUCCESS);
     }
     println!("layers: {}", describe_layers(&loaded));
@@ -179,13 +213,6 @@ fn print_one(interface: &koru_registry::Interface, registry: &koru_registry::Reg
 pub fn schema() -> anyhow::Result<ExitCode> {
     print_json(&koru_registry::file_schema())?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut stdout, value)?;
-    writeln!(stdout)?;
-    Ok(())
 }
 
 /// The layer paths a CLI command uses: user, the project found from the current

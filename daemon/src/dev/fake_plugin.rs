@@ -196,6 +196,32 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
     if let Some(range) = &args.protocol {
         hello.protocol = parse_range(range)?;
     }
+    loop {
+        match serve(socket, hello.clone(), &args).await? {
+            SessionEnd::Reconnect => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                eprintln!("fake plugin: reconnecting as the daemon asked");
+            }
+            SessionEnd::Closed => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+/// How a connection of the fake plugin ended.
+enum SessionEnd {
+    /// The daemon said `bye` with `reconnect_requested`: connect again.
+    Reconnect,
+    /// The daemon went away or the plugin dropped the connection as told.
+    Closed,
+}
+
+/// One connection: hello, then drives answered until the connection ends.
+async fn serve(
+    socket: &Path,
+    hello: koru_protocol::Hello,
+    args: &FakePluginArgs,
+) -> anyhow::Result<SessionEnd> {
+    let mut reconnect = false;
     let mut client = Client::connect(socket, hello).await?;
     client.answer_pings = args.behaviour != Behaviour::Mute;
     eprintln!(
@@ -219,11 +245,20 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
                 }
                 continue;
             }
-            envelope = client.next() => envelope?,
+            envelope = client.next() => match envelope {
+                Ok(envelope) => envelope,
+                // A connection closed hard right after `bye` still means "come back".
+                Err(_) if reconnect => return Ok(SessionEnd::Reconnect),
+                Err(error) => return Err(error.into()),
+            },
         };
         let Some(envelope) = envelope else {
             eprintln!("fake plugin: the daemon closed the connection");
-            return Ok(ExitCode::SUCCESS);
+            return Ok(if reconnect {
+                SessionEnd::Reconnect
+            } else {
+                SessionEnd::Closed
+            });
         };
         match envelope.message {
             Message::Drive(drive) => {
@@ -237,7 +272,7 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
                 }
                 if args.behaviour == Behaviour::Drop {
                     eprintln!("fake plugin: dropping the connection as told");
-                    return Ok(ExitCode::SUCCESS);
+                    return Ok(SessionEnd::Closed);
                 }
                 running.retain(|_, task| !task.is_finished());
                 let store = args.claude_store.as_ref().map(|dir| FakeAgentStore {
@@ -265,10 +300,9 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
                 );
             }
             Message::Bye(bye) => {
-                eprintln!(
-                    "fake plugin: daemon said bye ({})",
-                    bye.reason.unwrap_or_default()
-                );
+                let reason = bye.reason.unwrap_or_default();
+                eprintln!("fake plugin: daemon said bye ({reason})");
+                reconnect = reason == crate::app::recovery::RECONNECT_REQUESTED;
             }
             Message::Error(error) => {
                 eprintln!(

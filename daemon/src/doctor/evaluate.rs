@@ -260,6 +260,7 @@ fn hints(interface: &Interface, code: BlockerCode) -> Vec<RecoveryHint> {
             label: r.label.clone(),
             does: r.does.clone(),
             safe_to_repeat: r.safe_to_repeat,
+            run: r.run.map(|action| action.as_str().to_string()),
         })
         .collect()
 }

@@ -48,6 +48,10 @@ pub struct RecoveryHint {
     pub label: String,
     pub does: String,
     pub safe_to_repeat: bool,
+    /// The recovery action Koru runs for it (`koru recover ACTION`, a dashboard button);
+    /// absent: instructions for a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 /// One interface's check.

@@ -242,6 +242,34 @@ impl Backend {
         .await
     }
 
+    /// `recover`: runs a recovery action; `ok: false` comes back as a tool error with the
+    /// blocker's code.
+    pub async fn recover(
+        &self,
+        action: koru_protocol::RecoveryAction,
+    ) -> Result<koru_protocol::RecoveryResult, ToolError> {
+        let mut client = self.connect().await?;
+        let reply = client
+            .request(Message::RecoveryRun(koru_protocol::RecoveryRun { action }))
+            .await;
+        client.close().await;
+        match reply? {
+            Message::RecoveryResult(result) if result.ok => Ok(result),
+            Message::RecoveryResult(result) => {
+                let code = result
+                    .blocker
+                    .as_ref()
+                    .map(|b| b.code.clone())
+                    .unwrap_or_else(|| "recovery_failed".into());
+                Err(ToolError::new(&code, result.summary))
+            }
+            _ => Err(ToolError::new(
+                "daemon_error",
+                "unexpected answer to recovery.run",
+            )),
+        }
+    }
+
     /// A request answered by `drive.result`.
     async fn drive_request(&self, request: Message) -> Result<DriveInfo, ToolError> {
         let name = request.type_name();

@@ -92,6 +92,78 @@ pub struct DriveIdArgs {
     pub drive_id: String,
 }
 
+/// The recovery actions, for the `recover` tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoverActionName {
+    /// Run doctor's probes again.
+    Reprobe,
+    /// Read the registry files again.
+    ReloadRegistry,
+    /// Send a failed drive's prompt again (needs drive_id; route optional). Refused when the prompt may already have been submitted.
+    RetryDrive,
+    /// Cancel a drive that has not finished (needs drive_id).
+    CancelDrive,
+    /// Make a plugin reconnect (needs session_id).
+    ReconnectPlugin,
+    /// Raise and focus a session's IDE window (needs session_id).
+    FocusWindow,
+}
+
+/// `recover` input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecoverArgs {
+    pub action: RecoverActionName,
+    /// The drive, for retry_drive and cancel_drive.
+    #[serde(default)]
+    pub drive_id: Option<String>,
+    /// The plugin session, for reconnect_plugin and focus_window.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The route a retry takes (native_send, plugin_drive, os_injection); the planner's order when absent.
+    #[serde(default)]
+    pub route: Option<koru_protocol::Route>,
+}
+
+impl RecoverArgs {
+    /// The protocol action, or which argument is missing.
+    pub fn action(self) -> Result<koru_protocol::RecoveryAction, ToolError> {
+        use koru_protocol::RecoveryAction as A;
+        let need = |value: Option<String>, field: &str| {
+            value.filter(|v| !v.trim().is_empty()).ok_or_else(|| {
+                ToolError::new(
+                    "invalid_argument",
+                    format!("`{field}` is required for this action"),
+                )
+            })
+        };
+        if self.route.is_some() && self.action != RecoverActionName::RetryDrive {
+            return Err(ToolError::new(
+                "invalid_argument",
+                "`route` only applies to retry_drive",
+            ));
+        }
+        Ok(match self.action {
+            RecoverActionName::Reprobe => A::Reprobe {},
+            RecoverActionName::ReloadRegistry => A::ReloadRegistry {},
+            RecoverActionName::RetryDrive => A::RetryDrive {
+                drive_id: need(self.drive_id, "drive_id")?,
+                route: self.route,
+            },
+            RecoverActionName::CancelDrive => A::CancelDrive {
+                drive_id: need(self.drive_id, "drive_id")?,
+            },
+            RecoverActionName::ReconnectPlugin => A::ReconnectPlugin {
+                session_id: need(self.session_id, "session_id")?,
+            },
+            RecoverActionName::FocusWindow => A::FocusWindow {
+                session_id: need(self.session_id, "session_id")?,
+            },
+        })
+    }
+}
+
 /// `wait_for_reply` input.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -366,6 +438,30 @@ impl KoruMcp {
             }
             Ok(report) => ok(format::doctor_summary(&report)),
             Err(error) => failed(ToolError::new("doctor_failed", format!("{error:#}"))),
+        }
+    }
+
+    #[tool(
+        description = "Fix what blocks a drive or an interface: reprobe, reload_registry, retry_drive (a failed drive, by a chosen route; never one that may have been submitted), cancel_drive, reconnect_plugin, focus_window. Logged with who asked."
+    )]
+    async fn recover(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<RecoverArgs>>,
+    ) -> Result<CallToolResult, McpError> {
+        let action = match args.action() {
+            Ok(action) => action,
+            Err(error) => return failed(error),
+        };
+        match self.backend.recover(action).await {
+            Ok(result) => {
+                let mut text = result.summary;
+                if let Some(drive) = &result.drive {
+                    text.push('\n');
+                    text.push_str(&format::drive(drive));
+                }
+                ok(text)
+            }
+            Err(error) => failed(error),
         }
     }
 

@@ -3,6 +3,9 @@
 import * as net from "node:net";
 
 import { BackoffOptions, DEFAULT_BACKOFF, reconnectDelay } from "./backoff";
+
+/** The `bye` reason with which the daemon asks a plugin to connect again (recovery action `reconnect_plugin`). */
+export const RECONNECT_REQUESTED = "reconnect_requested";
 import { SocketLocation } from "./discovery";
 import { StageAck } from "./executor";
 import {
@@ -270,9 +273,13 @@ export class DaemonClient {
         this.cancel(cancel.drive_id, cancel.reason);
         break;
       }
-      case "bye":
-        this.options.log.info(`the daemon says bye: ${(message as { reason?: string }).reason ?? ""}`);
+      case "bye": {
+        const reason = (message as { reason?: string }).reason ?? "";
+        this.options.log.info(`the daemon says bye: ${reason}`);
+        // An operator's recovery action: come back at once, not after a backoff.
+        if (reason === RECONNECT_REQUESTED) this.reconnectImmediately = true;
         break;
+      }
       case "error": {
         const error = message as Extract<Envelope, { type: "error" }>;
         this.options.log.warn(`the daemon reports ${error.code}: ${error.message}`);

@@ -175,6 +175,33 @@ test("connects, is listed with its product and folder, answers heartbeats, runs 
   }
 });
 
+test("an operator's reconnect_plugin brings the window back at once as a new session", async () => {
+  // A backoff far longer than the test: only the immediate reconnect can pass.
+  const { daemon, client } = setUp();
+  (client as unknown as { options: { backoff: unknown } }).options.backoff = { initialMs: 60_000, maxMs: 60_000 };
+  await daemon.start();
+  try {
+    client.start();
+    await waitFor(() => client.state.kind === "connected", 5000, () => "connected");
+    const first = client.session!;
+    const out = await daemon.cli("recover", "reconnect_plugin", "--session", first);
+    assert.match(out, /reconnect/);
+    await waitFor(
+      () => client.state.kind === "connected" && client.session !== first,
+      3000,
+      () => `a new session (state ${client.state.kind})`,
+    );
+    const sessions = await daemon.sessions();
+    assert.deepEqual(
+      sessions.map((s) => s.session_id),
+      [client.session],
+    );
+  } finally {
+    await client.stop();
+    await daemon.stop();
+  }
+});
+
 test("says there is no daemon, then connects when it appears and again after it restarts", async () => {
   const { daemon, client, states } = setUp();
   try {

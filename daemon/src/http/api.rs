@@ -1,0 +1,696 @@
+//! The `/api/v1` JSON endpoints: each request opens a controller connection to the daemon (named `api` for the bearer token, `dashboard` for the cookie), asks, and answers with the protocol's own types; bodies are read with a size limit and parsed with the place of the first error.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use aide::axum::routing::{get_with, post_with};
+use aide::axum::ApiRouter;
+use aide::generate::GenContext;
+use aide::openapi::{
+    MediaType, Operation, RequestBody, Response as OpenApiResponse, SchemaObject,
+    StatusCode as OpenApiStatus,
+};
+use aide::{OperationInput, OperationOutput};
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use koru_protocol::{
+    ChatsList, ChatsListResult, DriveCreate, DriveRef, DriveResult, DriveState, DrivesList,
+    DrivesListResult, Message, RecoveryAction, RecoveryResult, RecoveryRun, SessionsList,
+    SessionsListResult, StatusInfo,
+};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::auth::{Caller, CODE_LIFETIME};
+use super::errors::ApiError;
+use super::recovery::{actions, ActionList};
+use super::{events, AppState, MAX_BODY_BYTES};
+use crate::cli::registry_cmd::RegistryView;
+use crate::client::{controller_hello, Client};
+use crate::doctor::DoctorReport;
+
+/// Every `/api/v1` route, with its documentation (docs/openapi.json is generated from it).
+pub fn routes() -> ApiRouter<AppState> {
+    ApiRouter::new()
+        .api_route(
+            "/api/v1/health",
+            get_with(health, |op| {
+                op.summary("Liveness, version and protocol; needs no token")
+            }),
+        )
+        .api_route(
+            "/api/v1/status",
+            get_with(status, |op| {
+                op.summary("The daemon's status (`koru status`); the HTTP token is blanked")
+            }),
+        )
+        .api_route(
+            "/api/v1/sessions",
+            get_with(sessions, |op| op.summary("The connected IDE plugin sessions")),
+        )
+        .api_route(
+            "/api/v1/drives",
+            get_with(drives, |op| {
+                op.summary("Recent drives, oldest first, optionally filtered")
+            })
+            .post_with(create_drive, |op| {
+                op.summary("Push a prompt into an IDE chat (as `koru send`)")
+            }),
+        )
+        .api_route(
+            "/api/v1/drives/{id}",
+            get_with(drive, |op| op.summary("One drive")),
+        )
+        .api_route(
+            "/api/v1/drives/{id}/cancel",
+            post_with(cancel_drive, |op| op.summary("Cancel a drive that has not finished")),
+        )
+        .api_route(
+            "/api/v1/chats",
+            get_with(chats, |op| op.summary("The chats the observers know")),
+        )
+        .api_route(
+            "/api/v1/doctor",
+            get_with(doctor, |op| {
+                op.summary("The doctor report, probed now (docs/doctor.md)")
+            }),
+        )
+        .api_route(
+            "/api/v1/interfaces",
+            get_with(interfaces, |op| {
+                op.summary("The merged interface registry (as `koru registry show --json`)")
+            }),
+        )
+        .api_route(
+            "/api/v1/registry/reload",
+            post_with(reload_registry, |op| {
+                op.summary("Read the registry files again (recovery action reload_registry)")
+            }),
+        )
+        .api_route(
+            "/api/v1/recovery",
+            get_with(recovery_actions, |op| {
+                op.summary("The recovery actions, with labels and parameters")
+            })
+            .post_with(run_recovery, |op| {
+                op.summary("Run a recovery action; `params` may be left out for actions without any")
+            }),
+        )
+        .api_route(
+            "/api/v1/dashboard/codes",
+            post_with(dashboard_code, |op| {
+                op.summary("A one-time dashboard login link (bearer token only; used by `koru dashboard`)")
+            }),
+        )
+        .api_route(
+            "/api/v1/events",
+            get_with(events::sse, |op| {
+                op.summary("The daemon's events as Server-Sent Events; `Last-Event-ID` resumes")
+            }),
+        )
+        .api_route(
+            "/api/v1/events/ws",
+            get_with(events::websocket, |op| {
+                op.summary("The daemon's events over WebSocket; `?since=N` resumes; needs this server's Origin")
+            }),
+        )
+}
+
+/// A controller connection to the daemon on behalf of one request's caller.
+pub struct Daemon {
+    socket: PathBuf,
+    caller: Caller,
+}
+
+impl FromRequestParts<AppState> for Daemon {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = parts.extensions.get::<Caller>().copied().ok_or_else(|| {
+            ApiError::unauthorized("this endpoint needs the bearer token or the dashboard cookie")
+        })?;
+        Ok(Daemon {
+            socket: state.socket.clone(),
+            caller,
+        })
+    }
+}
+
+impl OperationInput for Daemon {}
+
+impl Daemon {
+    /// Sends one request on a fresh connection and returns the reply.
+    pub async fn ask(&self, message: Message) -> Result<Message, ApiError> {
+        let mut client =
+            Client::connect(&self.socket, controller_hello(self.caller.client_name())).await?;
+        let reply = client.request(message).await;
+        client.close().await;
+        Ok(reply?)
+    }
+}
+
+fn unexpected(request: &str) -> ApiError {
+    ApiError::internal(format!("the daemon answered {request} with something else"))
+}
+
+/// A JSON request body: `Content-Type: application/json` (else 415), at most 1 MiB (else
+/// 413), parsed with the line, column and path of the first problem (else 400 `bad_json`).
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
+        let bytes = json_body(request).await?;
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+impl<T: JsonSchema> OperationInput for ApiJson<T> {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        document_body::<T>(ctx, operation);
+    }
+}
+
+fn document_body<T: JsonSchema>(ctx: &mut GenContext, operation: &mut Operation) {
+    let json_schema = ctx.schema.subschema_for::<T>();
+    aide::operation::set_body(
+        ctx,
+        operation,
+        RequestBody {
+            description: None,
+            content: [(
+                "application/json".to_string(),
+                MediaType {
+                    schema: Some(SchemaObject {
+                        json_schema,
+                        example: None,
+                        external_docs: None,
+                    }),
+                    ..Default::default()
+                },
+            )]
+            .into_iter()
+            .collect(),
+            required: true,
+            extensions: Default::default(),
+        },
+    );
+}
+
+/// True for `application/json`, with or without parameters.
+pub fn is_json_content_type(value: &str) -> bool {
+    value
+        .split(';')
+        .next()
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Checks the content type and reads the body within the size limit.
+async fn json_body(request: Request) -> Result<Bytes, ApiError> {
+    let is_json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(is_json_content_type);
+    if !is_json {
+        return Err(ApiError::unsupported_media_type());
+    }
+    read_limited(request.into_body()).await
+}
+
+async fn read_limited(body: Body) -> Result<Bytes, ApiError> {
+    use http_body_util::BodyExt;
+    match http_body_util::Limited::new(body, MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::body_too_large(MAX_BODY_BYTES))
+        }
+        Err(error) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("cannot read the request body: {error}"),
+        )),
+    }
+}
+
+/// Parses a JSON body into `T`, saying where the first problem is. Pure, for tests.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize::<_, T>(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        bad_json(&inner, &path)
+    })?;
+    deserializer.end().map_err(|error| bad_json(&error, "."))?;
+    Ok(value)
+}
+
+fn bad_json(error: &serde_json::Error, path: &str) -> ApiError {
+    let text = error.to_string();
+    let text = match text.rfind(" at line ") {
+        Some(cut) => &text[..cut],
+        None => &text,
+    };
+    let what = if error.is_syntax() || error.is_eof() {
+        "the body is not valid JSON"
+    } else {
+        "the body is not the expected JSON"
+    };
+    let place = if path == "." {
+        String::new()
+    } else {
+        format!(" at `{path}`")
+    };
+    ApiError::bad_json(
+        format!(
+            "{what}: {text}{place} (line {}, column {})",
+            error.line(),
+            error.column()
+        ),
+        error.line(),
+        error.column(),
+        path,
+    )
+}
+
+/// The body of `POST /api/v1/recovery`: a `RecoveryRun`, where `params` may be left out
+/// for the actions that take none.
+pub struct RecoveryBody(pub RecoveryRun);
+
+/// Parses a recovery request, taking a missing `params` as `{}`. Pure, for tests.
+pub fn parse_recovery(bytes: &[u8]) -> Result<RecoveryRun, ApiError> {
+    let first = match parse_json::<RecoveryRun>(bytes) {
+        Ok(run) => return Ok(run),
+        Err(error) => error,
+    };
+    let Ok(serde_json::Value::Object(mut object)) = serde_json::from_slice(bytes) else {
+        return Err(first);
+    };
+    if object.contains_key("params") {
+        return Err(first);
+    }
+    object.insert("params".into(), serde_json::json!({}));
+    serde_json::from_value(serde_json::Value::Object(object)).map_err(|_| first)
+}
+
+impl<S: Send + Sync> FromRequest<S> for RecoveryBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
+        let bytes = json_body(request).await?;
+        parse_recovery(&bytes).map(RecoveryBody)
+    }
+}
+
+impl OperationInput for RecoveryBody {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        document_body::<RecoveryRun>(ctx, operation);
+    }
+}
+
+/// A `201 Created` answer.
+pub struct Created<T>(pub T);
+
+impl<T: IntoResponse> IntoResponse for Created<T> {
+    fn into_response(self) -> Response {
+        (StatusCode::CREATED, self.0).into_response()
+    }
+}
+
+impl<T: OperationOutput> OperationOutput for Created<T> {
+    type Inner = T::Inner;
+
+    fn operation_response(
+        ctx: &mut GenContext,
+        operation: &mut Operation,
+    ) -> Option<OpenApiResponse> {
+        T::operation_response(ctx, operation)
+    }
+
+    fn inferred_responses(
+        ctx: &mut GenContext,
+        operation: &mut Operation,
+    ) -> Vec<(Option<OpenApiStatus>, OpenApiResponse)> {
+        T::operation_response(ctx, operation)
+            .map(|response| vec![(Some(OpenApiStatus::Code(201)), response)])
+            .unwrap_or_default()
+    }
+}
+
+/// `GET health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: String,
+    /// The daemon's version.
+    pub version: String,
+    /// The socket protocol version it speaks.
+    pub protocol: u32,
+}
+
+async fn health() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        protocol: koru_protocol::PROTOCOL_VERSION,
+    })
+}
+
+async fn status(daemon: Daemon) -> Result<Json<StatusInfo>, ApiError> {
+    let Message::StatusResult(mut status) = daemon.ask(Message::Status {}).await? else {
+        return Err(unexpected("status"));
+    };
+    if let Some(http) = status.http.as_mut() {
+        // The token authenticates programs; a page that can read this already has access.
+        http.token = String::new();
+    }
+    Ok(Json(status))
+}
+
+async fn sessions(daemon: Daemon) -> Result<Json<SessionsListResult>, ApiError> {
+    match daemon
+        .ask(Message::SessionsList(SessionsList::default()))
+        .await?
+    {
+        Message::SessionsListResult(result) => Ok(Json(result)),
+        _ => Err(unexpected("sessions.list")),
+    }
+}
+
+/// The filters of `GET drives`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct DrivesQuery {
+    /// A drive state (`queued`, `done`, …), or `active` (not ended) or `terminal` (ended).
+    pub state: Option<String>,
+    /// Only drives of this session.
+    pub session_id: Option<String>,
+    /// Only drives that have not ended.
+    pub active: Option<bool>,
+}
+
+/// Which states a `state=` filter keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateFilter {
+    Active,
+    Terminal,
+    Exactly(DriveState),
+}
+
+impl StateFilter {
+    pub fn parse(raw: &str) -> Result<Self, ApiError> {
+        match raw {
+            "active" => Ok(StateFilter::Active),
+            "terminal" => Ok(StateFilter::Terminal),
+            other => serde_json::from_value(serde_json::Value::String(other.to_string()))
+                .map(StateFilter::Exactly)
+                .map_err(|_| {
+                    ApiError::invalid_argument(format!(
+                        "`state` must be a drive state (queued, sent, received, focused, pasted, submitted, done, failed, cancelled, timed_out), `active` or `terminal`; got {other:?}"
+                    ))
+                    .with_detail(serde_json::json!({"field": "state"}))
+                }),
+        }
+    }
+
+    pub fn keeps(self, state: DriveState) -> bool {
+        match self {
+            StateFilter::Active => !state.is_terminal(),
+            StateFilter::Terminal => state.is_terminal(),
+            StateFilter::Exactly(wanted) => state == wanted,
+        }
+    }
+}
+
+async fn drives(
+    daemon: Daemon,
+    Query(query): Query<DrivesQuery>,
+) -> Result<Json<DrivesListResult>, ApiError> {
+    let filter = query.state.as_deref().map(StateFilter::parse).transpose()?;
+    let request = DrivesList {
+        session_id: query.session_id.filter(|s| !s.is_empty()),
+        active_only: query.active.unwrap_or(false) || filter == Some(StateFilter::Active),
+    };
+    let Message::DrivesListResult(mut result) = daemon.ask(Message::DrivesList(request)).await?
+    else {
+        return Err(unexpected("drives.list"));
+    };
+    if let Some(filter) = filter {
+        result.drives.retain(|d| filter.keeps(d.state));
+    }
+    Ok(Json(result))
+}
+
+/// The `{id}` of `drives/{id}`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct DriveId {
+    /// The drive's id (`d_…`).
+    pub id: String,
+}
+
+async fn drive(
+    daemon: Daemon,
+    Path(DriveId { id }): Path<DriveId>,
+) -> Result<Json<DriveResult>, ApiError> {
+    match daemon
+        .ask(Message::DriveGet(DriveRef { drive_id: id }))
+        .await?
+    {
+        Message::DriveResult(result) => Ok(Json(result)),
+        _ => Err(unexpected("drive.get")),
+    }
+}
+
+async fn create_drive(
+    daemon: Daemon,
+    ApiJson(create): ApiJson<DriveCreate>,
+) -> Result<Created<Json<DriveResult>>, ApiError> {
+    if create.prompt.len() > crate::mcp::backend::MAX_PROMPT_BYTES {
+        return Err(ApiError::invalid_argument(format!(
+            "`prompt` is {} bytes of UTF-8; the limit is {} bytes",
+            create.prompt.len(),
+            crate::mcp::backend::MAX_PROMPT_BYTES
+        ))
+        .with_detail(serde_json::json!({"field": "prompt"})));
+    }
+    match daemon.ask(Message::DriveCreate(create)).await? {
+        Message::DriveResult(result) => Ok(Created(Json(result))),
+        _ => Err(unexpected("drive.create")),
+    }
+}
+
+async fn cancel_drive(
+    daemon: Daemon,
+    Path(DriveId { id }): Path<DriveId>,
+) -> Result<Json<DriveResult>, ApiError> {
+    match daemon
+        .ask(Message::DriveCancel(DriveRef { drive_id: id }))
+        .await?
+    {
+        Message::DriveResult(result) => Ok(Json(result)),
+        _ => Err(unexpected("drive.cancel")),
+    }
+}
+
+async fn chats(daemon: Daemon) -> Result<Json<ChatsListResult>, ApiError> {
+    match daemon.ask(Message::ChatsList(ChatsList::default())).await? {
+        Message::ChatsListResult(result) => Ok(Json(result)),
+        _ => Err(unexpected("chats.list")),
+    }
+}
+
+async fn doctor(
+    daemon: Daemon,
+    State(state): State<AppState>,
+) -> Result<Json<DoctorReport>, ApiError> {
+    let report = crate::cli::doctor_cmd::build_report(
+        &daemon.socket,
+        &[],
+        Duration::from_secs(2),
+        &state.layers,
+    )
+    .await
+    .map_err(|error| ApiError::internal(format!("the doctor report failed: {error:#}")))?;
+    Ok(Json(report))
+}
+
+async fn interfaces(
+    _daemon: Daemon,
+    State(state): State<AppState>,
+) -> Result<Json<RegistryView>, ApiError> {
+    let layers = state.layers.clone();
+    // Reading the layer files blocks; the daemon's one thread must not wait on the disk.
+    let view = tokio::task::spawn_blocking(move || {
+        RegistryView::of(&crate::registry::load_layers(&layers))
+    })
+    .await
+    .map_err(|error| ApiError::internal(format!("reading the registry failed: {error}")))?;
+    Ok(Json(view))
+}
+
+async fn run(daemon: &Daemon, action: RecoveryAction) -> Result<Json<RecoveryResult>, ApiError> {
+    match daemon
+        .ask(Message::RecoveryRun(RecoveryRun { action }))
+        .await?
+    {
+        Message::RecoveryResult(result) => Ok(Json(result)),
+        _ => Err(unexpected("recovery.run")),
+    }
+}
+
+async fn reload_registry(daemon: Daemon) -> Result<Json<RecoveryResult>, ApiError> {
+    run(&daemon, RecoveryAction::ReloadRegistry {}).await
+}
+
+async fn recovery_actions(_daemon: Daemon) -> Json<ActionList> {
+    Json(actions())
+}
+
+async fn run_recovery(
+    daemon: Daemon,
+    RecoveryBody(request): RecoveryBody,
+) -> Result<Json<RecoveryResult>, ApiError> {
+    run(&daemon, request.action).await
+}
+
+/// A dashboard login link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LoginCode {
+    /// `http://HOST:PORT/login?code=…`: open it in a browser within a minute, once.
+    pub url: String,
+    /// When the code stops working (Unix ms).
+    pub expires_at_ms: u64,
+}
+
+async fn dashboard_code(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<LoginCode>, ApiError> {
+    // The guard has checked that Host names this server.
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| state.auth.allowed_authorities().first().map(String::as_str))
+        .unwrap_or_default()
+        .to_string();
+    let (code, _) = state.auth.mint_code()?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    Ok(Json(LoginCode {
+        url: format!("http://{host}/login?code={code}"),
+        expires_at_ms: now_ms + CODE_LIFETIME.as_millis() as u64,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detail(error: ApiError) -> (u16, String, serde_json::Value) {
+        (
+            error.status.as_u16(),
+            error.body.code,
+            error.body.detail.unwrap_or_default(),
+        )
+    }
+
+    #[test]
+    fn bad_bodies_say_where_they_went_wrong() {
+        let (status, code, where_) =
+            detail(parse_json::<DriveCreate>(br#"{"target":"#).unwrap_err());
+        assert_eq!((status, code.as_str()), (400, "bad_json"));
+        assert_eq!(where_["line"], 1);
+        assert_eq!(where_["column"], 10);
+        let (_, _, where_) = detail(
+            parse_json::<DriveCreate>(b"{\n  \"target\": \"focused\",\n  \"prompt\": 42\n}")
+                .unwrap_err(),
+        );
+        assert_eq!(where_["path"], "prompt");
+        assert_eq!(where_["line"], 3);
+        let (_, _, where_) = detail(
+            parse_json::<DriveCreate>(
+                br#"{"target":"focused","prompt":"x","options":{"busy":"never"}}"#,
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(where_["path"], "options.busy");
+        let error = parse_json::<DriveCreate>(br#"{"target":"focused","prompt":"x"} trailing"#)
+            .unwrap_err();
+        assert_eq!(error.code(), "bad_json");
+        assert!(parse_json::<DriveCreate>(br#"{"target":"focused","prompt":"x"}"#).is_ok());
+    }
+
+    #[test]
+    fn recovery_params_may_be_left_out_for_actions_without_any() {
+        assert_eq!(
+            parse_recovery(br#"{"action":"reprobe"}"#).unwrap().action,
+            RecoveryAction::Reprobe {}
+        );
+        assert_eq!(
+            parse_recovery(br#"{"action":"reload_registry","params":{}}"#)
+                .unwrap()
+                .action,
+            RecoveryAction::ReloadRegistry {}
+        );
+        assert_eq!(
+            parse_recovery(br#"{"action":"cancel_drive","params":{"drive_id":"d_1"}}"#)
+                .unwrap()
+                .action,
+            RecoveryAction::CancelDrive {
+                drive_id: "d_1".into()
+            }
+        );
+        for bad in [
+            &br#"{"action":"retry_drive"}"#[..],
+            br#"{"action":"teleport"}"#,
+            br#"{"action":"cancel_drive","params":{}}"#,
+            br#"{"action":"#,
+        ] {
+            assert_eq!(
+                parse_recovery(bad).unwrap_err().code(),
+                "bad_json",
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn state_filters_name_states_or_the_two_groups() {
+        assert!(StateFilter::parse("active")
+            .unwrap()
+            .keeps(DriveState::Sent));
+        assert!(!StateFilter::parse("active")
+            .unwrap()
+            .keeps(DriveState::Done));
+        assert!(StateFilter::parse("terminal")
+            .unwrap()
+            .keeps(DriveState::TimedOut));
+        assert!(StateFilter::parse("timed_out")
+            .unwrap()
+            .keeps(DriveState::TimedOut));
+        assert!(!StateFilter::parse("done")
+            .unwrap()
+            .keeps(DriveState::Failed));
+        assert_eq!(
+            StateFilter::parse("later").unwrap_err().code(),
+            "invalid_argument"
+        );
+        assert!(is_json_content_type("application/json; charset=utf-8"));
+        assert!(is_json_content_type("Application/JSON"));
+        assert!(!is_json_content_type("text/plain"));
+    }
+}

@@ -75,12 +75,15 @@ test('a fake plugin connects and its session appears without a reload; reconnect
 
     // Focus window has no display here: the refusal is shown, not hidden.
     await card.getByRole('button', { name: 'Focus window' }).click();
-    await page.locator('.toast', { hasText: 'focus_window' }).waitFor({ timeout: 10_000 });
+    await page.locator('.toast', { hasText: 'focus_window:' }).first().waitFor({ timeout: 10_000 });
 
-    // Reconnect: the daemon says bye to the plugin, whose session leaves the page live.
+    // Reconnect: the daemon says bye to the plugin, which connects again as a new session;
+    // the page follows both live.
     await card.getByRole('button', { name: 'Reconnect plugin' }).click();
-    await page.locator('.toast', { hasText: 'reconnect_plugin' }).waitFor({ timeout: 10_000 });
+    await page.locator('.toast', { hasText: 'reconnect_plugin:' }).first().waitFor({ timeout: 10_000 });
     await card.waitFor({ state: 'detached', timeout: 10_000 });
+    await page.locator('article.session', { hasText: 'alpha-proj' }).waitFor({ timeout: 10_000 });
+    assert.notEqual(await page.locator('article.session').first().getAttribute('data-session-id'), plugin.sessionId);
     noProblems(problems);
     await context.close();
   });
@@ -114,7 +117,7 @@ test('a send from the page reaches the plugin and its timeline fills live', asyn
     for (const s of ['queued', 'sent', 'received', 'submitted', 'done']) assert.ok(stages.includes(s), `stage ${s} in ${stages}`);
     const seen = (await page.evaluate(() => window.__seen)).filter((k) => k.startsWith(`${id}:`)).map((k) => k.split(':')[1]);
     assert.ok(seen.length >= 4, `the card went through its stages live (saw ${seen.join(' → ')})`);
-    assert.ok(seen.includes('received') && seen.includes('submitted') && seen.indexOf('received') < seen.indexOf('done'), `intermediate stages shown live: ${seen}`);
+    assert.ok(seen.includes('received') && seen.indexOf('received') < seen.indexOf('done'), `intermediate stages shown live: ${seen}`);
     assert.equal(await page.locator('#send-prompt').inputValue(), '', 'the prompt box is cleared after a send');
 
     // Leave it unsubmitted: the option reaches the plugin.
@@ -334,9 +337,9 @@ test('doctor shows interfaces by family with status text, and Re-check / Reload 
     await shot(page, 'doctor');
 
     await page.click('#doctor-recheck');
-    await page.locator('.toast', { hasText: 'reprobe' }).waitFor({ timeout: 20_000 });
+    await page.locator('.toast', { hasText: 'reprobe:' }).first().waitFor({ timeout: 20_000 });
     await page.click('#registry-reload');
-    await page.locator('.toast', { hasText: /reload_registry|Registry reloaded/ }).waitFor({ timeout: 10_000 });
+    await page.locator('.toast', { hasText: /reload_registry|Registry reloaded/ }).first().waitFor({ timeout: 10_000 });
     noProblems(problems);
     await context.close();
   });

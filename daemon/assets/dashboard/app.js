@@ -152,8 +152,12 @@ async function withProgress(button, work) {
   }
 }
 
+// Actions this page asked for, by name: their recovery_performed events need no second toast.
+const mine = new Map();
+
 /** POST /recovery {action, params}; reports the RecoveryResult summary (or the refusal) and returns the result or null. */
 async function recover(button, action, params = {}, driveId = null) {
+  mine.set(action, (mine.get(action) || 0) + 1);
   return withProgress(button, async () => {
     try {
       const result = await api('POST', '/recovery', { action, params });
@@ -716,7 +720,8 @@ const handlers = {
     loadDoctor();
   },
   recovery_performed({ action, by, ok, summary }) {
-    if (by !== 'dashboard') toast(`${by} ran ${action}: ${summary}`, ok ? 'info' : 'error');
+    if (mine.get(action) > 0) mine.set(action, mine.get(action) - 1);
+    else toast(`${by} ran ${action}: ${summary}`, ok ? 'info' : 'error');
     if (action === 'reprobe') loadDoctor();
   },
   reset() {
@@ -770,6 +775,7 @@ function start() {
   reload.addEventListener('click', () =>
     withProgress(reload, async () => {
       try {
+        mine.set('reload_registry', (mine.get('reload_registry') || 0) + 1);
         const result = await api('POST', '/registry/reload');
         toast(`reload_registry: ${result.summary}`, result.ok ? 'ok' : 'error');
       } catch (e) {

@@ -156,7 +156,10 @@ test('a drive that fails with a blocker shows the registry hint, and Retry makes
     const cardText = await card.textContent();
     for (const a of withHint) assert.ok(cardText.includes(a.hint), `hint "${a.hint}" shown`);
     assert.ok(cardText.includes('capability_missing'), 'the blocker code is shown');
-    await card.scrollIntoViewIfNeeded();
+    await page.evaluate(() => {
+      for (const t of document.querySelectorAll('.toast')) t.remove();
+      window.scrollTo(0, 0);
+    });
     await shot(page, 'failed-drive-with-hint');
     await card.screenshot({ path: path.join(ARTIFACTS, 'failed-drive-card.png') });
 
@@ -333,7 +336,7 @@ test('doctor shows interfaces by family with status text, and Re-check / Reload 
       assert.ok((await row.textContent()).includes(unavailable.recovery[0].does));
       assert.ok((await row.locator('button').count()) >= 1, 'a hint has a button (its action, or Re-check)');
     }
-    await page.locator('#doctor').scrollIntoViewIfNeeded();
+    await page.evaluate(() => document.getElementById('doctor').scrollIntoView());
     await shot(page, 'doctor');
 
     await page.click('#doctor-recheck');
@@ -359,6 +362,10 @@ test('overview: several IDEs, drives done and failed, observed chats (screenshot
     await page.locator('#chats-body table').waitFor({ timeout: 15_000 });
     assert.match(await page.textContent('#chats-body'), /koru/);
     await page.locator('.verdict').waitFor({ timeout: 20_000 });
+    await page.evaluate(() => {
+      for (const t of document.querySelectorAll('.toast')) t.remove();
+      window.scrollTo(0, 0);
+    });
     await sleep(300);
     const file = await shot(page, 'overview');
     await shot(page, 'overview-full', { fullPage: true });

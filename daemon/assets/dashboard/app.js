@@ -235,25 +235,23 @@ function sessionCard(s) {
   const f = folders(s);
   const title = f.length ? f.map(basename).join(', ') : '(no folder)';
   const active = s.active_drive ? h('a', { href: `#drive-${s.active_drive}`, text: s.active_drive }) : h('span', { class: 'muted', text: 'none' });
-  const reconnect = h('button', { type: 'button', text: 'Reconnect plugin', dataset: { key: `reconnect:${s.session_id}` } });
+  const reconnect = h('button', { type: 'button', class: 'small', text: 'Reconnect plugin', dataset: { key: `reconnect:${s.session_id}` } });
   reconnect.addEventListener('click', () => recover(reconnect, 'reconnect_plugin', { session_id: s.session_id }));
-  const focus = h('button', { type: 'button', text: 'Focus window', dataset: { key: `focus:${s.session_id}` } });
+  const focus = h('button', { type: 'button', class: 'small', text: 'Focus window', dataset: { key: `focus:${s.session_id}` } });
   focus.addEventListener('click', () => recover(focus, 'focus_window', { session_id: s.session_id }));
   return h(
     'article',
     { class: 'card session', id: `session-${s.session_id}`, dataset: { sessionId: s.session_id }, 'aria-label': `Session ${title}` },
-    h('div', { class: 'card-head' }, h('h3', { class: 'folder', text: title }), h('span', { class: `badge health-${s.health}`, text: s.health === 'active' ? '● active' : '◌ stale' })),
+    h('div', { class: 'card-head' }, h('h3', { class: 'folder', text: title }), h('code', { class: 'small', text: s.session_id }), h('span', { class: `badge health-${s.health}`, text: s.health === 'active' ? '● active' : '◌ stale' })),
     h(
       'dl',
       { class: 'facts' },
-      fact('Product', product(s), s.ide?.app_name ? h('span', { class: 'muted', text: ` (${s.ide.app_name})` }) : null),
-      fact('IDE version', s.ide?.version || '—'),
+      fact('Product', h('span', { title: s.ide?.app_name || '', text: product(s) }), ` ${s.ide?.version || ''}`),
       fact('Protocol', `v${s.protocol}`, h('span', { class: 'muted', text: ` · ${s.client?.name || ''} ${s.client?.version || ''}` })),
       fact('Connected', when(s.connected_at_ms)),
       fact('Chat', h('span', { class: `badge chat-${s.chat}`, text: s.chat })),
       fact('Active drive', active, s.queued_drives ? ` · ${s.queued_drives} queued` : ''),
       h('div', { class: 'wide' }, h('dt', { text: 'Workspace folders' }), h('dd', {}, f.length ? h('ul', { class: 'paths' }, f.map((p) => h('li', {}, h('code', { text: p })))) : '—')),
-      fact('Session', h('code', { text: s.session_id })),
     ),
     h('div', { class: 'actions' }, reconnect, focus),
   );
@@ -600,9 +598,9 @@ function renderDoctor() {
       ? h('ul', { class: 'diagnostics' }, [...r.registry.diagnostics, ...(r.daemon.registry_diagnostics || [])].map((d) => h('li', {}, h('code', { text: d }))))
       : null,
     r.daemon.refused_handshakes?.length ? h('ul', { class: 'diagnostics' }, r.daemon.refused_handshakes.map((d) => h('li', { text: `refused plugin: ${d}` }))) : null,
-    paths,
     h('div', { class: 'scroll' }, table),
     hidden ? h('p', { class: 'small muted', text: `${hidden} not-applicable interface(s) hidden.` }) : null,
+    paths,
   );
 }
 

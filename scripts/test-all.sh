@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus), then the Rust workspace tests and the VS Code extension's tests.
+# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus), then the Rust workspace tests, the VS Code extension's tests and the JetBrains plugin's build and tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,3 +44,7 @@ tests/mcp-sdk/run.sh
 # The extension end to end inside a real VS Code build (code-server + headless Chromium)
 # against the real daemon; it installs what it needs and fails, never skips, when it cannot.
 plugins/vscode/e2e/run.sh
+
+# The JetBrains plugin: javac against the Debian IntelliJ Platform API jars, plugin.xml validation, JUnit 5
+# (golden vectors, the protocol client against the real daemon) and the plugin zip; it apt-installs what it needs.
+plugins/jetbrains/build.sh

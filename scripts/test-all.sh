@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus), then the Rust workspace tests, the VS Code extension's tests and the dashboard's browser tests.
+# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus), then the Rust workspace tests, the VS Code extension's tests, the dashboard's browser tests and the JetBrains plugin's build and tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,3 +48,7 @@ plugins/vscode/e2e/run.sh
 # The web dashboard in headless Chromium (playwright-core) against the real daemon with
 # fake plugins; it installs Chromium if missing and fails, never skips, when it cannot run.
 tests/browser/run.sh
+
+# The JetBrains plugin: javac against the Debian IntelliJ Platform API jars, plugin.xml validation, JUnit 5
+# (golden vectors, the protocol client against the real daemon) and the plugin zip; it apt-installs what it needs.
+plugins/jetbrains/build.sh

@@ -27,6 +27,9 @@ fn the_built_in_registry_is_clean_and_complete() {
         "cursor_plugin_drive",
         "windsurf_plugin_drive",
         "jetbrains_plugin_drive",
+        "jetbrains_copilot_plugin_drive",
+        "jetbrains_claude_code_plugin_drive",
+        "jetbrains_junie_plugin_drive",
         "os_injector_xdotool",
         "os_injector_wtype",
         "os_injector_ydotool",
@@ -116,7 +119,16 @@ fn routes_rank_by_policy_order_then_authority_then_priority() {
         ]
     );
     assert_eq!(ids("cursor")[0], "cursor_plugin_drive");
-    assert_eq!(ids("jetbrains-idea")[0], "jetbrains_plugin_drive");
+    // One tool-window route per JetBrains chat, AI Assistant first.
+    assert_eq!(
+        ids("jetbrains-idea")[..4],
+        [
+            "jetbrains_plugin_drive",
+            "jetbrains_copilot_plugin_drive",
+            "jetbrains_claude_code_plugin_drive",
+            "jetbrains_junie_plugin_drive"
+        ]
+    );
 
     let forbid = source(
         Layer::User,

@@ -55,9 +55,9 @@ pub struct FakePluginArgs {
     /// Append each received drive as one JSON line {drive_id, prompt, submit, route} to this file
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
-    /// Do not announce the registry catalog's commands for the product as capabilities
-    /// (by default the fake plugin claims every command its product's routes need, as a
-    /// real plugin in a complete IDE would)
+    /// Do not announce the registry catalog's commands and tool windows for the product as
+    /// capabilities (by default the fake plugin claims every command and tool window its
+    /// product's routes need, as a real plugin in a complete IDE would)
     #[arg(long)]
     pub no_commands: bool,
     /// The protocol range to offer in hello, e.g. `2..3` to see a version mismatch
@@ -135,22 +135,27 @@ fn parse_range(raw: &str) -> anyhow::Result<koru_protocol::VersionRange> {
     })
 }
 
-/// The `command:` capabilities the registry's routes for `product` require.
+/// The `command:` and `tool_window:` capabilities the registry's routes for `product` require.
 fn catalog_commands(product: &str) -> Vec<Capability> {
     let layers = crate::registry::LayerPaths::discover(None, None);
     let loaded = crate::registry::load_layers(&layers);
     let platform =
         crate::doctor::probe::current_platform().unwrap_or(koru_registry::Platform::Linux);
-    let mut commands: Vec<String> = koru_registry::rank_routes(&loaded.registry, product, platform)
+    let mut wanted: Vec<String> = koru_registry::rank_routes(&loaded.registry, product, platform)
         .iter()
         .flat_map(|route| route.requires.capabilities.iter())
-        .filter_map(|c| c.strip_prefix("command:").map(str::to_string))
+        .filter(|c| c.starts_with("command:") || c.starts_with("tool_window:"))
+        .cloned()
         .collect();
-    commands.sort();
-    commands.dedup();
-    commands
+    wanted.sort();
+    wanted.dedup();
+    wanted
         .into_iter()
-        .map(|id| Capability::Command { id })
+        .filter_map(|c| match c.split_once(':') {
+            Some(("command", id)) => Some(Capability::Command { id: id.to_string() }),
+            Some(("tool_window", id)) => Some(Capability::ToolWindow { id: id.to_string() }),
+            _ => None,
+        })
         .collect()
 }
 

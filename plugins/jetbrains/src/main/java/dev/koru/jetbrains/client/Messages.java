@@ -1,0 +1,371 @@
+// The protocol messages a plugin sends and receives, mirroring docs/protocol.schema.json (field names are the schema's, camelCased; Gson maps them back to snake_case).
+package dev.koru.jetbrains.client;
+
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import com.google.gson.TypeAdapter;
+import com.google.gson.stream.JsonReader;
+import com.google.gson.stream.JsonWriter;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * Plain data classes for the plugin's side of protocol v1. Every message is an envelope
+ * ({@code v}, {@code type}, optional {@code id}) with its own fields at the top level.
+ * Unknown fields are ignored on decode; optional fields left {@code null} are not written.
+ */
+public final class Messages {
+    private Messages() {}
+
+    /** Fields every line has. */
+    public static class Envelope {
+        public Integer v = Protocol.PROTOCOL_VERSION;
+        public String type;
+        /** An integer or a string chosen by a request's sender; {@code null} when absent. */
+        public JsonElement id;
+    }
+
+    /** {@code protocol: {min, max}}: an inclusive range of versions. */
+    public static final class VersionRange {
+        public int min;
+        public int max;
+
+        public VersionRange() {}
+
+        public VersionRange(int min, int max) {
+            this.min = min;
+            this.max = max;
+        }
+    }
+
+    /** {@code client: {name, version}}. */
+    public static final class ClientInfo {
+        public String name;
+        public String version;
+
+        public ClientInfo() {}
+
+        public ClientInfo(String name, String version) {
+            this.name = name;
+            this.version = version;
+        }
+    }
+
+    /** {@code ide}: the IDE a plugin runs in. */
+    public static final class IdeInfo {
+        /** {@code jetbrains-<product>} (see {@link ProductDetector}). */
+        public String product;
+        public String version;
+        public String appName;
+        public String uriScheme;
+        public String appHost;
+    }
+
+    /** {@code window}: the IDE window (project frame) a plugin lives in. */
+    public static final class WindowInfo {
+        public Long pid;
+        public Long parentPid;
+        public List<String> workspaceFolders;
+        public String title;
+        public Boolean focused;
+        public String windowId;
+    }
+
+    /**
+     * A capability tagged by {@code kind}: {@code native_send}, {@code plugin_drive},
+     * {@code drive_steps}, {@code chat_events}, {@code clipboard}, {@code command {id}},
+     * {@code tool_window {id}}, or a kind this client does not know, kept verbatim.
+     */
+    public static final class Capability {
+        public final String kind;
+        public final String id;
+        /** The whole object as received or built, so unknown kinds and fields survive a round trip. */
+        public final JsonObject raw;
+
+        private Capability(JsonObject raw) {
+            this.raw = raw;
+            this.kind = raw.has("kind") && raw.get("kind").isJsonPrimitive() ? raw.get("kind").getAsString() : "";
+            this.id = raw.has("id") && raw.get("id").isJsonPrimitive() ? raw.get("id").getAsString() : null;
+        }
+
+        public static Capability of(String kind) {
+            JsonObject raw = new JsonObject();
+            raw.addProperty("kind", kind);
+            return new Capability(raw);
+        }
+
+        public static Capability withId(String kind, String id) {
+            JsonObject raw = new JsonObject();
+            raw.addProperty("kind", kind);
+            raw.addProperty("id", id);
+            return new Capability(raw);
+        }
+
+        public static Capability fromJson(JsonObject raw) {
+            return new Capability(raw.deepCopy());
+        }
+
+        /** True for the kinds protocol v1 defines. */
+        public boolean isKnownKind() {
+            return List.of("native_send", "plugin_drive", "drive_steps", "chat_events", "clipboard", "command", "tool_window")
+                    .contains(kind);
+        }
+
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof Capability && ((Capability) other).raw.equals(raw);
+        }
+
+        @Override
+        public int hashCode() {
+            return raw.hashCode();
+        }
+
+        @Override
+        public String toString() {
+            return id == null ? kind : kind + ":" + id;
+        }
+    }
+
+    /** Writes and reads {@link Capability} as its raw object. */
+    static final class CapabilityAdapter extends TypeAdapter<Capability> {
+        @Override
+        public void write(JsonWriter out, Capability value) throws IOException {
+            if (value == null) {
+                out.nullValue();
+                return;
+            }
+            com.google.gson.internal.Streams.write(value.raw, out);
+        }
+
+        @Override
+        public Capability read(JsonReader in) throws IOException {
+            JsonElement element = JsonParser.parseReader(in);
+            if (!element.isJsonObject()) {
+                throw new com.google.gson.JsonParseException("a capability must be an object with `kind`");
+            }
+            return Capability.fromJson(element.getAsJsonObject());
+        }
+    }
+
+    /** {@code hello}: the first line every client sends. */
+    public static final class Hello extends Envelope {
+        public String role;
+        public VersionRange protocol;
+        public ClientInfo client;
+        public IdeInfo ide;
+        public WindowInfo window;
+        public List<Capability> capabilities;
+
+        public Hello() {
+            type = "hello";
+        }
+    }
+
+    /** {@code daemon: {version}} inside {@code welcome}. */
+    public static final class DaemonInfo {
+        public String version;
+    }
+
+    /** {@code welcome}: the daemon's answer to an acceptable hello. */
+    public static final class Welcome extends Envelope {
+        public Integer protocol;
+        public String sessionId;
+        public DaemonInfo daemon;
+        public Long heartbeatMs;
+        public Long maxLineBytes;
+    }
+
+    /** {@code location} of an error. */
+    public static final class ErrorLocation {
+        public Long line;
+        public Long column;
+        public String field;
+    }
+
+    /** {@code error}. */
+    public static final class ErrorMessage extends Envelope {
+        public String code;
+        public String message;
+        public JsonElement ref;
+        public VersionRange supported;
+        public ErrorLocation location;
+    }
+
+    /** {@code ping} and {@code pong}. */
+    public static final class Ping extends Envelope {
+        public Ping() {}
+
+        public Ping(String type, JsonElement id) {
+            this.type = type;
+            this.id = id;
+        }
+    }
+
+    /** {@code bye}. */
+    public static final class Bye extends Envelope {
+        public String reason;
+
+        public Bye() {
+            type = "bye";
+        }
+
+        public Bye(String reason) {
+            this();
+            this.reason = reason;
+        }
+    }
+
+    /** {@code options} of a drive. */
+    public static final class DriveOptions {
+        public boolean submit = true;
+        public boolean newChat;
+        public Long timeoutMs;
+        /** {@code queue} or {@code fail}. */
+        public String busy;
+    }
+
+    /** One step of a drive: an IDE command or action id with arguments, and the stage it proves. */
+    public static final class DriveStep {
+        public String command;
+        public List<JsonElement> args;
+        /** {@code received}, {@code focused}, {@code pasted}, {@code submitted}. */
+        public String proves;
+
+        public DriveStep() {}
+
+        public DriveStep(String command, List<JsonElement> args, String proves) {
+            this.command = command;
+            this.args = args;
+            this.proves = proves;
+        }
+    }
+
+    /** {@code drive} (daemon → plugin): deliver this prompt, ack every stage. */
+    public static final class Drive extends Envelope {
+        public String driveId;
+        public String prompt;
+        public DriveOptions options;
+        /** {@code native_send} or {@code plugin_drive}. */
+        public String route;
+        public List<DriveStep> steps;
+    }
+
+    /** {@code cancel} (daemon → plugin). */
+    public static final class Cancel extends Envelope {
+        public String driveId;
+        public String reason;
+    }
+
+    /** Why a drive could not go on. */
+    public static final class Blocker {
+        public String code;
+        public String detail;
+
+        public Blocker() {}
+
+        public Blocker(String code, String detail) {
+            this.code = code;
+            this.detail = detail;
+        }
+
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof Blocker && Objects.equals(((Blocker) other).code, code)
+                    && Objects.equals(((Blocker) other).detail, detail);
+        }
+
+        @Override
+        public int hashCode() {
+            return Objects.hash(code, detail);
+        }
+
+        @Override
+        public String toString() {
+            return code + ": " + detail;
+        }
+    }
+
+    /** {@code ack} (plugin → daemon): one stage of a drive. */
+    public static final class Ack extends Envelope {
+        public String driveId;
+        public String stage;
+        public Blocker blocker;
+
+        public Ack() {
+            type = "ack";
+        }
+
+        public Ack(String driveId, String stage, Blocker blocker) {
+            this();
+            this.driveId = driveId;
+            this.stage = stage;
+            this.blocker = blocker;
+        }
+    }
+
+    /**
+     * {@code event.event}: {@code chat_busy}, {@code chat_idle}, {@code focus {focused}},
+     * {@code workspace_changed {workspace_folders}}, {@code window_closing}.
+     */
+    public static final class PluginEventKind {
+        public String kind;
+        public Boolean focused;
+        public List<String> workspaceFolders;
+
+        public static PluginEventKind focus(boolean focused) {
+            PluginEventKind event = new PluginEventKind();
+            event.kind = "focus";
+            event.focused = focused;
+            return event;
+        }
+
+        public static PluginEventKind workspaceChanged(List<String> folders) {
+            PluginEventKind event = new PluginEventKind();
+            event.kind = "workspace_changed";
+            event.workspaceFolders = new ArrayList<>(folders);
+            return event;
+        }
+
+        public static PluginEventKind of(String kind) {
+            PluginEventKind event = new PluginEventKind();
+            event.kind = kind;
+            return event;
+        }
+    }
+
+    /** {@code event} (plugin → daemon). */
+    public static final class Event extends Envelope {
+        public PluginEventKind event;
+
+        public Event() {
+            type = "event";
+        }
+
+        public Event(PluginEventKind event) {
+            this();
+            this.event = event;
+        }
+    }
+
+    /** The class a message type decodes into on the plugin side, or {@code null} for controller-only types. */
+    public static Class<? extends Envelope> pluginClassFor(String type) {
+        switch (type) {
+            case "hello": return Hello.class;
+            case "welcome": return Welcome.class;
+            case "error": return ErrorMessage.class;
+            case "ping":
+            case "pong": return Ping.class;
+            case "bye": return Bye.class;
+            case "drive": return Drive.class;
+            case "cancel": return Cancel.class;
+            case "ack": return Ack.class;
+            case "event": return Event.class;
+            default: return null;
+        }
+    }
+}

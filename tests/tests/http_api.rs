@@ -574,7 +574,10 @@ async fn recovery_actions_run_through_the_daemon_and_are_announced() {
             e.event == "recovery_performed" && e.data["action"] == "reprobe"
         })
         .await;
-    let by = seen.last().unwrap().data["by"].as_str().unwrap().to_string();
+    let by = seen.last().unwrap().data["by"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(by == "api" || by.starts_with("api ("), "{by}");
 
     let (status, created) = server
@@ -656,7 +659,10 @@ async fn recovery_actions_run_through_the_daemon_and_are_announced() {
             e.event == "recovery_performed" && e.data["action"] == "reconnect_plugin"
         })
         .await;
-    let by = seen.last().unwrap().data["by"].as_str().unwrap().to_string();
+    let by = seen.last().unwrap().data["by"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(by == "dashboard" || by.starts_with("dashboard ("), "{by}");
 }
 

@@ -17,5 +17,6 @@ pub mod http;
 pub mod mcp;
 pub mod observe;
 pub mod paths;
+pub mod recovery;
 pub mod registry;
 pub mod server;

@@ -197,6 +197,17 @@ fn unique() -> u64 {
     NEXT.fetch_add(1, Ordering::SeqCst)
 }
 
+/// A command's standard output as JSON; panics with both outputs when it is not.
+pub fn stdout_json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
 /// Sets a file's permission bits.
 pub fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;

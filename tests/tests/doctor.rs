@@ -17,14 +17,7 @@ fn doctor(sandbox: &Sandbox, path_dir: &Path, env: &[(&str, &str)], args: &[&str
     command.output().expect("koru doctor runs")
 }
 
-fn json(output: &Output) -> Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "doctor --json is not JSON ({e}): {}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    })
-}
+use koru_system_tests::stdout_json as json;
 
 fn check<'a>(report: &'a Value, id: &str) -> &'a Value {
     report["interfaces"]

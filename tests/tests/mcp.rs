@@ -505,18 +505,6 @@ async fn http_endpoint_needs_the_token_refuses_foreign_origins_and_hosts_and_ser
     let _ = koru_bin();
 }
 
-#[test]
-fn http_on_a_non_loopback_address_needs_an_explicit_opt_in() {
-    let sandbox = Sandbox::new();
-    let output = sandbox.run(&["daemon", "--http", "0.0.0.0:0"]);
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("not a loopback address; pass --http-allow-remote"),
-        "{stderr}"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn send_prompt_and_wait_for_reply_return_the_reply_the_chat_history_shows() {
     let sandbox = Sandbox::new();

@@ -1,7 +1,5 @@
 //! The drive planner through the real daemon: OS injection into a real xterm under Xvfb by `koru send --window-pid`, focus safety with a decoy, fallback from a refused native send to plugin drive, no second route after a possible paste, and a policy that forbids OS injection.
 
-use std::process::Output;
-
 use koru_system_tests::{Sandbox, XTerm, Xvfb};
 use serde_json::Value;
 
@@ -14,15 +12,7 @@ fn registry_file(sandbox: &Sandbox, text: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
-fn json(output: &Output) -> Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
-}
+use koru_system_tests::stdout_json as json;
 
 fn attempts(drive: &Value) -> Vec<String> {
     drive["attempts"]

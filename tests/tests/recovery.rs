@@ -4,17 +4,8 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use koru_system_tests::{controller_hello, greet, Sandbox, XTerm, Xvfb};
-use serde_json::Value;
 
-fn json(output: &Output) -> Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
-}
+use koru_system_tests::stdout_json as json;
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()

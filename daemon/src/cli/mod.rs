@@ -240,7 +240,7 @@ pub struct CancelArgs {
 #[derive(Debug, Args)]
 pub struct RecoverArgs {
     #[arg(value_enum)]
-    pub action: recover_cmd::ActionName,
+    pub action: crate::recovery::ActionName,
     /// The drive (retry_drive, cancel_drive)
     #[arg(long, value_name = "ID")]
     pub drive: Option<String>,

@@ -3,28 +3,11 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail};
 use koru_protocol::{Message, RecoveryAction, RecoveryRun, Route};
 
 use super::RecoverArgs;
-
-/// The actions by their wire names, for the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub enum ActionName {
-    /// Run doctor's probes again
-    Reprobe,
-    /// Read the registry files again
-    ReloadRegistry,
-    /// Send a failed drive's prompt again (--drive, optionally --route); refused when it may have been submitted
-    RetryDrive,
-    /// Cancel a drive that has not finished (--drive)
-    CancelDrive,
-    /// Make a plugin reconnect (--session)
-    ReconnectPlugin,
-    /// Raise and focus a session's IDE window (--session)
-    FocusWindow,
-}
+use crate::recovery::ArgumentError;
 
 /// Routes by their wire names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -47,46 +30,22 @@ impl From<RouteName> for Route {
 
 /// The protocol action for the command line's arguments, or what is missing.
 pub fn action_of(args: &RecoverArgs) -> anyhow::Result<RecoveryAction> {
-    let drive = || {
-        args.drive.clone().with_context(|| {
-            format!(
-                "{} needs --drive ID (`koru drives` lists them)",
-                name(args.action)
-            )
+    let name = args.action.wire();
+    args.action
+        .with(
+            args.drive.clone(),
+            args.session.clone(),
+            args.route.map(Route::from),
+        )
+        .map_err(|error| match error {
+            ArgumentError::MissingDrive => {
+                anyhow!("{name} needs --drive ID (`koru drives` lists them)")
+            }
+            ArgumentError::MissingSession => {
+                anyhow!("{name} needs --session ID (`koru sessions` lists them)")
+            }
+            ArgumentError::RouteNotApplicable => anyhow!("--route only applies to retry_drive"),
         })
-    };
-    let session = || {
-        args.session.clone().with_context(|| {
-            format!(
-                "{} needs --session ID (`koru sessions` lists them)",
-                name(args.action)
-            )
-        })
-    };
-    if args.route.is_some() && args.action != ActionName::RetryDrive {
-        bail!("--route only applies to retry_drive");
-    }
-    Ok(match args.action {
-        ActionName::Reprobe => RecoveryAction::Reprobe {},
-        ActionName::ReloadRegistry => RecoveryAction::ReloadRegistry {},
-        ActionName::RetryDrive => RecoveryAction::RetryDrive {
-            drive_id: drive()?,
-            route: args.route.map(Route::from),
-        },
-        ActionName::CancelDrive => RecoveryAction::CancelDrive { drive_id: drive()? },
-        ActionName::ReconnectPlugin => RecoveryAction::ReconnectPlugin {
-            session_id: session()?,
-        },
-        ActionName::FocusWindow => RecoveryAction::FocusWindow {
-            session_id: session()?,
-        },
-    })
-}
-
-fn name(action: ActionName) -> String {
-    clap::ValueEnum::to_possible_value(&action)
-        .map(|v| v.get_name().to_string())
-        .unwrap_or_default()
 }
 
 pub async fn run(socket: &Path, args: RecoverArgs) -> anyhow::Result<ExitCode> {

@@ -1,7 +1,9 @@
-//! The recovery actions as the dashboard offers them (`GET /api/v1/recovery`): a label, what each does, whether it is safe to repeat, and its parameters — one static table, checked against the protocol's list of actions.
+//! The recovery actions as the dashboard offers them (`GET /api/v1/recovery`): a label, what each does, whether it is safe to repeat, and its parameters, from the one list in `crate::recovery`, checked against the protocol's types.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::recovery::ActionName;
 
 /// One parameter of a recovery action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -31,74 +33,18 @@ pub struct ActionList {
     pub actions: Vec<ActionInfo>,
 }
 
-/// `(name, required, description)`.
-type Param = (&'static str, bool, &'static str);
-
-const DRIVE_ID: Param = ("drive_id", true, "the drive's id (d_…)");
-const SESSION_ID: Param = ("session_id", true, "the plugin session's id (s_…)");
-const ROUTE: Param = (
-    "route",
-    false,
-    "native_send, plugin_drive or os_injection; the planner's order when absent",
-);
-
-/// `(id, label, does, safe_to_repeat, params)`, in the protocol's order.
-const TABLE: &[(&str, &str, &str, bool, &[Param])] = &[
-    (
-        "reprobe",
-        "Check again",
-        "Runs doctor's probes again and reports the verdict.",
-        true,
-        &[],
-    ),
-    (
-        "reload_registry",
-        "Reload the registry",
-        "Reads the registry layer files again, as SIGHUP does; a layer with errors is left out and the previous registry kept.",
-        true,
-        &[],
-    ),
-    (
-        "retry_drive",
-        "Retry",
-        "Sends a failed, timed-out or cancelled drive's prompt again as a new drive; refused while the drive runs or when its prompt may already have been submitted.",
-        false,
-        &[DRIVE_ID, ROUTE],
-    ),
-    (
-        "cancel_drive",
-        "Cancel",
-        "Cancels a drive that has not finished.",
-        true,
-        &[DRIVE_ID],
-    ),
-    (
-        "reconnect_plugin",
-        "Reconnect the plugin",
-        "Asks the IDE plugin to reconnect: the daemon says bye and closes its connection; the plugin connects again with a new session.",
-        true,
-        &[SESSION_ID],
-    ),
-    (
-        "focus_window",
-        "Focus the window",
-        "Raises and focuses the session's IDE window (needs a display; verified).",
-        true,
-        &[SESSION_ID],
-    ),
-];
-
-/// The table as the API answers it.
+/// The actions as the API answers them (the list lives in `crate::recovery`).
 pub fn actions() -> ActionList {
     ActionList {
-        actions: TABLE
+        actions: ActionName::ALL
             .iter()
-            .map(|(id, label, does, safe_to_repeat, params)| ActionInfo {
-                id: id.to_string(),
-                label: label.to_string(),
-                does: does.to_string(),
-                safe_to_repeat: *safe_to_repeat,
-                params: params
+            .map(|action| ActionInfo {
+                id: action.wire().to_string(),
+                label: action.label().to_string(),
+                does: action.does().to_string(),
+                safe_to_repeat: action.safe_to_repeat(),
+                params: action
+                    .params()
                     .iter()
                     .map(|(name, required, description)| ActionParam {
                         name: name.to_string(),

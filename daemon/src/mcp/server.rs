@@ -92,29 +92,11 @@ pub struct DriveIdArgs {
     pub drive_id: String,
 }
 
-/// The recovery actions, for the `recover` tool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RecoverActionName {
-    /// Run doctor's probes again.
-    Reprobe,
-    /// Read the registry files again.
-    ReloadRegistry,
-    /// Send a failed drive's prompt again (needs drive_id; route optional). Refused when the prompt may already have been submitted.
-    RetryDrive,
-    /// Cancel a drive that has not finished (needs drive_id).
-    CancelDrive,
-    /// Make a plugin reconnect (needs session_id).
-    ReconnectPlugin,
-    /// Raise and focus a session's IDE window (needs session_id).
-    FocusWindow,
-}
-
 /// `recover` input.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecoverArgs {
-    pub action: RecoverActionName,
+    pub action: crate::recovery::ActionName,
     /// The drive, for retry_drive and cancel_drive.
     #[serde(default)]
     pub drive_id: Option<String>,
@@ -129,38 +111,17 @@ pub struct RecoverArgs {
 impl RecoverArgs {
     /// The protocol action, or which argument is missing.
     pub fn action(self) -> Result<koru_protocol::RecoveryAction, ToolError> {
-        use koru_protocol::RecoveryAction as A;
-        let need = |value: Option<String>, field: &str| {
-            value.filter(|v| !v.trim().is_empty()).ok_or_else(|| {
-                ToolError::new(
-                    "invalid_argument",
-                    format!("`{field}` is required for this action"),
-                )
+        use crate::recovery::ArgumentError;
+        self.action
+            .with(self.drive_id, self.session_id, self.route)
+            .map_err(|error| {
+                let message = match error {
+                    ArgumentError::MissingDrive => "`drive_id` is required for this action",
+                    ArgumentError::MissingSession => "`session_id` is required for this action",
+                    ArgumentError::RouteNotApplicable => "`route` only applies to retry_drive",
+                };
+                ToolError::new("invalid_argument", message)
             })
-        };
-        if self.route.is_some() && self.action != RecoverActionName::RetryDrive {
-            return Err(ToolError::new(
-                "invalid_argument",
-                "`route` only applies to retry_drive",
-            ));
-        }
-        Ok(match self.action {
-            RecoverActionName::Reprobe => A::Reprobe {},
-            RecoverActionName::ReloadRegistry => A::ReloadRegistry {},
-            RecoverActionName::RetryDrive => A::RetryDrive {
-                drive_id: need(self.drive_id, "drive_id")?,
-                route: self.route,
-            },
-            RecoverActionName::CancelDrive => A::CancelDrive {
-                drive_id: need(self.drive_id, "drive_id")?,
-            },
-            RecoverActionName::ReconnectPlugin => A::ReconnectPlugin {
-                session_id: need(self.session_id, "session_id")?,
-            },
-            RecoverActionName::FocusWindow => A::FocusWindow {
-                session_id: need(self.session_id, "session_id")?,
-            },
-        })
     }
 }
 

@@ -331,14 +331,17 @@ fn push_at(
     };
     let target = match value_at_mut(document, parents)? {
         Value::Object(fields) => {
-            let slot = fields.entry(last.as_key()).or_insert(Value::Null);
+            let key = last.as_key();
+            let absent = fields.get(&key).is_none_or(Value::is_null);
+            // Checked before the field is created: a refused entry leaves the document as it was.
+            if absent && truncate_to.is_some_and(|length| length > 0) {
+                return Err(format!(
+                    "a push at {} truncating an absent array",
+                    show_path(path)
+                ));
+            }
+            let slot = fields.entry(key).or_insert(Value::Null);
             if slot.is_null() {
-                if truncate_to.is_some_and(|length| length > 0) {
-                    return Err(format!(
-                        "a push at {} truncating an absent array",
-                        show_path(path)
-                    ));
-                }
                 *slot = Value::Array(Vec::new());
             }
             slot

@@ -129,6 +129,19 @@ struct Connection {
     subscribed: bool,
 }
 
+impl Connection {
+    /// Says `bye` with `reason` (if the queue has room) and closes the connection.
+    fn say_bye_and_close(&self, reason: &str) {
+        let _ = self
+            .handle
+            .outbound
+            .try_send(Envelope::new(Message::Bye(Bye {
+                reason: Some(reason.into()),
+            })));
+        self.handle.close.cancel();
+    }
+}
+
 /// The daemon's state: connections, sessions, drives, subscribers.
 pub struct App<C: Clock> {
     config: AppConfig,
@@ -451,13 +464,7 @@ impl<C: Clock> App<C> {
             );
         }
         for connection in self.connections.values() {
-            let _ = connection
-                .handle
-                .outbound
-                .try_send(Envelope::new(Message::Bye(Bye {
-                    reason: Some("the daemon is shutting down".into()),
-                })));
-            connection.handle.close.cancel();
+            connection.say_bye_and_close("the daemon is shutting down");
         }
     }
 

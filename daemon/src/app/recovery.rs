@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use koru_protocol::{
-    Blocker, Bye, DriveCreate, DriveState, Envelope, ErrorCode, ErrorMessage, Message,
-    RecoveryAction, RecoveryResult, RequestId, Role, Route, StreamEvent, Target,
+    Blocker, DriveCreate, DriveState, Envelope, ErrorCode, ErrorMessage, Message, RecoveryAction,
+    RecoveryResult, RequestId, Role, Route, StreamEvent, Target,
 };
 use tokio::sync::mpsc;
 
@@ -287,13 +287,7 @@ impl<C: Clock> App<C> {
                     conn_id,
                     id,
                     &by,
-                    RecoveryResult {
-                        action: name.into(),
-                        ok: true,
-                        summary: format!("drive {drive_id} cancelled"),
-                        blocker: None,
-                        drive,
-                    },
+                    did(name, format!("drive {drive_id} cancelled"), drive),
                 );
             }
             RecoveryAction::RetryDrive { drive_id, route } => match self.retry_target(&drive_id) {
@@ -319,26 +313,14 @@ impl<C: Clock> App<C> {
                     let error = no_session(&session_id);
                     return self.refuse_recovery(conn_id, id, name, &by, error);
                 };
-                let _ = plugin_conn
-                    .handle
-                    .outbound
-                    .try_send(Envelope::new(Message::Bye(Bye {
-                        reason: Some(RECONNECT_REQUESTED.into()),
-                    })));
-                plugin_conn.handle.close.cancel();
+                plugin_conn.say_bye_and_close(RECONNECT_REQUESTED);
                 self.finish_recovery(
                     conn_id,
                     id,
                     &by,
-                    RecoveryResult {
-                        action: name.into(),
-                        ok: true,
-                        summary: format!(
+                    did(name, format!(
                             "asked the plugin of session {session_id} to reconnect; it comes back as a new session"
-                        ),
-                        blocker: None,
-                        drive: None,
-                    },
+                        ), None),
                 );
             }
             RecoveryAction::FocusWindow { session_id } => {
@@ -470,13 +452,9 @@ impl<C: Clock> App<C> {
     /// A slow action finished: answer who asked.
     pub(super) fn on_recovery_finished(&mut self, ticket: RecoveryTicket, done: RecoveryDone) {
         let result = match done {
-            RecoveryDone::Probed(Ok(verdict)) => RecoveryResult {
-                action: ticket.action.into(),
-                ok: true,
-                summary: format!("doctor ran again: {verdict}"),
-                blocker: None,
-                drive: None,
-            },
+            RecoveryDone::Probed(Ok(verdict)) => {
+                did(ticket.action, format!("doctor ran again: {verdict}"), None)
+            }
             RecoveryDone::Probed(Err(error)) => not_done(
                 ticket.action,
                 Blocker::new("probe_failed", format!("doctor could not run: {error}")),
@@ -485,16 +463,14 @@ impl<C: Clock> App<C> {
                 let problems = loaded.diagnostics.len();
                 self.on_registry_changed(*loaded);
                 if problems == 0 {
-                    RecoveryResult {
-                        action: ticket.action.into(),
-                        ok: true,
-                        summary: format!(
+                    did(
+                        ticket.action,
+                        format!(
                             "registry reloaded: {} interfaces",
                             self.registry.interfaces().len()
                         ),
-                        blocker: None,
-                        drive: None,
-                    }
+                        None,
+                    )
                 } else {
                     not_done(
                         ticket.action,
@@ -508,13 +484,7 @@ impl<C: Clock> App<C> {
                     )
                 }
             }
-            RecoveryDone::Focused(Ok(what)) => RecoveryResult {
-                action: ticket.action.into(),
-                ok: true,
-                summary: what,
-                blocker: None,
-                drive: None,
-            },
+            RecoveryDone::Focused(Ok(what)) => did(ticket.action, what, None),
             RecoveryDone::Focused(Err(blocker)) => not_done(ticket.action, blocker),
         };
         self.finish_recovery(ticket.conn_id, ticket.id, &ticket.by, result);
@@ -531,6 +501,18 @@ fn no_session(session_id: &str) -> ErrorMessage {
     )
 }
 
+/// An action that did what it says.
+fn did(action: &str, summary: String, drive: Option<koru_protocol::DriveInfo>) -> RecoveryResult {
+    RecoveryResult {
+        action: action.into(),
+        ok: true,
+        summary,
+        blocker: None,
+        drive,
+    }
+}
+
+/// An action that could not act, and why.
 fn not_done(action: &str, blocker: Blocker) -> RecoveryResult {
     RecoveryResult {
         action: action.into(),

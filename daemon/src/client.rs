@@ -73,6 +73,7 @@ pub fn controller_hello(name: &str) -> Hello {
         ide: None,
         window: None,
         capabilities: Vec::new(),
+        chat: None,
     }
 }
 

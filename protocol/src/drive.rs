@@ -35,6 +35,40 @@ pub mod blocker {
     pub const NO_DISPLAY: &str = "no_display";
     /// The injector program is missing.
     pub const INJECTOR_MISSING: &str = "injector_missing";
+    /// The chat refused the request before accepting it (no usable model, signed out,
+    /// out of quota, still starting); the detail is the chat's own message.
+    pub const CHAT_REFUSED: &str = "chat_refused";
+    /// The plugin said its chat cannot take a request now, and the drive's deadline passed
+    /// while it waited for the chat to become ready.
+    pub const CHAT_NOT_READY: &str = "chat_not_ready";
+}
+
+/// What proves a plugin's `submitted` ack: how far the chat itself confirmed that it took
+/// the prompt. Sent by the plugin with the `submitted` ack and kept in the drive record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SubmitEvidence {
+    /// The chat's own response to the request ended, or paused to ask the user, before the
+    /// ack (VS Code's `workbench.action.chat.open` with `blockOnResponse`): the chat ran it.
+    ChatResponded,
+    /// The chat was still answering the request, with no refusal, when the plugin's
+    /// acceptance window ran out (the response outlived the time in which the chat refuses
+    /// requests it cannot take); a later failure arrives as the drive's `observation`.
+    ChatRunning,
+    /// Only the IDE command (or key press) returned without error: nothing from the chat
+    /// confirmed it took the prompt (an IDE without `blockOnResponse`, a route ending in a
+    /// submit command). Also what a plugin that sends no evidence has proven.
+    CommandReturned,
+}
+
+impl SubmitEvidence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubmitEvidence::ChatResponded => "chat_responded",
+            SubmitEvidence::ChatRunning => "chat_running",
+            SubmitEvidence::CommandReturned => "command_returned",
+        }
+    }
 }
 
 /// Which way a prompt is delivered.
@@ -171,6 +205,9 @@ pub struct Ack {
     /// Required in spirit with `stage: failed`; the daemon substitutes `plugin_failed` if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocker: Option<Blocker>,
+    /// With `stage: submitted`: what proves it (absent: `command_returned`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<SubmitEvidence>,
 }
 
 /// Which session (or, without a plugin, which window) a drive is for.
@@ -355,4 +392,12 @@ pub struct DriveInfo {
     /// The drive this one retries (recovery action `retry_drive`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_of: Option<String>,
+    /// For a drive submitted by a plugin: what proves `submitted` (the plugin's evidence;
+    /// `command_returned` when it gave none). Absent for OS injection (see `verification`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_evidence: Option<SubmitEvidence>,
+    /// Why a drive that has not been sent yet is waiting (`chat_not_ready`, `chat_busy`,
+    /// another drive running), while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Blocker>,
 }

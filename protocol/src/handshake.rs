@@ -66,6 +66,43 @@ pub struct WindowInfo {
     /// Whether the window has focus right now, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub focused: Option<bool>,
+    /// Every folder of the window as a URI (`file:///home/me/repo`,
+    /// `vscode-remote://ssh-remote+box/home/me/repo`). For a remote window the folders live
+    /// on another machine: they are here and not in `workspace_folders`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workspace_uris: Vec<String>,
+    /// The remote the window is connected to (VS Code `env.remoteName`: `ssh-remote`,
+    /// `wsl`, `dev-container`, `codespaces`, …); absent for a local window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_name: Option<String>,
+    /// Where the IDE keeps this window's storage, so that the daemon can observe exactly
+    /// the chat stores the window writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<WindowStorage>,
+}
+
+/// Where an IDE window keeps its extensions' data (absolute local paths).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WindowStorage {
+    /// This window's workspace storage folder (VS Code: `…/User/workspaceStorage/<id>`,
+    /// the parent of `ExtensionContext.storageUri`); the chat writes its sessions to
+    /// `chatSessions/` inside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_storage: Option<String>,
+    /// The IDE's global storage folder (VS Code: `…/User/globalStorage`, the parent of
+    /// `ExtensionContext.globalStorageUri`), where Cline-family extensions keep their tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_storage: Option<String>,
+}
+
+/// Whether a plugin's chat can take a request now (a usable language model, a default
+/// agent), as the plugin knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChatReadiness {
+    pub ready: bool,
+    /// Why not, for a person (and what to do), when `ready` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// `hello`: the first line every client sends.
@@ -83,6 +120,10 @@ pub struct Hello {
     pub window: Option<WindowInfo>,
     #[serde(default)]
     pub capabilities: Vec<Capability>,
+    /// Plugins: whether the window's chat can take a request now. Absent: unknown (the
+    /// daemon sends drives as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<ChatReadiness>,
 }
 
 /// Facts about the daemon a client talks to.

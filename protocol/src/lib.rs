@@ -18,8 +18,8 @@ mod session;
 pub use capability::Capability;
 pub use drive::{
     blocker, Ack, AckStage, AttemptOutcome, Blocker, BusyPolicy, DriveCancelNotice, DriveInfo,
-    DriveOptions, DriveRequest, DriveState, DriveStep, Route, RouteAttempt, StageRecord, Target,
-    Verification, WindowTarget,
+    DriveOptions, DriveRequest, DriveState, DriveStep, Route, RouteAttempt, StageRecord,
+    SubmitEvidence, Target, Verification, WindowTarget,
 };
 pub use envelope::{
     decode_line, encode_line, Bye, DecodeError, DriveResult, Envelope, Message, RequestId,
@@ -27,8 +27,8 @@ pub use envelope::{
 };
 pub use error::{ErrorCode, ErrorMessage, Location};
 pub use handshake::{
-    negotiate, ClientInfo, DaemonInfo, Hello, IdeInfo, NegotiationError, Role, VersionRange,
-    Welcome, WindowInfo,
+    negotiate, ChatReadiness, ClientInfo, DaemonInfo, Hello, IdeInfo, NegotiationError, Role,
+    VersionRange, Welcome, WindowInfo, WindowStorage,
 };
 pub use observe::{
     ChatInfo, ChatsList, ChatsListResult, DriveObservation, NeedsInputKind, ObservationBasis,
@@ -38,9 +38,9 @@ pub use observe::{
 pub use product::IdeProduct;
 pub use recovery::{RecoveryAction, RecoveryResult, RecoveryRun, RECOVERY_ACTIONS};
 pub use session::{
-    ChatState, DriveCreate, DriveRef, DrivesList, DrivesListResult, HttpStatus, PluginEvent,
-    PluginEventKind, RefusedHandshake, RegistryStatus, SessionHealth, SessionInfo, SessionsList,
-    SessionsListResult, StatusInfo, StreamEvent,
+    ChatOutcome, ChatState, DriveCreate, DriveRef, DrivesList, DrivesListResult, HttpStatus,
+    PluginEvent, PluginEventKind, RefusedHandshake, RegistryStatus, SessionHealth, SessionInfo,
+    SessionsList, SessionsListResult, StatusInfo, StreamEvent,
 };
 
 /// The protocol version this build speaks natively (the highest it supports).

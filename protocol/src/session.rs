@@ -52,6 +52,10 @@ pub struct SessionInfo {
     /// How many drives wait for this session.
     #[serde(default)]
     pub queued_drives: usize,
+    /// Whether the window's chat can take a request now, as its plugin last said (absent:
+    /// the plugin does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_readiness: Option<crate::ChatReadiness>,
 }
 
 /// `event` (plugin → daemon): something changed in the IDE.
@@ -74,6 +78,47 @@ pub enum PluginEventKind {
     WorkspaceChanged { workspace_folders: Vec<String> },
     /// The window is about to close.
     WindowClosing,
+    /// Whether the chat can take a request now changed (a model became usable, the user
+    /// signed out, …).
+    ChatReadiness {
+        ready: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// What became of a drive's request in the chat after `submitted`, as the chat itself
+    /// reported it to the plugin (the outcome of VS Code's `blockOnResponse`).
+    ChatOutcome {
+        drive_id: String,
+        outcome: ChatOutcome,
+    },
+    /// A kind this build does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// What the chat did with a drive's request after accepting it, in the observers' vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChatOutcome {
+    /// The chat finished its reply. The chat does not hand its reply text to plugins, so
+    /// `excerpt` and `length` are given only when the plugin has them.
+    ReplyCompleted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        excerpt: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        length: Option<usize>,
+    },
+    /// The chat waits for the user: a tool to approve (`permission`), a question to answer
+    /// (`question`), or something else (`other`); `detail` says what, when known.
+    NeedsInput {
+        input: crate::NeedsInputKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// The chat's response failed after it accepted the request; `detail` is its message.
+    Failed { detail: String },
+    /// The response was cancelled.
+    Cancelled,
     /// A kind this build does not know.
     #[serde(other)]
     Unknown,

@@ -165,6 +165,11 @@ closed_enum! {
         HeartbeatLost => "heartbeat_lost",
         /// The plugin's connection ended while a drive was in flight.
         PluginDisconnected => "plugin_disconnected",
+        /// The chat refused the request before accepting it (no usable model, signed out,
+        /// out of quota, still starting).
+        ChatRefused => "chat_refused",
+        /// The plugin says its chat cannot take a request now.
+        ChatNotReady => "chat_not_ready",
     }
 }
 

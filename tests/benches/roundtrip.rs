@@ -404,6 +404,7 @@ async fn answer_drives(
                     drive_id: drive.drive_id.clone(),
                     stage,
                     blocker: None,
+                    evidence: None,
                 };
                 plugin.send(None, Message::Ack(ack)).await?;
             }

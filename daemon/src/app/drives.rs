@@ -49,6 +49,10 @@ pub struct DriveRecord {
     pub observation: Option<koru_protocol::DriveObservation>,
     /// The drive this one retries (recovery action `retry_drive`).
     pub retry_of: Option<String>,
+    /// What proves `submitted`, for a drive a plugin submitted.
+    pub submit_evidence: Option<koru_protocol::SubmitEvidence>,
+    /// Why the drive, not sent yet, is waiting.
+    pub waiting: Option<Blocker>,
 }
 
 /// What an ack did to a drive.
@@ -104,6 +108,8 @@ impl DriveRecord {
             extra_pids: Vec::new(),
             step_deadline_ms: None,
             retry_of: None,
+            submit_evidence: None,
+            waiting: None,
         }
     }
 
@@ -297,6 +303,8 @@ impl DriveRecord {
             verification: self.verification,
             observation: self.observation.clone(),
             retry_of: self.retry_of.clone(),
+            submit_evidence: self.submit_evidence,
+            waiting: self.waiting.clone(),
         }
     }
 }

@@ -61,6 +61,8 @@ pub enum DaemonEvent {
     Greeted {
         conn_id: ConnId,
         hello: Box<Hello>,
+        /// The hello's `id`, which the `welcome` carries back.
+        hello_id: Option<RequestId>,
         protocol: u32,
     },
     /// A decoded, role-checked message after the handshake.
@@ -102,6 +104,56 @@ const CORRELATION_WINDOW_MS: u64 = 120_000;
 /// An observed chat counts as busy (replying, needs input) only if it was active this
 /// recently.
 const OBSERVED_BUSY_MS: u64 = 300_000;
+
+/// The `store` of a drive observation that came from the window's plugin (the chat told
+/// it), not from a chat-history store.
+pub const PLUGIN_OBSERVATION_STORE: &str = "plugin";
+
+/// How far along a chat's handling of a prompt an observed stage is; later stages win.
+fn observed_rank(stage: koru_protocol::ObservedStage) -> u8 {
+    use koru_protocol::ObservedStage;
+    match stage {
+        ObservedStage::Ambiguous => 0,
+        ObservedStage::Observed => 1,
+        ObservedStage::Replying => 2,
+        ObservedStage::NeedsInput => 3,
+        ObservedStage::Replied | ObservedStage::Cancelled | ObservedStage::Failed => 4,
+    }
+}
+
+/// Merges a stage reported by a second source (the plugin, or a store) into a drive's
+/// observation: a stage only moves forward, an excerpt or detail fills what was missing.
+/// Returns whether anything changed (so each fact is published once).
+fn merge_observation(
+    found: &mut koru_protocol::DriveObservation,
+    stage: koru_protocol::ObservedStage,
+    excerpt: Option<String>,
+    length: Option<usize>,
+    detail: Option<String>,
+    at_ms: u64,
+) -> bool {
+    let mut changed = false;
+    if observed_rank(stage) > observed_rank(found.stage) {
+        found.stage = stage;
+        found.at_ms = at_ms;
+        changed = true;
+    }
+    if found.stage == stage {
+        if found.reply_excerpt.is_none() && excerpt.is_some() {
+            found.reply_excerpt = excerpt;
+            changed = true;
+        }
+        if found.reply_length.is_none() && length.is_some() {
+            found.reply_length = length;
+            changed = true;
+        }
+        if found.detail.is_none() && detail.is_some() {
+            found.detail = detail;
+            changed = true;
+        }
+    }
+    changed
+}
 
 /// How many refused handshakes the daemon remembers.
 const REFUSED_HANDSHAKES_KEPT: usize = 20;
@@ -233,8 +285,9 @@ impl<C: Clock> App<C> {
             DaemonEvent::Greeted {
                 conn_id,
                 hello,
+                hello_id,
                 protocol,
-            } => self.on_greeted(conn_id, *hello, protocol),
+            } => self.on_greeted(conn_id, *hello, hello_id, protocol),
             DaemonEvent::Received { conn_id, envelope } => self.on_received(conn_id, *envelope),
             DaemonEvent::Disconnected { conn_id, reason } => self.on_disconnected(conn_id, &reason),
             DaemonEvent::HandshakeRefused { record } => {
@@ -473,7 +526,13 @@ impl<C: Clock> App<C> {
         self.connections.len()
     }
 
-    fn on_greeted(&mut self, conn_id: ConnId, hello: Hello, protocol: u32) {
+    fn on_greeted(
+        &mut self,
+        conn_id: ConnId,
+        hello: Hello,
+        hello_id: Option<RequestId>,
+        protocol: u32,
+    ) {
         let now = self.clock.now_ms();
         let Some(connection) = self.connections.get_mut(&conn_id) else {
             return;
@@ -505,12 +564,15 @@ impl<C: Clock> App<C> {
         self.session_conn.insert(session_id.clone(), conn_id);
         self.send(
             conn_id,
-            Envelope::new(Message::welcome(
-                protocol,
-                session_id.clone(),
-                self.config.heartbeat_ms,
-                self.config.max_line_bytes,
-            )),
+            Envelope::with_id(
+                hello_id,
+                Message::welcome(
+                    protocol,
+                    session_id.clone(),
+                    self.config.heartbeat_ms,
+                    self.config.max_line_bytes,
+                ),
+            ),
         );
         if role == Role::Plugin {
             let session = self.sessions[&session_id].info();
@@ -701,6 +763,29 @@ impl<C: Clock> App<C> {
             }
             PluginEventKind::WindowClosing => {
                 tracing::info!(session_id, "plugin says its window is closing");
+                return;
+            }
+            PluginEventKind::ChatReadiness { ready, reason } => {
+                let readiness = koru_protocol::ChatReadiness { ready, reason };
+                if session.chat_readiness.as_ref() == Some(&readiness) {
+                    return;
+                }
+                tracing::info!(
+                    session_id,
+                    ready,
+                    reason = readiness.reason.as_deref().unwrap_or(""),
+                    "the plugin's chat readiness changed"
+                );
+                session.chat_readiness = Some(readiness);
+                let info = session.info();
+                self.publish(StreamEvent::SessionUpdated { session: info });
+                // A chat that became ready lets its waiting drives go; one that did not
+                // shows why they wait.
+                self.pump(session_id, now);
+                return;
+            }
+            PluginEventKind::ChatOutcome { drive_id, outcome } => {
+                self.on_chat_outcome(session_id, &drive_id, outcome, now);
                 return;
             }
             PluginEventKind::Unknown => return,
@@ -1077,7 +1162,7 @@ impl<C: Clock> App<C> {
         // would meet them too.
         if matches!(
             blocker.code.as_str(),
-            "chat_busy" | "timeout" | "screen_locked"
+            "chat_busy" | "timeout" | "screen_locked" | "chat_refused" | "chat_not_ready"
         ) {
             drive.abandon_rest();
             self.finish_drive(drive_id, DriveState::Failed, Some(blocker), now);
@@ -1085,6 +1170,17 @@ impl<C: Clock> App<C> {
         }
         self.publish_drive(drive_id);
         self.start_next_route(drive_id, now);
+    }
+
+    /// The registry's recovery hint for a chat that is not ready (on the VS Code-family
+    /// plugin interface).
+    fn chat_not_ready_hint(&self) -> Option<String> {
+        self.registry
+            .interfaces()
+            .iter()
+            .flat_map(|i| i.recovery_for(koru_registry::BlockerCode::ChatNotReady))
+            .next()
+            .map(|r| format!("{}: {}", r.label, r.does))
     }
 
     /// The registry's recovery hint for a blocker on the drive's current route.
@@ -1161,6 +1257,20 @@ impl<C: Clock> App<C> {
                 ),
             );
             return;
+        }
+        let drive = self.drives.get_mut(&ack.drive_id).expect("checked above");
+        if ack.stage == koru_protocol::AckStage::Submitted && !drive.is_terminal() {
+            // A plugin that gives no evidence has proven only that its step returned.
+            let evidence = ack
+                .evidence
+                .unwrap_or(koru_protocol::SubmitEvidence::CommandReturned);
+            drive.submit_evidence = Some(evidence);
+            if evidence == koru_protocol::SubmitEvidence::ChatRunning {
+                // The chat is answering: the window's next drives wait for its outcome.
+                if let Some(session) = self.sessions.get_mut(session_id) {
+                    session.chat = ChatState::Busy;
+                }
+            }
         }
         let drive = self.drives.get_mut(&ack.drive_id).expect("checked above");
         let outcome = drive.apply_ack(ack.stage, ack.blocker, now);
@@ -1264,6 +1374,27 @@ impl<C: Clock> App<C> {
             let Some(drive) = self.drives.get(&drive_id) else {
                 continue;
             };
+            if let Some(waiting) = drive
+                .waiting
+                .as_ref()
+                .filter(|w| w.code == blocker::CHAT_NOT_READY && drive.state == DriveState::Queued)
+            {
+                // Never sent: the chat would have refused it. Say why and what to do.
+                let hint = self.chat_not_ready_hint();
+                let detail = format!(
+                    "the window's chat was not ready for {} ms, so the prompt was never sent ({}){}",
+                    drive.deadline_ms.saturating_sub(drive.created_at_ms),
+                    waiting.detail.trim_start_matches("waits: "),
+                    hint.map(|h| format!("; {h}")).unwrap_or_default()
+                );
+                self.finish_drive(
+                    &drive_id,
+                    DriveState::Failed,
+                    Some(Blocker::new(blocker::CHAT_NOT_READY, detail)),
+                    now,
+                );
+                continue;
+            }
             let detail = format!(
                 "no terminal ack within {} ms (last state: {})",
                 drive.deadline_ms.saturating_sub(drive.created_at_ms),
@@ -1350,24 +1481,58 @@ impl<C: Clock> App<C> {
             .map(|c| c.chat_id.clone())
     }
 
-    /// Sends the next queued drive of a session when it has none running.
+    /// Sends the next queued drive of a session when it has none running, and otherwise
+    /// records on each waiting drive why it waits.
     fn pump(&mut self, session_id: &str, now: u64) {
         let observed_busy = self.observed_busy(session_id, now);
         let Some(session) = self.sessions.get_mut(session_id) else {
             return;
         };
-        // One drive at a time per chat, and none while the chat is busy (by the plugin's
-        // word or by its history store).
-        if session.active_drive.is_some() || session.chat == ChatState::Busy {
-            return;
-        }
-        if let Some(chat) = observed_busy {
-            if !session.queued_drives.is_empty() {
-                tracing::debug!(
-                    session_id,
-                    chat,
-                    "drives wait: the observed chat is replying or waiting for input"
-                );
+        // One drive at a time per chat, none while the chat is busy (by the plugin's word
+        // or by its history store), and none into a chat its plugin says cannot take one.
+        let waiting = if let Some(running) = &session.active_drive {
+            Some(Blocker::new(
+                "drive_running",
+                format!("waits for drive {running} in the same window to end"),
+            ))
+        } else if session.chat == ChatState::Busy {
+            Some(Blocker::new(
+                blocker::CHAT_BUSY,
+                "waits: the chat is answering or waiting for the user (the plugin says)",
+            ))
+        } else if let Some(chat) = &observed_busy {
+            Some(Blocker::new(
+                blocker::CHAT_BUSY,
+                format!(
+                    "waits: chat {chat} is replying or waiting for input (its history store says)"
+                ),
+            ))
+        } else {
+            match &session.chat_readiness {
+                Some(readiness) if !readiness.ready => Some(Blocker::new(
+                    blocker::CHAT_NOT_READY,
+                    format!(
+                        "waits: the window's chat cannot take a request now ({})",
+                        readiness
+                            .reason
+                            .as_deref()
+                            .unwrap_or("its plugin gave no reason")
+                    ),
+                )),
+                _ => None,
+            }
+        };
+        if let Some(waiting) = waiting {
+            let queued: Vec<String> = session.queued_drives.iter().cloned().collect();
+            for drive_id in queued {
+                let Some(drive) = self.drives.get_mut(&drive_id) else {
+                    continue;
+                };
+                if drive.waiting.as_ref() != Some(&waiting) {
+                    tracing::debug!(drive_id, reason = %waiting.detail, "drive waits");
+                    drive.waiting = Some(waiting.clone());
+                    self.publish_drive(&drive_id);
+                }
             }
             return;
         }
@@ -1375,7 +1540,83 @@ impl<C: Clock> App<C> {
             return;
         };
         session.active_drive = Some(drive_id.clone());
+        if let Some(drive) = self.drives.get_mut(&drive_id) {
+            drive.waiting = None;
+        }
         self.start_next_route(&drive_id, now);
+    }
+
+    /// What the chat did with a drive's request after the plugin acked `submitted`, as the
+    /// chat told the plugin: carried onto the drive's `observation` (merged with what the
+    /// chat-store observers see, each fact published once) and onto the chat's state.
+    fn on_chat_outcome(
+        &mut self,
+        session_id: &str,
+        drive_id: &str,
+        outcome: koru_protocol::ChatOutcome,
+        now: u64,
+    ) {
+        use koru_protocol::{ChatOutcome, DriveObservation, ObservationBasis, ObservedStage};
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            tracing::debug!(session_id, drive_id, "chat outcome for an unknown drive");
+            return;
+        };
+        if drive.session_id != session_id || drive.submit_evidence.is_none() {
+            tracing::warn!(
+                session_id,
+                drive_id,
+                "chat outcome for a drive this session did not submit; ignored"
+            );
+            return;
+        }
+        let (stage, excerpt, length, detail) = match outcome {
+            ChatOutcome::ReplyCompleted { excerpt, length } => {
+                (ObservedStage::Replied, excerpt, length, None)
+            }
+            ChatOutcome::NeedsInput { input, detail } => (
+                ObservedStage::NeedsInput,
+                None,
+                None,
+                Some(detail.unwrap_or_else(|| {
+                    format!("the chat waits for the user ({input:?})").to_lowercase()
+                })),
+            ),
+            ChatOutcome::Failed { detail } => (ObservedStage::Failed, None, None, Some(detail)),
+            ChatOutcome::Cancelled => (ObservedStage::Cancelled, None, None, None),
+            ChatOutcome::Unknown => return,
+        };
+        let changed = match drive.observation.as_mut() {
+            None => {
+                drive.observation = Some(DriveObservation {
+                    store: PLUGIN_OBSERVATION_STORE.into(),
+                    chat_id: session_id.to_string(),
+                    stage,
+                    basis: ObservationBasis::Explicit,
+                    at_ms: now,
+                    reply_excerpt: excerpt,
+                    reply_length: length,
+                    detail,
+                });
+                true
+            }
+            Some(found) => merge_observation(found, stage, excerpt, length, detail, now),
+        };
+        if let Some(session) = self.sessions.get_mut(session_id) {
+            session.chat = if stage == ObservedStage::NeedsInput {
+                ChatState::Busy
+            } else {
+                ChatState::Idle
+            };
+        }
+        if changed {
+            tracing::info!(drive_id, stage = ?stage, "the chat reported the drive's outcome through the plugin");
+            self.publish_drive(drive_id);
+        }
+        if let Some(session) = self.sessions.get(session_id) {
+            let info = session.info();
+            self.publish(StreamEvent::SessionUpdated { session: info });
+        }
+        self.pump(session_id, now);
     }
 
     /// Frees the session of a drive that ended.

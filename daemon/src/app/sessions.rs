@@ -27,6 +27,8 @@ pub struct SessionRecord {
     pub chat: ChatState,
     pub active_drive: Option<String>,
     pub queued_drives: VecDeque<String>,
+    /// Whether the window's chat can take a request now, as the plugin last said.
+    pub chat_readiness: Option<koru_protocol::ChatReadiness>,
 }
 
 impl SessionRecord {
@@ -49,6 +51,7 @@ impl SessionRecord {
                 0
             },
             window,
+            chat_readiness: hello.chat,
             capabilities: hello.capabilities,
             protocol,
             peer_pid,
@@ -83,6 +86,7 @@ impl SessionRecord {
             chat: self.chat,
             active_drive: self.active_drive.clone(),
             queued_drives: self.queued_drives.len(),
+            chat_readiness: self.chat_readiness.clone(),
         }
     }
 
@@ -269,6 +273,7 @@ mod tests {
                 ..WindowInfo::default()
             }),
             capabilities: vec![],
+            chat: None,
         };
         SessionRecord::from_hello(id.into(), hello, 1, None, 1)
     }

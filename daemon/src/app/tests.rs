@@ -97,6 +97,7 @@ impl Harness {
                 drive_id: drive_id.into(),
                 stage: AckStage::Failed,
                 blocker: Some(koru_protocol::Blocker::new(code, "test")),
+                evidence: None,
             }))),
         });
     }
@@ -145,6 +146,7 @@ impl Harness {
         self.app.handle(DaemonEvent::Greeted {
             conn_id: self.next_conn,
             hello: Box::new(hello),
+            hello_id: None,
             protocol: 1,
         });
         Peer {
@@ -182,6 +184,7 @@ impl Harness {
                 drive_id: drive_id.into(),
                 stage,
                 blocker: None,
+                evidence: None,
             }))),
         });
     }
@@ -256,6 +259,7 @@ fn controller_hello() -> Hello {
         ide: None,
         window: None,
         capabilities: vec![],
+        chat: None,
     }
 }
 

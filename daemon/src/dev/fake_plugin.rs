@@ -195,6 +195,7 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
             workspace_folders: folders,
             title: Some(format!("fake {product}")),
             focused: Some(args.focused),
+            ..WindowInfo::default()
         },
         capabilities,
     );
@@ -377,6 +378,7 @@ async fn answer(
             blocker: (*stage == AckStage::Failed)
                 .then(|| blocker.clone())
                 .flatten(),
+            evidence: None,
         };
         if acks.send(ack).await.is_err() {
             return;

@@ -208,6 +208,7 @@ impl Reader {
                         .send(DaemonEvent::Greeted {
                             conn_id,
                             hello: Box::new(hello),
+                            hello_id: id.clone(),
                             protocol,
                         })
                         .await

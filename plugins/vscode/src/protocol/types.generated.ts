@@ -181,6 +181,11 @@ export type BusyPolicy = "queue" | "fail";
  */
 export type Route = "native_send" | "plugin_drive" | "os_injection";
 /**
+ * What proves a plugin's `submitted` ack: how far the chat itself confirmed that it took
+ * the prompt. Sent by the plugin with the `submitted` ack and kept in the drive record.
+ */
+export type SubmitEvidence = "chat_responded" | "chat_running" | "command_returned";
+/**
  * A stage a plugin reports for a drive.
  */
 export type AckStage = "received" | "focused" | "pasted" | "submitted" | "failed";
@@ -206,8 +211,46 @@ export type PluginEventKind =
       kind: "window_closing";
     }
   | {
+      kind: "chat_readiness";
+      ready: boolean;
+      reason?: string | null;
+    }
+  | {
+      drive_id: string;
+      kind: "chat_outcome";
+      outcome: ChatOutcome;
+    }
+  | {
       kind: "unknown";
     };
+/**
+ * What the chat did with a drive's request after accepting it, in the observers' vocabulary.
+ */
+export type ChatOutcome =
+  | {
+      excerpt?: string | null;
+      kind: "reply_completed";
+      length?: number | null;
+    }
+  | {
+      detail?: string | null;
+      input: NeedsInputKind;
+      kind: "needs_input";
+    }
+  | {
+      detail: string;
+      kind: "failed";
+    }
+  | {
+      kind: "cancelled";
+    }
+  | {
+      kind: "unknown";
+    };
+/**
+ * What the agent waits for when it needs the user.
+ */
+export type NeedsInputKind = "question" | "permission" | "tool_approval" | "other";
 /**
  * What the plugin last said about its chat.
  */
@@ -381,10 +424,6 @@ export type ObservedEvent1 =
       kind: "unknown";
     };
 /**
- * What the agent waits for when it needs the user.
- */
-export type NeedsInputKind = "question" | "permission" | "tool_approval" | "other";
-/**
  * A chat's state as observed.
  */
 export type ObservedChatState = "idle" | "replying" | "needs_input";
@@ -431,6 +470,11 @@ export type RecoveryRun =
  */
 export interface Hello {
   capabilities?: Capability[];
+  /**
+   * Plugins: whether the window's chat can take a request now. Absent: unknown (the
+   * daemon sends drives as before).
+   */
+  chat?: ChatReadiness | null;
   client: ClientInfo;
   /**
    * Required for plugins, absent for controllers.
@@ -442,6 +486,17 @@ export interface Hello {
    * Required for plugins, absent for controllers.
    */
   window?: WindowInfo | null;
+}
+/**
+ * Whether a plugin's chat can take a request now (a usable language model, a default
+ * agent), as the plugin knows it.
+ */
+export interface ChatReadiness {
+  ready: boolean;
+  /**
+   * Why not, for a person (and what to do), when `ready` is false.
+   */
+  reason?: string | null;
 }
 /**
  * The name and version of the program that connects.
@@ -495,6 +550,16 @@ export interface WindowInfo {
    * A process id that belongs to the window (the extension host or the IDE itself).
    */
   pid?: number | null;
+  /**
+   * The remote the window is connected to (VS Code `env.remoteName`: `ssh-remote`,
+   * `wsl`, `dev-container`, `codespaces`, …); absent for a local window.
+   */
+  remote_name?: string | null;
+  /**
+   * Where the IDE keeps this window's storage, so that the daemon can observe exactly
+   * the chat stores the window writes.
+   */
+  storage?: WindowStorage | null;
   title?: string | null;
   /**
    * A window identifier meaningful to the plugin (X11 id, IDE frame id), if any.
@@ -504,6 +569,28 @@ export interface WindowInfo {
    * Absolute paths of the folders open in this window.
    */
   workspace_folders?: string[];
+  /**
+   * Every folder of the window as a URI (`file:///home/me/repo`,
+   * `vscode-remote://ssh-remote+box/home/me/repo`). For a remote window the folders live
+   * on another machine: they are here and not in `workspace_folders`.
+   */
+  workspace_uris?: string[];
+}
+/**
+ * Where an IDE window keeps its extensions' data (absolute local paths).
+ */
+export interface WindowStorage {
+  /**
+   * The IDE's global storage folder (VS Code: `…/User/globalStorage`, the parent of
+   * `ExtensionContext.globalStorageUri`), where Cline-family extensions keep their tasks.
+   */
+  global_storage?: string | null;
+  /**
+   * This window's workspace storage folder (VS Code: `…/User/workspaceStorage/<id>`,
+   * the parent of `ExtensionContext.storageUri`); the chat writes its sessions to
+   * `chatSessions/` inside it.
+   */
+  workspace_storage?: string | null;
 }
 /**
  * `welcome`: the daemon's answer to an acceptable `hello`.
@@ -650,6 +737,10 @@ export interface Ack {
    */
   blocker?: Blocker | null;
   drive_id: string;
+  /**
+   * With `stage: submitted`: what proves it (absent: `command_returned`).
+   */
+  evidence?: SubmitEvidence | null;
   stage: AckStage;
 }
 /**
@@ -822,6 +913,11 @@ export interface SessionInfo {
   active_drive?: string | null;
   capabilities?: Capability[];
   chat: ChatState;
+  /**
+   * Whether the window's chat can take a request now, as its plugin last said (absent:
+   * the plugin does not say).
+   */
+  chat_readiness?: ChatReadiness | null;
   client: ClientInfo;
   connected_at_ms: number;
   health: SessionHealth;
@@ -907,8 +1003,18 @@ export interface DriveInfo {
    */
   session_id: string;
   state: DriveState;
+  /**
+   * For a drive submitted by a plugin: what proves `submitted` (the plugin's evidence;
+   * `command_returned` when it gave none). Absent for OS injection (see `verification`).
+   */
+  submit_evidence?: SubmitEvidence | null;
   target: Target;
   verification?: Verification & string;
+  /**
+   * Why a drive that has not been sent yet is waiting (`chat_not_ready`, `chat_busy`,
+   * another drive running), while it waits.
+   */
+  waiting?: Blocker | null;
 }
 /**
  * One route the planner considered for a drive, in order.

@@ -59,6 +59,10 @@ pub enum SubmitEvidence {
     /// confirmed it took the prompt (an IDE without `blockOnResponse`, a route ending in a
     /// submit command). Also what a plugin that sends no evidence has proven.
     CommandReturned,
+    /// The daemon pressed the submit key once into the window and chat input whose focus
+    /// was verified just before; nothing from the chat confirmed it (an observer may, in
+    /// the drive's `observation`).
+    KeyPressed,
 }
 
 impl SubmitEvidence {
@@ -67,6 +71,7 @@ impl SubmitEvidence {
             SubmitEvidence::ChatResponded => "chat_responded",
             SubmitEvidence::ChatRunning => "chat_running",
             SubmitEvidence::CommandReturned => "command_returned",
+            SubmitEvidence::KeyPressed => "key_pressed",
         }
     }
 }

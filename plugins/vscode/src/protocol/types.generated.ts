@@ -184,7 +184,7 @@ export type Route = "native_send" | "plugin_drive" | "os_injection";
  * What proves a plugin's `submitted` ack: how far the chat itself confirmed that it took
  * the prompt. Sent by the plugin with the `submitted` ack and kept in the drive record.
  */
-export type SubmitEvidence = "chat_responded" | "chat_running" | "command_returned";
+export type SubmitEvidence = "chat_responded" | "chat_running" | "command_returned" | "key_pressed";
 /**
  * A stage a plugin reports for a drive.
  */

@@ -31,8 +31,8 @@ fn substitute(value: &Value, vars: &HashMap<String, Value>) -> Value {
     }
 }
 
-/// Checks `actual` against `pattern`, capturing `$capture:NAME` values; returns the path of
-/// the first mismatch.
+/// Checks `actual` against `pattern`, capturing `$capture:NAME` values (`$absent`: the
+/// field must not be there); returns the path of the first mismatch.
 fn matches(
     pattern: &Value,
     actual: Option<&Value>,
@@ -40,6 +40,12 @@ fn matches(
     path: &str,
 ) -> Result<(), String> {
     if let Value::String(text) = pattern {
+        if text == "$absent" {
+            return match actual {
+                None => Ok(()),
+                Some(value) => Err(format!("{path}: expected no such field, got {value}")),
+            };
+        }
         if text == "$any" {
             return actual.map(|_| ()).ok_or_else(|| format!("{path}: missing"));
         }

@@ -209,4 +209,22 @@ fn every_message_type_appears_in_the_vectors() {
             "no vector covers error {code}"
         );
     }
+    // What a plugin may say about its chat and what proves `submitted`.
+    for needle in [
+        "\"evidence\": \"chat_responded\"",
+        "\"evidence\": \"chat_running\"",
+        "\"submit_evidence\": \"command_returned\"",
+        "\"kind\": \"chat_readiness\"",
+        "\"kind\": \"chat_outcome\"",
+        "\"kind\": \"reply_completed\"",
+        "\"kind\": \"needs_input\"",
+        "\"code\": \"chat_refused\"",
+        "\"code\": \"chat_not_ready\"",
+        "\"chat_readiness\": {\"ready\": false",
+        "\"workspace_uris\"",
+        "\"remote_name\"",
+        "\"storage\"",
+    ] {
+        assert!(all.contains(needle), "no vector has {needle}");
+    }
 }

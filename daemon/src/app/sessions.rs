@@ -29,6 +29,10 @@ pub struct SessionRecord {
     pub queued_drives: VecDeque<String>,
     /// Whether the window's chat can take a request now, as the plugin last said.
     pub chat_readiness: Option<koru_protocol::ChatReadiness>,
+    /// Since when the chat has been answering a drive the plugin acked with evidence
+    /// `chat_running` (busy until the plugin reports the outcome, at most
+    /// `CHAT_RUNNING_BUSY_MS`).
+    pub chat_running_since_ms: Option<u64>,
 }
 
 impl SessionRecord {
@@ -52,6 +56,7 @@ impl SessionRecord {
             },
             window,
             chat_readiness: hello.chat,
+            chat_running_since_ms: None,
             capabilities: hello.capabilities,
             protocol,
             peer_pid,

@@ -1265,7 +1265,7 @@ fn a_drive_waits_for_a_chat_that_is_not_ready_and_goes_when_it_is() {
         .waiting
         .is_none());
     let session = h.app.sessions.get(&session_id).unwrap().info();
-    assert_eq!(session.chat_readiness.unwrap().ready, true);
+    assert!(session.chat_readiness.unwrap().ready);
 }
 
 #[test]

@@ -8,6 +8,7 @@
 pub mod drives;
 pub mod recovery;
 pub mod sessions;
+pub mod workspace_ref;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;

@@ -1489,3 +1489,66 @@ fn plugin_and_store_report_the_same_reply_once_and_the_store_adds_the_text() {
     h.app.handle(event);
     assert!(replied_updates(&mut subscriber).is_empty());
 }
+
+#[test]
+fn a_remote_windows_folder_is_a_target_by_uri_or_short_form_and_never_by_a_local_path() {
+    let mut h = Harness::new();
+    let mut hello = plugin_hello("/unused");
+    let window = hello.window.as_mut().unwrap();
+    window.workspace_folders.clear();
+    window.remote_name = Some("ssh-remote".into());
+    window.workspace_uris = vec!["vscode-remote://ssh-remote+box/home/me/repo".into()];
+    let mut peer = h.connect(hello, 64);
+    let Message::Welcome(welcome) = peer.drain().remove(0) else {
+        panic!("no welcome");
+    };
+    let (_local, local_session) = h.plugin("/home/me/repo");
+    let mut controller = h.controller(64);
+    for target in [
+        "vscode-remote://ssh-remote+box/home/me/repo",
+        "ssh-remote+box:/home/me/repo/src",
+    ] {
+        let drive = h.create(&mut controller, Target::Workspace(target.into()), "hi");
+        assert_eq!(
+            h.app.drives.get(&drive).unwrap().session_id,
+            welcome.session_id,
+            "{target}"
+        );
+    }
+    let drive = h.create(
+        &mut controller,
+        Target::Workspace("/home/me/repo".into()),
+        "hi",
+    );
+    assert_eq!(h.app.drives.get(&drive).unwrap().session_id, local_session);
+    h.request(
+        &controller,
+        2,
+        Message::DriveCreate(DriveCreate {
+            target: Target::Workspace("ssh-remote+other:/home/me/repo".into()),
+            prompt: "hi".into(),
+            options: DriveOptions::default(),
+        }),
+    );
+    let Message::Error(error) = controller.drain().remove(0) else {
+        panic!("expected an error");
+    };
+    assert_eq!(error.code, ErrorCode::NoTarget);
+    h.request(
+        &controller,
+        3,
+        Message::DriveCreate(DriveCreate {
+            target: Target::Workspace("repo".into()),
+            prompt: "hi".into(),
+            options: DriveOptions::default(),
+        }),
+    );
+    let Message::Error(error) = controller.drain().remove(0) else {
+        panic!("expected an error");
+    };
+    assert_eq!(error.code, ErrorCode::InvalidMessage);
+    assert_eq!(
+        error.location.and_then(|l| l.field).as_deref(),
+        Some("target.workspace")
+    );
+}

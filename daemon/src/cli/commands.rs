@@ -326,6 +326,18 @@ fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
         return Ok(Target::Session(session.clone()));
     }
     if let Some(workspace) = &args.workspace {
+        // A folder URI or a remote window's `AUTHORITY:/path` names a folder on another
+        // machine (or says exactly which local one): passed on as written.
+        if let Some(text) = workspace.to_str() {
+            if text.contains("://")
+                || matches!(
+                    crate::app::workspace_ref::WorkspaceRef::parse(text),
+                    Ok(crate::app::workspace_ref::WorkspaceRef::Remote { .. })
+                )
+            {
+                return Ok(Target::Workspace(text.to_string()));
+            }
+        }
         let absolute = std::fs::canonicalize(workspace)
             .or_else(|_| std::env::current_dir().map(|cwd| cwd.join(workspace)));
         let absolute =

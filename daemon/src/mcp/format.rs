@@ -61,6 +61,30 @@ pub fn furthest_stage(drive: &DriveInfo) -> DriveState {
         .unwrap_or(DriveState::Queued)
 }
 
+/// Where an observation comes from: `STORE chat ID`, or the window's chat through its plugin.
+pub fn observation_place(o: &koru_protocol::DriveObservation) -> String {
+    if o.store == crate::app::PLUGIN_OBSERVATION_STORE {
+        "the window's chat (through its plugin)".to_string()
+    } else {
+        format!("{} chat {}", o.store, o.chat_id)
+    }
+}
+
+/// A completed reply in one line: its length and start, or that the chat gave no text.
+pub fn reply_line(o: &koru_protocol::DriveObservation) -> String {
+    match &o.reply_excerpt {
+        Some(excerpt) => format!(
+            "reply ({} chars) in {}: {excerpt}",
+            o.reply_length.unwrap_or(excerpt.chars().count()),
+            observation_place(o)
+        ),
+        None => format!(
+            "reply finished in {} (the chat gives plugins no reply text; get_drive shows it once the chat's history store has it)",
+            observation_place(o)
+        ),
+    }
+}
+
 /// A drive in a few lines: `drive ID STATE: reached STAGE by ROUTE (INTERFACE)`, then the
 /// blocker and each route that did not work, with its hint.
 pub fn drive(drive: &DriveInfo) -> String {

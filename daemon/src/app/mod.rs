@@ -8,6 +8,7 @@
 pub mod drives;
 pub mod recovery;
 pub mod sessions;
+pub mod workspace_ref;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -104,6 +105,10 @@ const CORRELATION_WINDOW_MS: u64 = 120_000;
 /// An observed chat counts as busy (replying, needs input) only if it was active this
 /// recently.
 const OBSERVED_BUSY_MS: u64 = 300_000;
+
+/// The longest a chat counts as busy after a `chat_running` submit without an outcome
+/// from its plugin.
+const CHAT_RUNNING_BUSY_MS: u64 = 600_000;
 
 /// The `store` of a drive observation that came from the window's plugin (the chat told
 /// it), not from a chat-history store.
@@ -380,7 +385,14 @@ impl<C: Clock> App<C> {
             let candidates: Vec<String> = self
                 .drives
                 .iter()
-                .filter(|d| d.observation.is_none() && &d.prompt_digest == digest)
+                // A drive whose only observation so far came from its plugin can still be
+                // found in the store (which then names the chat and gives the reply text).
+                .filter(|d| {
+                    d.observation
+                        .as_ref()
+                        .is_none_or(|o| o.store == PLUGIN_OBSERVATION_STORE)
+                        && &d.prompt_digest == digest
+                })
                 .filter(|d| d.state != DriveState::Queued)
                 .filter(|d| {
                     d.created_at_ms <= seen.saturating_add(1_000)
@@ -411,6 +423,20 @@ impl<C: Clock> App<C> {
                 )
             });
             for drive_id in &candidates {
+                if let Some(found) = self
+                    .drives
+                    .get_mut(drive_id)
+                    .and_then(|d| d.observation.as_mut())
+                {
+                    // Already followed through the plugin: the store names the chat; the
+                    // stage the plugin reported stays (it is as far or further).
+                    if stage == ObservedStage::Observed {
+                        found.store = observation.store.clone();
+                        found.chat_id = observation.chat_id.clone();
+                        self.publish_drive(drive_id);
+                    }
+                    continue;
+                }
                 if let Some(drive) = self.drives.get_mut(drive_id) {
                     drive.observation = Some(DriveObservation {
                         store: observation.store.clone(),
@@ -448,33 +474,47 @@ impl<C: Clock> App<C> {
         let Some(found) = drive.observation.as_mut() else {
             return;
         };
-        match &observation.event {
-            ObservedKind::ReplyStarted => found.stage = ObservedStage::Replying,
-            ObservedKind::ReplyCompleted { excerpt, length } => {
-                found.stage = ObservedStage::Replied;
-                found.reply_excerpt = Some(excerpt.clone());
-                found.reply_length = Some(*length);
-            }
-            ObservedKind::NeedsInput { .. } => found.stage = ObservedStage::NeedsInput,
-            ObservedKind::Cancelled => found.stage = ObservedStage::Cancelled,
+        let (stage, excerpt, length, detail) = match &observation.event {
+            ObservedKind::ReplyStarted => (ObservedStage::Replying, None, None, None),
+            ObservedKind::ReplyCompleted { excerpt, length } => (
+                ObservedStage::Replied,
+                Some(excerpt.clone()),
+                Some(*length),
+                None,
+            ),
+            ObservedKind::NeedsInput { .. } => (ObservedStage::NeedsInput, None, None, None),
+            ObservedKind::Cancelled => (ObservedStage::Cancelled, None, None, None),
             ObservedKind::Failed { reason } => {
-                found.stage = ObservedStage::Failed;
-                found.detail = Some(reason.clone());
+                (ObservedStage::Failed, None, None, Some(reason.clone()))
             }
             ObservedKind::ChatSeen
             | ObservedKind::PromptSeen { .. }
             | ObservedKind::Activity
             | ObservedKind::Unknown => return,
+        };
+        // A chat goes back from "needs input" to replying once the user answers; otherwise
+        // stages only move forward, and what both the plugin and the store report counts
+        // once.
+        let changed =
+            if found.stage == ObservedStage::NeedsInput && stage == ObservedStage::Replying {
+                found.stage = stage;
+                found.at_ms = at_ms;
+                true
+            } else {
+                merge_observation(found, stage, excerpt, length, detail, at_ms)
+            };
+        if changed {
+            found.basis = observation.basis;
         }
-        found.basis = observation.basis;
-        found.at_ms = at_ms;
         if matches!(
             found.stage,
             ObservedStage::Replied | ObservedStage::Cancelled | ObservedStage::Failed
         ) {
             self.chat_drive.remove(&key);
         }
-        self.publish_drive(&drive_id);
+        if changed {
+            self.publish_drive(&drive_id);
+        }
     }
 
     /// Applies a reloaded registry when it is clean; otherwise keeps the last good one and
@@ -746,6 +786,7 @@ impl<C: Clock> App<C> {
             PluginEventKind::ChatBusy => session.chat = ChatState::Busy,
             PluginEventKind::ChatIdle => {
                 session.chat = ChatState::Idle;
+                session.chat_running_since_ms = None;
                 let info = session.info();
                 self.publish(StreamEvent::SessionUpdated { session: info });
                 // Drives that waited for the chat can go now.
@@ -1269,6 +1310,7 @@ impl<C: Clock> App<C> {
                 // The chat is answering: the window's next drives wait for its outcome.
                 if let Some(session) = self.sessions.get_mut(session_id) {
                     session.chat = ChatState::Busy;
+                    session.chat_running_since_ms = Some(now);
                 }
             }
         }
@@ -1488,6 +1530,15 @@ impl<C: Clock> App<C> {
         let Some(session) = self.sessions.get_mut(session_id) else {
             return;
         };
+        if let Some(since) = session.chat_running_since_ms {
+            if now.saturating_sub(since) >= CHAT_RUNNING_BUSY_MS {
+                // The plugin never reported how the chat's answer ended: do not hold the
+                // window's drives for ever.
+                tracing::warn!(session_id, "no chat outcome for {} ms after a running answer; the chat counts as idle again", CHAT_RUNNING_BUSY_MS);
+                session.chat = ChatState::Idle;
+                session.chat_running_since_ms = None;
+            }
+        }
         // One drive at a time per chat, none while the chat is busy (by the plugin's word
         // or by its history store), and none into a chat its plugin says cannot take one.
         let waiting = if let Some(running) = &session.active_drive {
@@ -1607,6 +1658,7 @@ impl<C: Clock> App<C> {
             } else {
                 ChatState::Idle
             };
+            session.chat_running_since_ms = None;
         }
         if changed {
             tracing::info!(drive_id, stage = ?stage, "the chat reported the drive's outcome through the plugin");

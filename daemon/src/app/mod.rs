@@ -1300,6 +1300,7 @@ impl<C: Clock> App<C> {
             return;
         }
         let drive = self.drives.get_mut(&ack.drive_id).expect("checked above");
+        let mut chat_became_busy = false;
         if ack.stage == koru_protocol::AckStage::Submitted && !drive.is_terminal() {
             // A plugin that gives no evidence has proven only that its step returned.
             let evidence = ack
@@ -1309,6 +1310,7 @@ impl<C: Clock> App<C> {
             if evidence == koru_protocol::SubmitEvidence::ChatRunning {
                 // The chat is answering: the window's next drives wait for its outcome.
                 if let Some(session) = self.sessions.get_mut(session_id) {
+                    chat_became_busy = session.chat != ChatState::Busy;
                     session.chat = ChatState::Busy;
                     session.chat_running_since_ms = Some(now);
                 }
@@ -1331,6 +1333,13 @@ impl<C: Clock> App<C> {
                 tracing::info!(drive_id = %ack.drive_id, state = %drive.state, "drive finished");
                 self.release(session_id, &ack.drive_id);
                 self.publish_drive(&ack.drive_id);
+                if chat_became_busy {
+                    // Subscribers (the dashboard) see the chat answering, as after chat_busy.
+                    if let Some(session) = self.sessions.get(session_id) {
+                        let info = session.info();
+                        self.publish(StreamEvent::SessionUpdated { session: info });
+                    }
+                }
                 self.pump(session_id, now);
             }
             AckOutcome::StepFailed(blocker) => self.route_failed(&ack.drive_id, blocker, now),

@@ -139,8 +139,10 @@ fn merge_observation(
 ) -> bool {
     let mut changed = false;
     if observed_rank(stage) > observed_rank(found.stage) {
+        // A new stage: what was said about the old one (a question's detail) goes with it.
         found.stage = stage;
         found.at_ms = at_ms;
+        found.detail = None;
         changed = true;
     }
     if found.stage == stage {
@@ -1432,11 +1434,16 @@ impl<C: Clock> App<C> {
             {
                 // Never sent: the chat would have refused it. Say why and what to do.
                 let hint = self.chat_not_ready_hint();
+                let reason = self
+                    .sessions
+                    .get(&drive.session_id)
+                    .and_then(|s| s.chat_readiness.as_ref())
+                    .and_then(|r| r.reason.clone())
+                    .unwrap_or_else(|| waiting.detail.clone());
                 let detail = format!(
-                    "the window's chat was not ready for {} ms, so the prompt was never sent ({}){}",
+                    "the prompt was never sent: the window's chat was not ready for {} ms ({reason}){}",
                     drive.deadline_ms.saturating_sub(drive.created_at_ms),
-                    waiting.detail.trim_start_matches("waits: "),
-                    hint.map(|h| format!("; {h}")).unwrap_or_default()
+                    hint.map(|h| format!(". {h}")).unwrap_or_default()
                 );
                 self.finish_drive(
                     &drive_id,
@@ -1446,17 +1453,39 @@ impl<C: Clock> App<C> {
                 );
                 continue;
             }
-            let detail = format!(
-                "no terminal ack within {} ms (last state: {})",
-                drive.deadline_ms.saturating_sub(drive.created_at_ms),
-                drive.state
-            );
+            let detail = match (&drive.waiting, drive.state) {
+                // Never sent: say what it waited for, not that an ack is missing.
+                (Some(waiting), DriveState::Queued) => format!(
+                    "not sent within {} ms: it {}",
+                    drive.deadline_ms.saturating_sub(drive.created_at_ms),
+                    waiting.detail
+                ),
+                _ => format!(
+                    "no terminal ack within {} ms (last state: {})",
+                    drive.deadline_ms.saturating_sub(drive.created_at_ms),
+                    drive.state
+                ),
+            };
             self.finish_drive(
                 &drive_id,
                 DriveState::TimedOut,
                 Some(Blocker::new(blocker::TIMEOUT, detail)),
                 now,
             );
+        }
+        // A chat answering past the bound with no outcome from its plugin stops holding
+        // the window's drives (checked here too, so waiting drives go without another event).
+        let stuck: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| {
+                s.chat_running_since_ms
+                    .is_some_and(|since| now.saturating_sub(since) >= CHAT_RUNNING_BUSY_MS)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for session_id in stuck {
+            self.pump(&session_id, now);
         }
         self.heartbeat(now);
     }
@@ -1539,15 +1568,25 @@ impl<C: Clock> App<C> {
         let Some(session) = self.sessions.get_mut(session_id) else {
             return;
         };
-        if let Some(since) = session.chat_running_since_ms {
-            if now.saturating_sub(since) >= CHAT_RUNNING_BUSY_MS {
-                // The plugin never reported how the chat's answer ended: do not hold the
-                // window's drives for ever.
-                tracing::warn!(session_id, "no chat outcome for {} ms after a running answer; the chat counts as idle again", CHAT_RUNNING_BUSY_MS);
-                session.chat = ChatState::Idle;
-                session.chat_running_since_ms = None;
-            }
+        if session
+            .chat_running_since_ms
+            .is_some_and(|since| now.saturating_sub(since) >= CHAT_RUNNING_BUSY_MS)
+        {
+            // The plugin never reported how the chat's answer ended: do not hold the
+            // window's drives for ever.
+            tracing::warn!(
+                session_id,
+                "no chat outcome for {} ms after a running answer; the chat counts as idle again",
+                CHAT_RUNNING_BUSY_MS
+            );
+            session.chat = ChatState::Idle;
+            session.chat_running_since_ms = None;
+            let info = session.info();
+            self.publish(StreamEvent::SessionUpdated { session: info });
         }
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return;
+        };
         // One drive at a time per chat, none while the chat is busy (by the plugin's word
         // or by its history store), and none into a chat its plugin says cannot take one.
         let waiting = if let Some(running) = &session.active_drive {

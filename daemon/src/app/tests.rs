@@ -1552,3 +1552,96 @@ fn a_remote_windows_folder_is_a_target_by_uri_or_short_form_and_never_by_a_local
         Some("target.workspace")
     );
 }
+
+#[test]
+fn a_waiting_drive_goes_on_the_timer_once_the_running_answer_passes_its_bound() {
+    let mut h = Harness::new();
+    h.app.config.default_drive_timeout_ms = 3_600_000;
+    h.app.config.heartbeat_ms = 120_000;
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let first = h.create(&mut controller, Target::Session(session_id.clone()), "one");
+    ack_with_evidence(
+        &mut h,
+        &plugin,
+        &first,
+        Some(koru_protocol::SubmitEvidence::ChatRunning),
+    );
+    let second = h.create(&mut controller, Target::Session(session_id), "two");
+    routes_sent(&mut plugin);
+    assert_eq!(h.drive_state(&second), DriveState::Queued);
+    // Only ticks from here: no event from the plugin, no new drive.
+    for _ in 0..(super::CHAT_RUNNING_BUSY_MS / 60_000) {
+        h.advance(60_000);
+        h.pong(&plugin);
+    }
+    assert_eq!(h.drive_state(&second), DriveState::Sent);
+}
+
+#[test]
+fn a_drive_never_sent_times_out_saying_what_it_waited_for() {
+    let mut h = Harness::new();
+    let (plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let first = h.create(&mut controller, Target::Session(session_id.clone()), "one");
+    h.request(
+        &controller,
+        2,
+        Message::DriveCreate(DriveCreate {
+            target: Target::Session(session_id),
+            prompt: "two".into(),
+            options: DriveOptions {
+                timeout_ms: Some(2_000),
+                ..DriveOptions::default()
+            },
+        }),
+    );
+    let Message::DriveResult(created) = controller.drain().remove(0) else {
+        panic!("expected drive.result");
+    };
+    let second = created.drive.drive_id;
+    h.ack(&plugin, &first, AckStage::Received);
+    for _ in 0..3 {
+        h.advance(1_000);
+        h.pong(&plugin);
+    }
+    let drive = h.app.drives.get(&second).unwrap();
+    assert_eq!(drive.state, DriveState::TimedOut);
+    let detail = &drive.blocker.as_ref().unwrap().detail;
+    assert!(
+        detail.starts_with("not sent within 2000 ms: it waits for drive "),
+        "{detail}"
+    );
+}
+
+#[test]
+fn a_later_stage_drops_what_was_said_about_the_earlier_one() {
+    let mut found = koru_protocol::DriveObservation {
+        store: "plugin".into(),
+        chat_id: "s".into(),
+        stage: koru_protocol::ObservedStage::NeedsInput,
+        basis: koru_protocol::ObservationBasis::Explicit,
+        at_ms: 1,
+        reply_excerpt: None,
+        reply_length: None,
+        detail: Some("approve run_in_terminal".into()),
+    };
+    assert!(super::merge_observation(
+        &mut found,
+        koru_protocol::ObservedStage::Replied,
+        None,
+        None,
+        None,
+        2
+    ));
+    assert_eq!(found.stage, koru_protocol::ObservedStage::Replied);
+    assert_eq!(found.detail, None);
+    assert!(!super::merge_observation(
+        &mut found,
+        koru_protocol::ObservedStage::Replying,
+        None,
+        None,
+        None,
+        3
+    ));
+}

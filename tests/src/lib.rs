@@ -712,3 +712,40 @@ impl Drop for Observer {
         let _ = self.child.wait();
     }
 }
+
+impl Sandbox {
+    /// `koru status --json` until `check` holds (at most 20 s; panics with the last status).
+    pub fn status_until(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let output = self.run(&["status", "--json"]);
+            let status: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+            if check(&status) {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "{what}: {status:#}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// What `koru chats --json` lists.
+    pub fn chats(&self) -> Vec<Value> {
+        let output = self.run(&["chats", "--json"]);
+        assert!(output.status.success(), "{output:?}");
+        let value: Value = serde_json::from_slice(&output.stdout).unwrap();
+        value
+            .as_array()
+            .cloned()
+            .expect("koru chats --json prints an array")
+    }
+}
+
+/// Appends `value` as one JSON line, the way the JSONL stores grow.
+pub fn append_line(path: &Path, value: &Value) {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("the store file can be opened for appending");
+    writeln!(file, "{value}").expect("a line can be appended");
+}

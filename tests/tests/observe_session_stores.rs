@@ -1,4 +1,4 @@
-//! Chat-store folders a plugin session announces in its hello (`window.storage`): the real daemon observes a code-server window's `chatSessions/` (a layout no registry location names) for exactly as long as the session lasts, reads what is already there as history, matches a drive's prompt recorded there, watches a folder announced twice or already covered by a registry location once (and a folder inside another store's recursive root through that root's watch), and refuses relative paths and other users' folders. The test plays the IDE through a raw plugin connection: running the drive's step records the request in the chat's own store file, in the Copilot Chat mutation-log format.
+//! Chat-store folders a plugin session announces in its hello (`window.storage`): the real daemon observes a code-server window's `chatSessions/` and Roo Code task folder (a layout no registry location names) for exactly as long as the session lasts, reads what is already there as history, matches a drive's prompt recorded there, watches a folder announced twice or already covered by a registry location once (and a folder inside another store's recursive root through that root's watch), and refuses relative paths and other users' folders. The test plays the IDE through a raw plugin connection: running the drive's step records the request in the chat's own store file, in the Copilot Chat mutation-log format.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -135,6 +135,17 @@ fn spawn_koru(sandbox: &Sandbox, args: &[&str]) -> Child {
         .expect("koru runs")
 }
 
+/// The one chat `koru chats` lists for `store`.
+fn chat_of(sandbox: &Sandbox, store: &str) -> Value {
+    let found: Vec<Value> = sandbox
+        .chats()
+        .into_iter()
+        .filter(|c| c["store"] == store)
+        .collect();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    found[0].clone()
+}
+
 fn drive_json(sandbox: &Sandbox, drive_id: &str) -> Value {
     let drives = stdout_json(&sandbox.run(&["drives", "--json"]));
     drives
@@ -151,6 +162,25 @@ fn a_code_server_windows_announced_chat_sessions_are_observed_for_the_life_of_it
     let user_dir = sandbox.path().join("home/.local/share/code-server/User");
     let storage = workspace_storage(&user_dir, "8d1f0c3a", &workspace);
     let log = chat_with_one_turn(&storage, "c0ffee01", "explain main.rs");
+    // Roo Code in the same code-server keeps its tasks in globalStorage.
+    let global_storage = user_dir.join("globalStorage");
+    let task = global_storage.join("rooveterinaryinc.roo-cline/tasks/0198c4cf-task");
+    std::fs::create_dir_all(&task).unwrap();
+    std::fs::write(
+        task.join("history_item.json"),
+        json!({"id": "0198c4cf-task", "ts": 1767000000000u64, "task": "add a health endpoint",
+            "workspace": workspace, "mode": "code", "status": "completed"})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        task.join("ui_messages.json"),
+        json!([{"ts": 1767000000000u64, "type": "say", "say": "text", "text": "add a health endpoint"},
+            {"ts": 1767000020000u64, "type": "say", "say": "completion_result", "text": "Added GET /health."},
+            {"ts": 1767000020100u64, "type": "ask", "ask": "completion_result", "text": ""}])
+        .to_string(),
+    )
+    .unwrap();
     let daemon = sandbox.start_daemon(&["--observe-quiet-ms", "600000"]);
     let observer = Observer::start(&sandbox);
     let chat_sessions = storage.join("chatSessions");
@@ -166,18 +196,38 @@ fn a_code_server_windows_announced_chat_sessions_are_observed_for_the_life_of_it
     let (mut plugin, session_id) = connect(
         &daemon,
         &workspace,
-        json!({"workspace_storage": storage, "global_storage": user_dir.join("globalStorage")}),
+        json!({"workspace_storage": storage, "global_storage": global_storage}),
     );
-    sandbox.status_until("the announced chatSessions folder is observed", |s| {
+    let roo_tasks = global_storage.join("rooveterinaryinc.roo-cline/tasks");
+    let status = sandbox.status_until("the announced folders are observed", |s| {
         announced_root(s, &chat_sessions, &[&session_id], 1)
+            && roots_at(s, &roo_tasks)
+                .first()
+                .is_some_and(|r| r["files"] == 1)
     });
+    // Cline and Kilo Code have no folder here yet: listed, waiting for the rescan.
+    let cline_tasks = global_storage.join("saoudrizwan.claude-dev/tasks");
+    assert_eq!(
+        roots_at(&status, &cline_tasks)[0]["exists"],
+        false,
+        "{status:#}"
+    );
+    assert_eq!(
+        roots_at(&status, &roo_tasks)[0]["announced_by"],
+        json!([session_id])
+    );
     // What was there already is history: in the chats table, never published as news.
     let chats = sandbox.chats();
-    assert_eq!(chats.len(), 1, "{chats:#?}");
-    assert_eq!(chats[0]["store"], COPILOT);
-    assert_eq!(chats[0]["chat_id"], "c0ffee01");
-    assert_eq!(chats[0]["last_prompt"], "explain main.rs");
-    assert_eq!(chats[0]["workspace"], workspace.to_str().unwrap());
+    assert_eq!(chats.len(), 2, "{chats:#?}");
+    let copilot = chat_of(&sandbox, COPILOT);
+    assert_eq!(copilot["chat_id"], "c0ffee01");
+    assert_eq!(copilot["last_prompt"], "explain main.rs");
+    assert_eq!(copilot["workspace"], workspace.to_str().unwrap());
+    let roo = chat_of(&sandbox, "chat_history_cline_tasks");
+    assert_eq!(roo["chat_id"], "0198c4cf-task");
+    assert_eq!(roo["last_prompt"], "add a health endpoint");
+    assert_eq!(roo["workspace"], workspace.to_str().unwrap());
+    assert_eq!(roo["state"], "idle");
     assert!(observer.nothing_within(Duration::from_millis(500)));
 
     // A drive into the window: the chat records the request, the drive is matched to it
@@ -211,7 +261,7 @@ fn a_code_server_windows_announced_chat_sessions_are_observed_for_the_life_of_it
     assert_eq!(observation["chat_id"], "c0ffee01");
     assert_eq!(observation["stage"], "replied");
     assert_eq!(observation["reply_excerpt"], "Added --verbose.");
-    assert_eq!(sandbox.chats()[0]["last_prompt"], prompt);
+    assert_eq!(chat_of(&sandbox, COPILOT)["last_prompt"], prompt);
     // Published once: the prompt, the reply starting and ending, nothing twice.
     assert_eq!(observer.kinds(2), ["reply_started", "reply_completed"]);
     assert!(observer.nothing_within(Duration::from_millis(500)));
@@ -219,12 +269,12 @@ fn a_code_server_windows_announced_chat_sessions_are_observed_for_the_life_of_it
     // The session ends: the folder is dropped, and what the chat writes there later is
     // no longer observed.
     drop(plugin);
-    sandbox.status_until("the folder is dropped with its session", |s| {
-        roots_at(s, &chat_sessions).is_empty() && s["plugins"] == 0
+    sandbox.status_until("the folders are dropped with their session", |s| {
+        roots_at(s, &chat_sessions).is_empty() && roots_at(s, &roo_tasks).is_empty()
     });
     record_request(&log, 2, "written after the window closed");
     assert!(observer.nothing_within(Duration::from_millis(1500)));
-    assert_eq!(sandbox.chats()[0]["last_prompt"], prompt);
+    assert_eq!(chat_of(&sandbox, COPILOT)["last_prompt"], prompt);
     assert!(
         daemon
             .log_text()

@@ -749,3 +749,20 @@ pub fn append_line(path: &Path, value: &Value) {
         .expect("the store file can be opened for appending");
     writeln!(file, "{value}").expect("a line can be appended");
 }
+
+/// A Roo Code task folder `task_dir` (created) with the `history_item.json` Roo writes
+/// beside `ui_messages.json`, naming the task's first prompt and workspace.
+pub fn roo_task_folder(task_dir: &Path, prompt: &str, workspace: &Path, status: &str) {
+    std::fs::create_dir_all(task_dir).expect("the task folder can be made");
+    let id = task_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("a task folder name");
+    std::fs::write(
+        task_dir.join("history_item.json"),
+        serde_json::json!({"id": id, "ts": 1767000000000u64, "task": prompt,
+            "workspace": workspace, "mode": "code", "status": status})
+        .to_string(),
+    )
+    .expect("history_item.json can be written");
+}

@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use koru_system_tests::{append_line, greet, stdout_json, Daemon, Observer, Raw, Sandbox};
+use koru_system_tests::{
+    append_line, greet, roo_task_folder, stdout_json, Daemon, Observer, Raw, Sandbox,
+};
 use serde_json::{json, Value};
 
 const COPILOT: &str = "chat_history_copilot_json";
@@ -165,14 +167,7 @@ fn a_code_server_windows_announced_chat_sessions_are_observed_for_the_life_of_it
     // Roo Code in the same code-server keeps its tasks in globalStorage.
     let global_storage = user_dir.join("globalStorage");
     let task = global_storage.join("rooveterinaryinc.roo-cline/tasks/0198c4cf-task");
-    std::fs::create_dir_all(&task).unwrap();
-    std::fs::write(
-        task.join("history_item.json"),
-        json!({"id": "0198c4cf-task", "ts": 1767000000000u64, "task": "add a health endpoint",
-            "workspace": workspace, "mode": "code", "status": "completed"})
-        .to_string(),
-    )
-    .unwrap();
+    roo_task_folder(&task, "add a health endpoint", &workspace, "completed");
     std::fs::write(
         task.join("ui_messages.json"),
         json!([{"ts": 1767000000000u64, "type": "say", "say": "text", "text": "add a health endpoint"},

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use koru_system_tests::{append_line, set_mode, Observer, Sandbox};
+use koru_system_tests::{append_line, roo_task_folder, set_mode, Observer, Sandbox};
 use serde_json::{json, Value};
 
 fn fingerprint(paths: &[&Path]) -> Vec<(PathBuf, Vec<u8>, SystemTime)> {
@@ -35,14 +35,7 @@ fn cline_tasks_rewritten_whole_are_diffed_into_turns_and_a_half_written_file_is_
         .path()
         .join("home/.config/Code/User/globalStorage/rooveterinaryinc.roo-cline");
     let task_dir = extension.join("tasks/0198c4cf-task");
-    std::fs::create_dir_all(&task_dir).unwrap();
-    std::fs::write(
-        task_dir.join("history_item.json"),
-        json!({"id": "0198c4cf-task", "ts": 1767000000000u64, "task": "add a health endpoint",
-            "workspace": workspace, "mode": "code", "status": "active"})
-        .to_string(),
-    )
-    .unwrap();
+    roo_task_folder(&task_dir, "add a health endpoint", &workspace, "active");
     let _daemon = sandbox.start_daemon(&["--observe-quiet-ms", "600000"]);
     let observer = Observer::start(&sandbox);
     let messages = task_dir.join("ui_messages.json");

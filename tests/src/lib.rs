@@ -712,3 +712,57 @@ impl Drop for Observer {
         let _ = self.child.wait();
     }
 }
+
+impl Sandbox {
+    /// `koru status --json` until `check` holds (at most 20 s; panics with the last status).
+    pub fn status_until(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let output = self.run(&["status", "--json"]);
+            let status: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+            if check(&status) {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "{what}: {status:#}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// What `koru chats --json` lists.
+    pub fn chats(&self) -> Vec<Value> {
+        let output = self.run(&["chats", "--json"]);
+        assert!(output.status.success(), "{output:?}");
+        let value: Value = serde_json::from_slice(&output.stdout).unwrap();
+        value
+            .as_array()
+            .cloned()
+            .expect("koru chats --json prints an array")
+    }
+}
+
+/// Appends `value` as one JSON line, the way the JSONL stores grow.
+pub fn append_line(path: &Path, value: &Value) {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("the store file can be opened for appending");
+    writeln!(file, "{value}").expect("a line can be appended");
+}
+
+/// A Roo Code task folder `task_dir` (created) with the `history_item.json` Roo writes
+/// beside `ui_messages.json`, naming the task's first prompt and workspace.
+pub fn roo_task_folder(task_dir: &Path, prompt: &str, workspace: &Path, status: &str) {
+    std::fs::create_dir_all(task_dir).expect("the task folder can be made");
+    let id = task_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("a task folder name");
+    std::fs::write(
+        task_dir.join("history_item.json"),
+        serde_json::json!({"id": id, "ts": 1767000000000u64, "task": prompt,
+            "workspace": workspace, "mode": "code", "status": status})
+        .to_string(),
+    )
+    .expect("history_item.json can be written");
+}

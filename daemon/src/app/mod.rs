@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::drive::inject::{InjectionJob, InjectionOutcome, InjectionRunner, Reached};
 use crate::drive::planner::{plan, Candidate, PlanInput};
+use crate::observe::announced::{NoSessionStoreRoots, SessionStoreRoots};
 use drives::{AckOutcome, DriveRecord, DriveTable};
 use recovery::{DriveOrigin, RecoveryDone, RecoveryRunner, RecoveryTicket};
 use sessions::{resolve_target, SessionRecord};
@@ -228,6 +229,8 @@ pub struct App<C: Clock> {
     chat_completed: std::collections::HashSet<(String, String)>,
     /// The observers' store roots, as last reported.
     observers: Vec<koru_protocol::ObserverStatus>,
+    /// Where plugin sessions' announced chat-store folders go (the watcher, or nowhere).
+    session_store_roots: Box<dyn SessionStoreRoots>,
 }
 
 impl<C: Clock> App<C> {
@@ -263,7 +266,15 @@ impl<C: Clock> App<C> {
             chat_drive: HashMap::new(),
             chat_completed: std::collections::HashSet::new(),
             observers: Vec::new(),
+            session_store_roots: Box::new(NoSessionStoreRoots),
         }
+    }
+
+    /// Hands the chat-store folders plugin sessions announce (`window.storage`) to
+    /// `roots` for as long as each session lasts (by default they are ignored).
+    pub fn with_session_store_roots(mut self, roots: Box<dyn SessionStoreRoots>) -> Self {
+        self.session_store_roots = roots;
+        self
     }
 
     /// The registry in use.
@@ -617,7 +628,11 @@ impl<C: Clock> App<C> {
             ),
         );
         if role == Role::Plugin {
-            let session = self.sessions[&session_id].info();
+            let session = &self.sessions[&session_id];
+            if let Some(storage) = &session.window.storage {
+                self.session_store_roots.add(&session_id, storage);
+            }
+            let session = session.info();
             self.publish(StreamEvent::SessionConnected { session });
         }
     }
@@ -1366,6 +1381,9 @@ impl<C: Clock> App<C> {
             return;
         }
         tracing::info!(session_id = %session_id, reason, "session ended");
+        if session.window.storage.is_some() {
+            self.session_store_roots.remove(&session_id);
+        }
         let detail = format!("the plugin's connection ended ({reason})");
         let code = if reason == HEARTBEAT_REASON {
             blocker::HEARTBEAT_LOST

@@ -1161,6 +1161,53 @@ fn focusing_without_any_injector_says_why_at_once() {
     assert!(h.recovery.started.lock().unwrap().is_empty());
 }
 
+#[test]
+fn a_plugins_announced_storage_is_handed_on_for_the_life_of_its_session_only() {
+    use crate::observe::announced::{RecordingSessionStoreRoots, RootsChange};
+    let mut h = Harness::new();
+    let roots = RecordingSessionStoreRoots::default();
+    h.app.session_store_roots = Box::new(roots.clone());
+    let storage = koru_protocol::WindowStorage {
+        workspace_storage: Some("/home/u/.local/share/code-server/User/workspaceStorage/4f".into()),
+        global_storage: Some("/home/u/.local/share/code-server/User/globalStorage".into()),
+    };
+    let mut hello = plugin_hello("/w");
+    if let Some(window) = hello.window.as_mut() {
+        window.storage = Some(storage.clone());
+    }
+    let announcing = h.connect(hello, 64);
+    let (silent, _) = h.plugin("/v");
+    let controller = h.controller(64);
+    let session_id = h.app.connections[&announcing.conn_id]
+        .session_id
+        .clone()
+        .unwrap();
+    assert_eq!(
+        *roots.changes.lock().unwrap(),
+        [RootsChange::Add {
+            session_id: session_id.clone(),
+            storage
+        }]
+    );
+    // Sessions that announced nothing have nothing to drop.
+    for peer in [&silent, &controller] {
+        h.app.handle(DaemonEvent::Disconnected {
+            conn_id: peer.conn_id,
+            reason: "eof".into(),
+        });
+    }
+    assert_eq!(roots.changes.lock().unwrap().len(), 1);
+    h.app.handle(DaemonEvent::Disconnected {
+        conn_id: announcing.conn_id,
+        reason: "eof".into(),
+    });
+    assert_eq!(
+        roots.changes.lock().unwrap().last(),
+        Some(&RootsChange::Remove { session_id })
+    );
+    assert_eq!(roots.changes.lock().unwrap().len(), 2);
+}
+
 fn plugin_event(h: &mut Harness, peer: &Peer, event: koru_protocol::PluginEventKind) {
     h.app.handle(DaemonEvent::Received {
         conn_id: peer.conn_id,

@@ -1160,3 +1160,5 @@ fn focusing_without_any_injector_says_why_at_once() {
     assert_eq!(result.blocker.unwrap().code, "no_display");
     assert!(h.recovery.started.lock().unwrap().is_empty());
 }
+
+mod submit_key;

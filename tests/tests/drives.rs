@@ -523,3 +523,79 @@ fn a_slow_reader_is_disconnected_and_never_stalls_others() {
         "the slow reader's session is gone: {status}"
     );
 }
+
+#[test]
+fn a_drive_to_a_chat_that_is_not_ready_waits_until_it_is_or_fails_with_chat_not_ready() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    // The fake's emulation of a chat with no model, which becomes ready 800 ms later.
+    let later = sandbox.workspace("later");
+    let record = sandbox.path().join("later.jsonl");
+    let _ready_later = sandbox.start_fake_plugin(&[
+        "--workspace",
+        later.to_str().unwrap(),
+        "--chat-not-ready",
+        "no language model selected",
+        "--ready-after-ms",
+        "800",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    let created = json_of(&sandbox.run(&[
+        "send",
+        "--workspace",
+        later.to_str().unwrap(),
+        "--json",
+        "wait for the model",
+    ]));
+    let drive_id = created["drive_id"].as_str().unwrap().to_string();
+    let waiting = json_of(&sandbox.run(&["drives", "--json"]));
+    assert_eq!(waiting[0]["state"], "queued", "{waiting}");
+    assert_eq!(waiting[0]["waiting"]["code"], "chat_not_ready");
+    assert!(
+        waiting[0]["waiting"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no language model selected"),
+        "{waiting}"
+    );
+    assert!(
+        !record.exists(),
+        "nothing is sent into a chat that is not ready"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let drives = json_of(&sandbox.run(&["drives", "--json"]));
+        if drives[0]["state"] == "done" {
+            assert_eq!(drives[0]["drive_id"], drive_id.as_str());
+            break;
+        }
+        assert!(Instant::now() < deadline, "the drive never went: {drives}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(record.exists(), "sent once the chat became ready");
+
+    // A chat that never becomes ready: the drive fails at its deadline, never sent.
+    let never = sandbox.workspace("never");
+    let _never_ready = sandbox.start_fake_plugin(&[
+        "--workspace",
+        never.to_str().unwrap(),
+        "--chat-not-ready",
+        "signed out",
+    ]);
+    let output = sandbox.run(&[
+        "send",
+        "--workspace",
+        never.to_str().unwrap(),
+        "--wait",
+        "--timeout",
+        "0.5",
+        "--json",
+        "never sent",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let drive = json_of(&output);
+    assert_eq!(drive["state"], "failed");
+    assert_eq!(drive["blocker"]["code"], "chat_not_ready");
+    assert_eq!(drive_history(&drive), ["queued", "failed"]);
+}

@@ -8,6 +8,7 @@
 pub mod drives;
 pub mod recovery;
 pub mod sessions;
+pub mod workspace_ref;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -105,6 +106,10 @@ const CORRELATION_WINDOW_MS: u64 = 120_000;
 /// recently.
 const OBSERVED_BUSY_MS: u64 = 300_000;
 
+/// The longest a chat counts as busy after a `chat_running` submit without an outcome
+/// from its plugin.
+const CHAT_RUNNING_BUSY_MS: u64 = 600_000;
+
 /// The `store` of a drive observation that came from the window's plugin (the chat told
 /// it), not from a chat-history store.
 pub const PLUGIN_OBSERVATION_STORE: &str = "plugin";
@@ -134,8 +139,10 @@ fn merge_observation(
 ) -> bool {
     let mut changed = false;
     if observed_rank(stage) > observed_rank(found.stage) {
+        // A new stage: what was said about the old one (a question's detail) goes with it.
         found.stage = stage;
         found.at_ms = at_ms;
+        found.detail = None;
         changed = true;
     }
     if found.stage == stage {
@@ -380,7 +387,14 @@ impl<C: Clock> App<C> {
             let candidates: Vec<String> = self
                 .drives
                 .iter()
-                .filter(|d| d.observation.is_none() && &d.prompt_digest == digest)
+                // A drive whose only observation so far came from its plugin can still be
+                // found in the store (which then names the chat and gives the reply text).
+                .filter(|d| {
+                    d.observation
+                        .as_ref()
+                        .is_none_or(|o| o.store == PLUGIN_OBSERVATION_STORE)
+                        && &d.prompt_digest == digest
+                })
                 .filter(|d| d.state != DriveState::Queued)
                 .filter(|d| {
                     d.created_at_ms <= seen.saturating_add(1_000)
@@ -411,6 +425,20 @@ impl<C: Clock> App<C> {
                 )
             });
             for drive_id in &candidates {
+                if let Some(found) = self
+                    .drives
+                    .get_mut(drive_id)
+                    .and_then(|d| d.observation.as_mut())
+                {
+                    // Already followed through the plugin: the store names the chat; the
+                    // stage the plugin reported stays (it is as far or further).
+                    if stage == ObservedStage::Observed {
+                        found.store = observation.store.clone();
+                        found.chat_id = observation.chat_id.clone();
+                        self.publish_drive(drive_id);
+                    }
+                    continue;
+                }
                 if let Some(drive) = self.drives.get_mut(drive_id) {
                     drive.observation = Some(DriveObservation {
                         store: observation.store.clone(),
@@ -448,33 +476,47 @@ impl<C: Clock> App<C> {
         let Some(found) = drive.observation.as_mut() else {
             return;
         };
-        match &observation.event {
-            ObservedKind::ReplyStarted => found.stage = ObservedStage::Replying,
-            ObservedKind::ReplyCompleted { excerpt, length } => {
-                found.stage = ObservedStage::Replied;
-                found.reply_excerpt = Some(excerpt.clone());
-                found.reply_length = Some(*length);
-            }
-            ObservedKind::NeedsInput { .. } => found.stage = ObservedStage::NeedsInput,
-            ObservedKind::Cancelled => found.stage = ObservedStage::Cancelled,
+        let (stage, excerpt, length, detail) = match &observation.event {
+            ObservedKind::ReplyStarted => (ObservedStage::Replying, None, None, None),
+            ObservedKind::ReplyCompleted { excerpt, length } => (
+                ObservedStage::Replied,
+                Some(excerpt.clone()),
+                Some(*length),
+                None,
+            ),
+            ObservedKind::NeedsInput { .. } => (ObservedStage::NeedsInput, None, None, None),
+            ObservedKind::Cancelled => (ObservedStage::Cancelled, None, None, None),
             ObservedKind::Failed { reason } => {
-                found.stage = ObservedStage::Failed;
-                found.detail = Some(reason.clone());
+                (ObservedStage::Failed, None, None, Some(reason.clone()))
             }
             ObservedKind::ChatSeen
             | ObservedKind::PromptSeen { .. }
             | ObservedKind::Activity
             | ObservedKind::Unknown => return,
+        };
+        // A chat goes back from "needs input" to replying once the user answers; otherwise
+        // stages only move forward, and what both the plugin and the store report counts
+        // once.
+        let changed =
+            if found.stage == ObservedStage::NeedsInput && stage == ObservedStage::Replying {
+                found.stage = stage;
+                found.at_ms = at_ms;
+                true
+            } else {
+                merge_observation(found, stage, excerpt, length, detail, at_ms)
+            };
+        if changed {
+            found.basis = observation.basis;
         }
-        found.basis = observation.basis;
-        found.at_ms = at_ms;
         if matches!(
             found.stage,
             ObservedStage::Replied | ObservedStage::Cancelled | ObservedStage::Failed
         ) {
             self.chat_drive.remove(&key);
         }
-        self.publish_drive(&drive_id);
+        if changed {
+            self.publish_drive(&drive_id);
+        }
     }
 
     /// Applies a reloaded registry when it is clean; otherwise keeps the last good one and
@@ -746,6 +788,7 @@ impl<C: Clock> App<C> {
             PluginEventKind::ChatBusy => session.chat = ChatState::Busy,
             PluginEventKind::ChatIdle => {
                 session.chat = ChatState::Idle;
+                session.chat_running_since_ms = None;
                 let info = session.info();
                 self.publish(StreamEvent::SessionUpdated { session: info });
                 // Drives that waited for the chat can go now.
@@ -1340,6 +1383,7 @@ impl<C: Clock> App<C> {
             return;
         }
         let drive = self.drives.get_mut(&ack.drive_id).expect("checked above");
+        let mut chat_became_busy = false;
         if ack.stage == koru_protocol::AckStage::Submitted && !drive.is_terminal() {
             // A plugin that gives no evidence has proven only that its step returned.
             let evidence = ack
@@ -1349,7 +1393,9 @@ impl<C: Clock> App<C> {
             if evidence == koru_protocol::SubmitEvidence::ChatRunning {
                 // The chat is answering: the window's next drives wait for its outcome.
                 if let Some(session) = self.sessions.get_mut(session_id) {
+                    chat_became_busy = session.chat != ChatState::Busy;
                     session.chat = ChatState::Busy;
+                    session.chat_running_since_ms = Some(now);
                 }
             }
         }
@@ -1383,6 +1429,13 @@ impl<C: Clock> App<C> {
                 tracing::info!(drive_id = %ack.drive_id, state = %drive.state, "drive finished");
                 self.release(session_id, &ack.drive_id);
                 self.publish_drive(&ack.drive_id);
+                if chat_became_busy {
+                    // Subscribers (the dashboard) see the chat answering, as after chat_busy.
+                    if let Some(session) = self.sessions.get(session_id) {
+                        let info = session.info();
+                        self.publish(StreamEvent::SessionUpdated { session: info });
+                    }
+                }
                 self.pump(session_id, now);
             }
             AckOutcome::StepFailed(blocker) => self.route_failed(&ack.drive_id, blocker, now),
@@ -1477,11 +1530,16 @@ impl<C: Clock> App<C> {
             {
                 // Never sent: the chat would have refused it. Say why and what to do.
                 let hint = self.chat_not_ready_hint();
+                let reason = self
+                    .sessions
+                    .get(&drive.session_id)
+                    .and_then(|s| s.chat_readiness.as_ref())
+                    .and_then(|r| r.reason.clone())
+                    .unwrap_or_else(|| waiting.detail.clone());
                 let detail = format!(
-                    "the window's chat was not ready for {} ms, so the prompt was never sent ({}){}",
+                    "the prompt was never sent: the window's chat was not ready for {} ms ({reason}){}",
                     drive.deadline_ms.saturating_sub(drive.created_at_ms),
-                    waiting.detail.trim_start_matches("waits: "),
-                    hint.map(|h| format!("; {h}")).unwrap_or_default()
+                    hint.map(|h| format!(". {h}")).unwrap_or_default()
                 );
                 self.finish_drive(
                     &drive_id,
@@ -1491,17 +1549,39 @@ impl<C: Clock> App<C> {
                 );
                 continue;
             }
-            let detail = format!(
-                "no terminal ack within {} ms (last state: {})",
-                drive.deadline_ms.saturating_sub(drive.created_at_ms),
-                drive.state
-            );
+            let detail = match (&drive.waiting, drive.state) {
+                // Never sent: say what it waited for, not that an ack is missing.
+                (Some(waiting), DriveState::Queued) => format!(
+                    "not sent within {} ms: it {}",
+                    drive.deadline_ms.saturating_sub(drive.created_at_ms),
+                    waiting.detail
+                ),
+                _ => format!(
+                    "no terminal ack within {} ms (last state: {})",
+                    drive.deadline_ms.saturating_sub(drive.created_at_ms),
+                    drive.state
+                ),
+            };
             self.finish_drive(
                 &drive_id,
                 DriveState::TimedOut,
                 Some(Blocker::new(blocker::TIMEOUT, detail)),
                 now,
             );
+        }
+        // A chat answering past the bound with no outcome from its plugin stops holding
+        // the window's drives (checked here too, so waiting drives go without another event).
+        let stuck: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| {
+                s.chat_running_since_ms
+                    .is_some_and(|since| now.saturating_sub(since) >= CHAT_RUNNING_BUSY_MS)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for session_id in stuck {
+            self.pump(&session_id, now);
         }
         self.heartbeat(now);
     }
@@ -1581,6 +1661,25 @@ impl<C: Clock> App<C> {
     /// records on each waiting drive why it waits.
     fn pump(&mut self, session_id: &str, now: u64) {
         let observed_busy = self.observed_busy(session_id, now);
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        if session
+            .chat_running_since_ms
+            .is_some_and(|since| now.saturating_sub(since) >= CHAT_RUNNING_BUSY_MS)
+        {
+            // The plugin never reported how the chat's answer ended: do not hold the
+            // window's drives for ever.
+            tracing::warn!(
+                session_id,
+                "no chat outcome for {} ms after a running answer; the chat counts as idle again",
+                CHAT_RUNNING_BUSY_MS
+            );
+            session.chat = ChatState::Idle;
+            session.chat_running_since_ms = None;
+            let info = session.info();
+            self.publish(StreamEvent::SessionUpdated { session: info });
+        }
         let Some(session) = self.sessions.get_mut(session_id) else {
             return;
         };
@@ -1703,6 +1802,7 @@ impl<C: Clock> App<C> {
             } else {
                 ChatState::Idle
             };
+            session.chat_running_since_ms = None;
         }
         if changed {
             tracing::info!(drive_id, stage = ?stage, "the chat reported the drive's outcome through the plugin");

@@ -179,7 +179,9 @@ pub struct SendArgs {
     /// Send to this session id
     #[arg(long, group = "target", value_name = "ID")]
     pub session: Option<String>,
-    /// Send to the window that has this folder (or a folder containing it) open
+    /// Send to the window that has this folder (or a folder containing it) open: a path, a
+    /// folder URI, or a remote window's folder as `ssh-remote+HOST:/path`
+    /// (`vscode-remote://ssh-remote+HOST/path` works too)
     #[arg(long, group = "target", value_name = "PATH")]
     pub workspace: Option<PathBuf>,
     /// Send to the window of this IDE product (vscode, cursor, code-server, jetbrains-idea, …)

@@ -10,8 +10,8 @@ use koru_registry::{
 
 use super::probe::Facts;
 use super::report::{
-    BlockerReport, DaemonReport, DoctorReport, EnvironmentReport, InterfaceCheck, RecoveryHint,
-    RegistryReport, RouteCheck, SessionPaths, Status, Summary, REPORT_SCHEMA_VERSION,
+    BlockerReport, ChatCheck, DaemonReport, DoctorReport, EnvironmentReport, InterfaceCheck,
+    RecoveryHint, RegistryReport, RouteCheck, SessionPaths, Status, Summary, REPORT_SCHEMA_VERSION,
 };
 
 /// The environment's verdict on one interface, before sessions are considered.
@@ -810,6 +810,81 @@ fn session_paths(
         workspace_folders: session.window.workspace_folders.clone(),
         window_pid: session.window.pid,
         project_layer,
+        chat: session.chat_readiness.as_ref().map(|readiness| ChatCheck {
+            ready: readiness.ready,
+            reason: readiness.reason.clone(),
+            recovery: if readiness.ready {
+                Vec::new()
+            } else {
+                registry
+                    .interfaces()
+                    .iter()
+                    .filter(|i| !i.recovery_for(BlockerCode::ChatNotReady).is_empty())
+                    .take(1)
+                    .flat_map(|i| hints(i, BlockerCode::ChatNotReady))
+                    .collect()
+            },
+        }),
         routes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(readiness: Option<koru_protocol::ChatReadiness>) -> SessionInfo {
+        serde_json::from_value(serde_json::json!({
+            "session_id": "s_1", "role": "plugin", "client": {"name": "koru-vscode", "version": "0.1.0"},
+            "ide": {"product": "code-server", "version": "1.139.1", "app_name": "code-server"},
+            "window": {"pid": 7, "workspace_folders": ["/w"]},
+            "capabilities": [{"kind": "command", "id": "workbench.action.chat.open"}],
+            "protocol": 1, "connected_at_ms": 0, "last_seen_ms": 0, "health": "active", "chat": "unknown",
+            "chat_readiness": readiness
+        }))
+        .unwrap()
+    }
+
+    fn paths_of(session: &SessionInfo) -> SessionPaths {
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        session_paths(
+            session,
+            &loaded.registry,
+            None,
+            &Facts::default(),
+            &HashMap::new(),
+        )
+    }
+
+    #[test]
+    fn a_session_whose_chat_is_not_ready_says_why_and_what_to_do() {
+        let paths = paths_of(&session(Some(koru_protocol::ChatReadiness {
+            ready: false,
+            reason: Some("no language model is available to the chat".into()),
+        })));
+        let chat = paths.chat.expect("the session reports its chat");
+        assert!(!chat.ready);
+        assert_eq!(
+            chat.reason.as_deref(),
+            Some("no language model is available to the chat")
+        );
+        assert_eq!(
+            chat.recovery
+                .iter()
+                .map(|h| h.id.as_str())
+                .collect::<Vec<_>>(),
+            ["make_chat_ready"]
+        );
+    }
+
+    #[test]
+    fn a_ready_chat_needs_no_hint_and_a_silent_plugin_shows_nothing() {
+        let ready = paths_of(&session(Some(koru_protocol::ChatReadiness {
+            ready: true,
+            reason: None,
+        })));
+        assert!(ready.chat.as_ref().unwrap().ready);
+        assert!(ready.chat.unwrap().recovery.is_empty());
+        assert!(paths_of(&session(None)).chat.is_none());
     }
 }

@@ -61,6 +61,30 @@ pub fn furthest_stage(drive: &DriveInfo) -> DriveState {
         .unwrap_or(DriveState::Queued)
 }
 
+/// Where an observation comes from: `STORE chat ID`, or the window's chat through its plugin.
+pub fn observation_place(o: &koru_protocol::DriveObservation) -> String {
+    if o.store == crate::app::PLUGIN_OBSERVATION_STORE {
+        "the window's chat (through its plugin)".to_string()
+    } else {
+        format!("{} chat {}", o.store, o.chat_id)
+    }
+}
+
+/// A completed reply in one line: its length and start, or that the chat gave no text.
+pub fn reply_line(o: &koru_protocol::DriveObservation) -> String {
+    match &o.reply_excerpt {
+        Some(excerpt) => format!(
+            "reply ({} chars) in {}: {excerpt}",
+            o.reply_length.unwrap_or(excerpt.chars().count()),
+            observation_place(o)
+        ),
+        None => format!(
+            "reply finished in {} (the chat gives plugins no reply text; get_drive shows it once the chat's history store has it)",
+            observation_place(o)
+        ),
+    }
+}
+
 /// A drive in a few lines: `drive ID STATE: reached STAGE by ROUTE (INTERFACE)`, then the
 /// blocker and each route that did not work, with its hint.
 pub fn drive(drive: &DriveInfo) -> String {
@@ -90,6 +114,12 @@ pub fn drive(drive: &DriveInfo) -> String {
     if let (Some(finished), created) = (drive.finished_at_ms, drive.created_at_ms) {
         text.push_str(&format!(", {} ms", finished.saturating_sub(created)));
     }
+    if let Some(evidence) = drive.submit_evidence {
+        text.push_str(&format!("\nsubmitted on evidence {}", evidence.as_str()));
+    }
+    if let Some(waiting) = &drive.waiting {
+        text.push_str(&format!("\nwaiting {}: {}", waiting.code, waiting.detail));
+    }
     if let Some(blocker) = &drive.blocker {
         text.push_str(&format!("\nblocker {}: {}", blocker.code, blocker.detail));
     }
@@ -98,10 +128,14 @@ pub fn drive(drive: &DriveInfo) -> String {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        text.push_str(&format!(
-            "\nchat history: {stage} in chat {}",
-            observed.chat_id
-        ));
+        if observed.store == crate::app::PLUGIN_OBSERVATION_STORE {
+            text.push_str(&format!("\nchat (via plugin): {stage}"));
+        } else {
+            text.push_str(&format!(
+                "\nchat history: {stage} in chat {}",
+                observed.chat_id
+            ));
+        }
         if let Some(excerpt) = &observed.reply_excerpt {
             text.push_str(&format!(
                 " — reply ({} chars): {excerpt}",
@@ -250,6 +284,38 @@ mod tests {
         expect![[r#"
             drive d_2 failed: reached sent by native_send in session s_1
             blocker plugin_disconnected: the window closed"#]]
+        .assert_eq(&super::drive(&drive));
+    }
+
+    #[test]
+    fn a_drive_shows_what_proves_it_was_submitted_and_what_the_chat_said_through_the_plugin() {
+        let drive = drive_from(serde_json::json!({
+            "drive_id": "d_3", "target": "focused", "session_id": "s_1", "route": "native_send",
+            "options": {"submit": true}, "state": "done", "created_at_ms": 0, "finished_at_ms": 40,
+            "prompt_chars": 1, "prompt_excerpt": "x", "submit_evidence": "chat_running",
+            "history": [{"state": "queued", "at_ms": 0}, {"state": "submitted", "at_ms": 39}, {"state": "done", "at_ms": 40}],
+            "observation": {"store": "plugin", "chat_id": "s_1", "stage": "needs_input", "basis": "explicit",
+                "at_ms": 90, "detail": "run_in_terminal waits for approval"}
+        }));
+        expect![[r#"
+            drive d_3 done: reached submitted by native_send in session s_1, 40 ms
+            submitted on evidence chat_running
+            chat (via plugin): needs_input (run_in_terminal waits for approval)"#]]
+        .assert_eq(&super::drive(&drive));
+    }
+
+    #[test]
+    fn a_waiting_drive_says_why() {
+        let drive = drive_from(serde_json::json!({
+            "drive_id": "d_4", "target": "focused", "session_id": "s_1", "route": "plugin_drive",
+            "options": {"submit": true}, "state": "queued", "created_at_ms": 0,
+            "prompt_chars": 1, "prompt_excerpt": "x",
+            "history": [{"state": "queued", "at_ms": 0}],
+            "waiting": {"code": "chat_not_ready", "detail": "waits: the window's chat cannot take a request now (signed out)"}
+        }));
+        expect![[r#"
+            drive d_4 queued: reached queued by plugin_drive in session s_1
+            waiting chat_not_ready: waits: the window's chat cannot take a request now (signed out)"#]]
         .assert_eq(&super::drive(&drive));
     }
 }

@@ -51,7 +51,8 @@ pub struct FakePluginArgs {
     /// The window's process id to claim [default: this process]
     #[arg(long, value_name = "PID")]
     pub window_pid: Option<u32>,
-    /// Claim the window has focus
+    /// Claim the window has focus (without it the daemon will not press a route's submit
+    /// key, such as Cursor's Return, into this window)
     #[arg(long)]
     pub focused: bool,
     #[arg(long, value_enum, default_value_t = Behaviour::Ack)]

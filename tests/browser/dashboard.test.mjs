@@ -185,7 +185,9 @@ test('a drive that fails with a blocker shows the registry hint, and Retry makes
 
 test('a retry the daemon refuses (the prompt may already be in the chat) shows its message', async () => {
   await withDaemon({ args: ['--step-timeout-ms', '1000', '--drive-timeout-ms', '3000'] }, async (daemon) => {
-    const plugin = await daemon.plugin({ name: 'delta-proj', behaviour: 'stall-after-pasted' });
+    // Cursor's paste route: the plugin pastes, and the daemon cannot press Return into a
+    // window the fake plugin says has no focus, so the drive fails at pasted.
+    const plugin = await daemon.plugin({ name: 'delta-proj', product: 'cursor' });
     const { page, context, problems } = await openDashboard(daemon);
     await page.locator(`#session-${plugin.sessionId}`).waitFor();
     await sendFromPage(page, plugin, 'Pasted then silence');
@@ -269,7 +271,7 @@ test('a request from another Origin is refused, with or without the cookie', asy
 
 test('the page at 400 px width still shows sessions, and it is usable', async () => {
   await withDaemon({}, async (daemon) => {
-    const plugin = await daemon.plugin({ name: 'narrow-proj', product: 'windsurf' });
+    const plugin = await daemon.plugin({ name: 'narrow-proj', product: 'vscodium' });
     const { page, context, problems } = await openDashboard(daemon, { width: 400, height: 860 });
     const card = page.locator(`#session-${plugin.sessionId}`);
     await card.waitFor();

@@ -208,6 +208,46 @@ pub fn stdout_json(output: &Output) -> Value {
     })
 }
 
+/// The stages `koru send --wait` printed, in order (its stdout lines are `DRIVE STAGE +MS`).
+pub fn stages_printed(output: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| line.split_whitespace().nth(1).unwrap_or("").to_string())
+        .collect()
+}
+
+/// The states a drive (`DriveInfo` as JSON) went through, in order.
+pub fn drive_history(drive: &Value) -> Vec<String> {
+    drive["history"]
+        .as_array()
+        .map(|history| {
+            history
+                .iter()
+                .filter_map(|h| h["state"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Each route attempt of a drive (`DriveInfo` as JSON) as `interface outcome`.
+pub fn attempt_outcomes(drive: &Value) -> Vec<String> {
+    drive["attempts"]
+        .as_array()
+        .map(|attempts| {
+            attempts
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{} {}",
+                        a["interface"].as_str().unwrap_or("?"),
+                        a["outcome"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Sets a file's permission bits.
 pub fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;

@@ -103,7 +103,7 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
     assert_eq!(sessions.is_error, Some(false));
     let listing = text(&sessions);
     assert!(
-        listing.contains("cursor") && listing.contains(workspace),
+        listing.contains("vscodium") && listing.contains(workspace),
         "{label}: {listing}"
     );
     assert_eq!(
@@ -276,7 +276,7 @@ fn start(
     let workspace = sandbox.workspace("mcp");
     let plugin = sandbox.start_fake_plugin(&[
         "--product",
-        "cursor",
+        "vscodium",
         "--workspace",
         workspace.to_str().unwrap(),
     ]);

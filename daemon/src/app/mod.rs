@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::drive::inject::{InjectionJob, InjectionOutcome, InjectionRunner, Reached};
+use crate::drive::inject::{InjectionJob, InjectionOutcome, InjectionRunner, KeyPressJob, Reached};
 use crate::drive::planner::{plan, Candidate, PlanInput};
 use crate::observe::announced::{NoSessionStoreRoots, SessionStoreRoots};
 use drives::{AckOutcome, DriveRecord, DriveTable};
@@ -924,7 +924,7 @@ impl<C: Clock> App<C> {
             now,
             timeout_ms,
         );
-        let mut candidates = self.plan(&session_id, window.is_some(), create.options.submit);
+        let mut candidates = self.plan(&session_id, window.is_some(), &create.options);
         if let DriveOrigin::Retry {
             of,
             route: Some(route),
@@ -1024,7 +1024,12 @@ impl<C: Clock> App<C> {
     }
 
     /// The candidate routes for a drive to `session_id` (empty: a plugin-less window).
-    fn plan(&self, session_id: &str, has_window: bool, submit: bool) -> Vec<Candidate> {
+    fn plan(
+        &self,
+        session_id: &str,
+        has_window: bool,
+        options: &koru_protocol::DriveOptions,
+    ) -> Vec<Candidate> {
         let session = self.sessions.get(session_id);
         let product = session.and_then(|s| s.product()).map(|p| p.to_string());
         let input = PlanInput {
@@ -1035,7 +1040,8 @@ impl<C: Clock> App<C> {
             plugin_connected: session.is_some(),
             platform: crate::doctor::probe::current_platform()
                 .unwrap_or(koru_registry::Platform::Linux),
-            submit,
+            submit: options.submit,
+            new_chat: options.new_chat,
         };
         let injections = &self.injections;
         plan(&input, &|interface: &str| injections.probe(interface))
@@ -1090,10 +1096,16 @@ impl<C: Clock> App<C> {
                         drive.skip(&skipped);
                         continue;
                     };
+                    let mut options = drive.options;
+                    if candidate.submit_key.is_some() {
+                        // The daemon presses the route's submit key itself once the plugin has
+                        // pasted: the plugin runs its steps as for a prompt left unsent.
+                        options.submit = false;
+                    }
                     let order = DriveRequest {
                         drive_id: drive_id.to_string(),
                         prompt: drive.prompt.clone(),
-                        options: drive.options,
+                        options,
                         route: candidate.route,
                         steps: candidate.steps.clone(),
                     };
@@ -1108,15 +1120,20 @@ impl<C: Clock> App<C> {
                     tracing::info!(drive_id, interface = %candidate.interface, "trying OS injection");
                     drive.begin_attempt(candidate, now);
                     self.publish_drive(drive_id);
-                    // Keyboard input is global: one injection at a time.
-                    if self.injecting.is_some() {
-                        self.injection_waiting.push_back(drive_id.to_string());
-                    } else {
-                        self.start_injection(drive_id);
-                    }
+                    self.use_keyboard(drive_id);
                     return;
                 }
             }
+        }
+    }
+
+    /// Starts the drive's keyboard work (its OS injection, or its route's submit key) now,
+    /// or after the one running: keyboard input is global, one at a time.
+    fn use_keyboard(&mut self, drive_id: &str) {
+        if self.injecting.is_some() {
+            self.injection_waiting.push_back(drive_id.to_string());
+        } else {
+            self.start_injection(drive_id);
         }
     }
 
@@ -1128,6 +1145,27 @@ impl<C: Clock> App<C> {
             return;
         };
         self.injecting = Some(drive_id.to_string());
+        if candidate.route != Route::OsInjection {
+            // A plugin route that pasted: the daemon presses its submit key.
+            let Some(key) = candidate.submit_key else {
+                self.injecting = None;
+                return;
+            };
+            let plugin_focused = self
+                .sessions
+                .get(&drive.session_id)
+                .and_then(|session| session.window.focused);
+            self.injections.start_key_press(KeyPressJob {
+                drive_id: drive_id.to_string(),
+                injectors: key.injectors,
+                window: drive.window.clone().unwrap_or_default(),
+                extra_pids: drive.extra_pids.clone(),
+                window_class: candidate.window_class,
+                plugin_focused,
+                chord: key.chord,
+            });
+            return;
+        }
         let mut window = drive.window.clone().unwrap_or_default();
         if window.title.is_none() {
             window.title = candidate.window_title.clone();
@@ -1167,6 +1205,14 @@ impl<C: Clock> App<C> {
             tracing::warn!(drive_id = %drive_id, reached = ?outcome.reached, "an injection finished after its drive had ended");
             return;
         }
+        if drive
+            .current
+            .as_ref()
+            .is_some_and(|c| c.route != Route::OsInjection)
+        {
+            self.on_submit_key_pressed(outcome, now);
+            return;
+        }
         for (reached, state) in [
             (Reached::Focused, DriveState::Focused),
             (Reached::Pasted, DriveState::Pasted),
@@ -1178,16 +1224,51 @@ impl<C: Clock> App<C> {
         }
         match outcome.error {
             None => {
-                drive.verification = Verification::Unverified;
-                drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
-                let session_id = drive.session_id.clone();
-                drive.finish(DriveState::Done, None, now);
                 tracing::info!(drive_id = %drive_id, "delivered by OS injection (unverified until observed)");
-                self.release(&session_id, &drive_id);
-                self.publish_drive(&drive_id);
-                self.pump(&session_id, now);
+                self.finish_unverified(&drive_id, now);
             }
             Some(blocker) => self.route_failed(&drive_id, blocker, now),
+        }
+    }
+
+    /// Ends a drive the daemon's own keys delivered (OS injection, or a plugin route's
+    /// submit key) as `done`, `unverified`: nothing inside the IDE confirmed it.
+    fn finish_unverified(&mut self, drive_id: &str, now: u64) {
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        drive.verification = Verification::Unverified;
+        drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
+        let session_id = drive.session_id.clone();
+        drive.finish(DriveState::Done, None, now);
+        self.release(&session_id, drive_id);
+        self.publish_drive(drive_id);
+        self.pump(&session_id, now);
+    }
+
+    /// The daemon's submit key press for a plugin route that pasted has ended: `submitted`
+    /// (evidence `key_pressed`, then `done`), or failed at `pasted` without another route.
+    fn on_submit_key_pressed(&mut self, outcome: InjectionOutcome, now: u64) {
+        let drive_id = outcome.drive_id;
+        let Some(drive) = self.drives.get_mut(&drive_id) else {
+            return;
+        };
+        match outcome.error {
+            None if outcome.reached == Reached::Submitted => {
+                drive.advance_to(DriveState::Submitted, now);
+                drive.submit_evidence = Some(koru_protocol::SubmitEvidence::KeyPressed);
+                tracing::info!(drive_id = %drive_id, "submitted by the daemon's key press into the plugin's focused window");
+                self.finish_unverified(&drive_id, now);
+            }
+            error => {
+                let blocker = error.unwrap_or_else(|| {
+                    Blocker::new(
+                        "injector_failed",
+                        "the submit key press ended without pressing the key",
+                    )
+                });
+                self.route_failed(&drive_id, blocker, now);
+            }
         }
     }
 
@@ -1340,6 +1421,19 @@ impl<C: Clock> App<C> {
             AckOutcome::Ignored => {
                 tracing::debug!(drive_id = %ack.drive_id, stage = ?ack.stage, "ack ignored: drive ended or stage already passed");
             }
+            AckOutcome::Advanced
+                if drive.state == DriveState::Pasted
+                    && drive
+                        .current
+                        .as_ref()
+                        .is_some_and(|c| c.submit_key.is_some()) =>
+            {
+                // The plugin's steps are done; the route's submit key is the daemon's own
+                // step, bounded by the drive's deadline.
+                tracing::info!(drive_id = %ack.drive_id, "pasted; the daemon presses the route's submit key");
+                self.publish_drive(&ack.drive_id);
+                self.use_keyboard(&ack.drive_id);
+            }
             AckOutcome::Advanced => {
                 drive.step_deadline_ms = Some(now + self.config.step_timeout_ms);
                 self.publish_drive(&ack.drive_id)
@@ -1397,16 +1491,18 @@ impl<C: Clock> App<C> {
             .cloned()
             .collect();
         for drive_id in orphans {
-            let injecting = self.drives.get(&drive_id).is_some_and(|d| {
-                d.current
-                    .as_ref()
-                    .is_some_and(|c| c.route == Route::OsInjection)
-                    && d.attempts
-                        .last()
-                        .is_some_and(|a| a.outcome == AttemptOutcome::Running)
-            });
+            let injecting = self.injecting.as_deref() == Some(drive_id.as_str())
+                || self.drives.get(&drive_id).is_some_and(|d| {
+                    d.current
+                        .as_ref()
+                        .is_some_and(|c| c.route == Route::OsInjection)
+                        && d.attempts
+                            .last()
+                            .is_some_and(|a| a.outcome == AttemptOutcome::Running)
+                });
             if injecting {
-                // OS injection does not need the plugin; it ends on its own.
+                // OS injection does not need the plugin, and a submit key press under way
+                // cannot be called back: each ends on its own.
                 continue;
             }
             self.finish_drive(

@@ -1692,3 +1692,5 @@ fn a_later_stage_drops_what_was_said_about_the_earlier_one() {
         3
     ));
 }
+
+mod submit_key;

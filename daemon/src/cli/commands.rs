@@ -450,9 +450,15 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
         && last.verification == koru_protocol::Verification::Unverified
         && !args.json
     {
-        eprintln!(
-            "koru: delivered by OS injection with the focus verified before and after; unverified until the chat's history shows it"
-        );
+        if last.submit_evidence == Some(koru_protocol::SubmitEvidence::KeyPressed) {
+            eprintln!(
+                "koru: pasted by the plugin, then submitted by one key press into its window after checking that window had focus; unverified until the chat's history shows it"
+            );
+        } else {
+            eprintln!(
+                "koru: delivered by OS injection with the focus verified before and after; unverified until the chat's history shows it"
+            );
+        }
     }
     Ok(if last.state == DriveState::Done {
         ExitCode::SUCCESS

@@ -287,7 +287,7 @@ pub enum RegistryCommand {
 #[derive(Debug, Subcommand)]
 pub enum DevCommand {
     /// A reference plugin that speaks the protocol like an IDE plugin would
-    FakePlugin(crate::dev::fake_plugin::FakePluginArgs),
+    FakePlugin(Box<crate::dev::fake_plugin::FakePluginArgs>),
     /// Print the JSON Schema of one protocol line (the same as docs/protocol.schema.json)
     ProtocolSchema,
 }
@@ -356,7 +356,7 @@ pub fn main() -> ExitCode {
             Command::Observe(args) => commands::observe(&socket, args).await,
             Command::Chats(flag) => commands::chats(&socket, flag.json).await,
             Command::Dev(DevCommand::FakePlugin(args)) => {
-                crate::dev::fake_plugin::run(&socket, args).await
+                crate::dev::fake_plugin::run(&socket, *args).await
             }
         }
     });

@@ -763,23 +763,23 @@ fn session_paths(
                     let verdict = environment_verdict(interface, facts);
                     if verdict.status != Status::Ok {
                         verdict.blocker
+                    } else if let Some(missing) =
+                        interface.requires.capabilities.iter().find(|c| {
+                            !crate::drive::planner::has_capability(&session.capabilities, c)
+                        })
+                    {
+                        Some((
+                            BlockerCode::CapabilityMissing,
+                            format!("the plugin does not report `{missing}`"),
+                        ))
+                    } else if interface.submit_key.is_some() {
+                        submit_key_blocker(registry, facts, environment, policy.allow_os_injection)
                     } else {
-                        interface
-                            .requires
-                            .capabilities
-                            .iter()
-                            .find(|c| {
-                                !crate::drive::planner::has_capability(&session.capabilities, c)
-                            })
-                            .map(|missing| {
-                                (
-                                    BlockerCode::CapabilityMissing,
-                                    format!("the plugin does not report `{missing}`"),
-                                )
-                            })
+                        None
                     }
                 }
             };
+            let note = route_note(interface);
             RouteCheck {
                 rank: index + 1,
                 route: interface.route.map(|r| r.to_string()).unwrap_or_default(),
@@ -794,6 +794,7 @@ fn session_paths(
                     code: code.to_string(),
                     detail,
                 }),
+                note,
             }
         })
         .collect();
@@ -827,6 +828,64 @@ fn session_paths(
         }),
         routes,
     }
+}
+
+/// Why a route whose submit is a key press by the daemon cannot submit here: the policy
+/// forbids OS input, or no OS injector works (the first one's blocker says why).
+fn submit_key_blocker(
+    registry: &Registry,
+    facts: &Facts,
+    environment: &HashMap<String, Verdict>,
+    allow_os_injection: bool,
+) -> Option<(BlockerCode, String)> {
+    if !allow_os_injection {
+        return Some((
+            BlockerCode::PolicyForbidden,
+            "the route submits with a key press by the daemon, and the registry policy forbids OS input for this product".into(),
+        ));
+    }
+    let verdicts: Vec<Verdict> = registry
+        .interfaces()
+        .iter()
+        .filter(|i| i.route == Some(RouteKind::OsInjection))
+        .map(|i| {
+            environment
+                .get(&i.id)
+                .cloned()
+                .unwrap_or_else(|| environment_verdict(i, facts))
+        })
+        .collect();
+    if verdicts.iter().any(|v| v.status == Status::Ok) {
+        return None;
+    }
+    let why = verdicts
+        .iter()
+        .find_map(|v| v.blocker.clone())
+        .map(|(_, detail)| detail)
+        .unwrap_or_else(|| "none applies here".into());
+    Some((
+        BlockerCode::InjectorMissing,
+        format!("the route submits with a key press by the daemon, and no OS injector works here ({why})"),
+    ))
+}
+
+/// What a user should know about a plugin route beyond usable or not.
+fn route_note(interface: &koru_registry::Interface) -> Option<String> {
+    let only_new_chat = !interface.steps.is_empty()
+        && interface
+            .steps
+            .iter()
+            .all(|s| s.when == Some(koru_registry::StepCondition::NewChat));
+    let mut notes = Vec::new();
+    if only_new_chat {
+        notes.push("only for drives that ask for a new chat (--new-chat)".to_string());
+    }
+    if let Some(key) = &interface.submit_key {
+        notes.push(format!(
+            "submits with one {key} key press by the daemon into the verified window (unverified until observed)"
+        ));
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 #[cfg(test)]
@@ -886,5 +945,46 @@ mod tests {
         assert!(ready.chat.as_ref().unwrap().ready);
         assert!(ready.chat.unwrap().recovery.is_empty());
         assert!(paths_of(&session(None)).chat.is_none());
+    }
+
+    #[test]
+    fn cursor_routes_say_which_drives_they_serve_and_a_key_press_route_needs_an_injector() {
+        let mut cursor = session(None);
+        cursor.ide.as_mut().unwrap().product = "cursor".parse().unwrap();
+        cursor.capabilities = ["composer.createNew", "composer.focusComposer"]
+            .into_iter()
+            .map(|id| koru_protocol::Capability::Command { id: id.into() })
+            .collect();
+        // No display here (default facts): no OS injector works.
+        let paths = paths_of(&cursor);
+        let route = |id: &str| {
+            paths
+                .routes
+                .iter()
+                .find(|r| r.interface == id)
+                .unwrap_or_else(|| panic!("{id} in {:?}", paths.routes))
+                .clone()
+        };
+        let new_chat = route("cursor_native_new_chat");
+        assert!(new_chat.usable);
+        assert_eq!(
+            new_chat.note.as_deref(),
+            Some("only for drives that ask for a new chat (--new-chat)")
+        );
+        let paste = route("cursor_plugin_drive");
+        assert!(
+            !paste.usable,
+            "the key press cannot happen without an injector"
+        );
+        let blocker = paste.blocker.unwrap();
+        assert_eq!(blocker.code, "injector_missing");
+        assert!(
+            blocker
+                .detail
+                .starts_with("the route submits with a key press by the daemon"),
+            "{}",
+            blocker.detail
+        );
+        assert!(paste.note.unwrap().contains("key press by the daemon"));
     }
 }

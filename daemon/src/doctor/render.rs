@@ -127,6 +127,9 @@ pub fn render(report: &DoctorReport) -> String {
                 "    {}. {:<13} {:<26} {state}",
                 route.rank, route.route, route.interface
             );
+            if let Some(note) = &route.note {
+                let _ = writeln!(out, "       ({note})");
+            }
             for hint in &route.recovery {
                 let _ = writeln!(out, "       → {}: {}", hint.label, hint.does);
             }

@@ -89,6 +89,10 @@ pub struct RouteCheck {
     pub blocker: Option<BlockerReport>,
     #[serde(default)]
     pub recovery: Vec<RecoveryHint>,
+    /// What else a user should know about the route here (which drives it serves, how it
+    /// submits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The drive paths of one connected IDE session.

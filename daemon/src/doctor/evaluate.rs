@@ -464,6 +464,23 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
             fact.files
         ));
     }
+    // Folders IDE windows told the running daemon about (their own chat stores, wherever
+    // the install keeps them) count as much as the registry's locations.
+    for observer in facts
+        .daemon
+        .status
+        .iter()
+        .flat_map(|status| status.observers.iter())
+        .filter(|o| o.store == interface.id && o.announced && o.exists)
+    {
+        present += 1;
+        found.push(format!(
+            "{}: {} file(s) (announced by {})",
+            observer.root,
+            observer.files,
+            observer.announced_by.join(", ")
+        ));
+    }
     if present == 0 {
         let expanded: Vec<String> = interface
             .locations
@@ -986,5 +1003,36 @@ mod tests {
             blocker.detail
         );
         assert!(paste.note.unwrap().contains("key press by the daemon"));
+    }
+
+    #[test]
+    fn a_chat_store_a_window_announced_counts_where_the_registry_locations_are_empty() {
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        let copilot = loaded.registry.get("chat_history_copilot_json").unwrap();
+        let mut facts = Facts::default();
+        assert_eq!(
+            environment_verdict(copilot, &facts).status,
+            Status::NotApplicable,
+            "nothing at the default locations"
+        );
+        let status: koru_protocol::StatusInfo = serde_json::from_value(serde_json::json!({
+            "version": "0", "pid": 1, "socket": "/s", "protocol": {"min": 1, "max": 1},
+            "started_at_ms": 0, "plugins": 1, "controllers": 0, "drives_active": 0, "drives_total": 0,
+            "observers": [{"store": "chat_history_copilot_json",
+                "root": "/home/me/.local/share/code-server/User/workspaceStorage/abc/chatSessions",
+                "exists": true, "watched": true, "files": 2, "announced": true, "announced_by": ["s_1"]}]
+        }))
+        .unwrap();
+        facts.daemon.status = Some(status);
+        let verdict = environment_verdict(copilot, &facts);
+        assert_eq!(verdict.status, Status::Ok);
+        assert!(
+            verdict
+                .facts
+                .iter()
+                .any(|f| f.ends_with("chatSessions: 2 file(s) (announced by s_1)")),
+            "{:?}",
+            verdict.facts
+        );
     }
 }

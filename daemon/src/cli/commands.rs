@@ -702,12 +702,15 @@ fn report_reply(drive: &DriveInfo, timed_out: bool, json: bool) -> ExitCode {
     match &drive.observation {
         Some(o) if o.stage == ObservedStage::Replied => {
             if !json {
-                println!(
-                    "{} replied ({} chars): {}",
-                    drive.drive_id,
-                    o.reply_length.unwrap_or(0),
-                    o.reply_excerpt.as_deref().unwrap_or("")
-                );
+                match crate::mcp::format::reply_text(o) {
+                    Some((length, excerpt)) => {
+                        println!("{} replied ({length} chars): {excerpt}", drive.drive_id)
+                    }
+                    None => println!(
+                        "{} replied in {} chat {} (its text was not reported)",
+                        drive.drive_id, o.store, o.chat_id
+                    ),
+                }
             }
             ExitCode::SUCCESS
         }

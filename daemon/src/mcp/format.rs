@@ -1,6 +1,6 @@
 //! Compact text for MCP tool results: a controller LLM pays for every token, so sessions are one line of facts each and a drive is a few lines — state, route, furthest stage, blockers with hints.
 
-use koru_protocol::{AttemptOutcome, DriveInfo, DriveState, SessionInfo};
+use koru_protocol::{AttemptOutcome, DriveInfo, DriveObservation, DriveState, SessionInfo};
 use koru_registry::Interface;
 
 /// One line per plugin session: `id product version [focused] [busy] folders… (drives: n queued)`.
@@ -48,6 +48,19 @@ pub fn sessions(sessions: &[SessionInfo]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A reply's length and excerpt, or `None` when its source saw only that the reply ended
+/// and not its text (the VS Code plugin: the chat's result carries no text), so that
+/// nothing prints "0 chars" for a reply it did not read.
+pub fn reply_text(observation: &DriveObservation) -> Option<(usize, &str)> {
+    if observation.reply_excerpt.is_none() && observation.reply_length.is_none() {
+        return None;
+    }
+    Some((
+        observation.reply_length.unwrap_or(0),
+        observation.reply_excerpt.as_deref().unwrap_or(""),
+    ))
 }
 
 /// The furthest delivery stage in a drive's history.
@@ -215,6 +228,26 @@ mod tests {
 
     fn drive_from(value: serde_json::Value) -> DriveInfo {
         serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_reply_whose_text_nobody_reported_has_no_length_rather_than_zero() {
+        let observation = |excerpt: Option<&str>, length: Option<usize>| DriveObservation {
+            store: "plugin".into(),
+            chat_id: "s_1".into(),
+            stage: koru_protocol::ObservedStage::Replied,
+            basis: koru_protocol::ObservationBasis::Explicit,
+            at_ms: 1,
+            reply_excerpt: excerpt.map(str::to_string),
+            reply_length: length,
+            detail: None,
+        };
+        assert_eq!(reply_text(&observation(None, None)), None);
+        assert_eq!(
+            reply_text(&observation(Some("Done"), Some(4))),
+            Some((4, "Done"))
+        );
+        assert_eq!(reply_text(&observation(None, Some(0))), Some((0, "")));
     }
 
     #[test]

@@ -248,11 +248,10 @@ impl KoruMcp {
                 }
                 if wait == WaitFor::Replied && drive.state == koru_protocol::DriveState::Done {
                     match &drive.observation {
-                        Some(o) if o.stage == koru_protocol::ObservedStage::Replied => text.push_str(&format!(
-                            "\nreply ({} chars): {}",
-                            o.reply_length.unwrap_or(0),
-                            o.reply_excerpt.as_deref().unwrap_or("")
-                        )),
+                        Some(o) if o.stage == koru_protocol::ObservedStage::Replied => text.push_str(&match format::reply_text(o) {
+                            Some((length, excerpt)) => format!("\nreply ({length} chars): {excerpt}"),
+                            None => "\nreply: completed (its text was not reported)".to_string(),
+                        }),
                         Some(o) => text.push_str(&format!("\nchat history: {}", serde_json::to_value(o.stage).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())),
                         None => text.push_str("\nreply: not observed (no chat history showed the prompt within the wait)"),
                     }
@@ -325,13 +324,18 @@ impl KoruMcp {
                     );
                 };
                 match observation.stage {
-                    koru_protocol::ObservedStage::Replied => ok(format!(
-                        "reply ({} chars) in {} chat {}: {}",
-                        observation.reply_length.unwrap_or(0),
-                        observation.store,
-                        observation.chat_id,
-                        observation.reply_excerpt.as_deref().unwrap_or("")
-                    )),
+                    koru_protocol::ObservedStage::Replied => {
+                        ok(match format::reply_text(observation) {
+                            Some((length, excerpt)) => format!(
+                                "reply ({length} chars) in {} chat {}: {excerpt}",
+                                observation.store, observation.chat_id
+                            ),
+                            None => format!(
+                                "reply in {} chat {} (its text was not reported)",
+                                observation.store, observation.chat_id
+                            ),
+                        })
+                    }
                     stage => {
                         let stage = serde_json::to_value(stage)
                             .ok()

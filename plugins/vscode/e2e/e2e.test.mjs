@@ -1,6 +1,7 @@
-// End-to-end: the Koru extension inside a real VS Code build (code-server) driven by headless Chromium, against the real `koru` daemon; the recorder fixture's chat participant proves what reached the chat.
+// End-to-end: the Koru extension inside a real VS Code build (code-server) driven by headless Chromium, against the real `koru` daemon started with --no-observe (so every reply Koru reports came through the plugin); the recorder fixture's chat participant proves what reached the chat.
 // Run (after setup.sh and `npm run package` in plugins/vscode):  . ~/.cache/koru-e2e/env.sh && node --test plugins/vscode/e2e/e2e.test.mjs
-// KORU_E2E_FIGURES=N also measures N native drives against N fake-plugin drives in the same daemon and writes e2e/out/figures.json.
+// KORU_E2E_FIGURES=N also measures N native drives against N fake-plugin drives in the same daemon, and N drives → submitted / → reply_completed with and without the chat's evidence, and writes e2e/out/figures.json.
+// KORU_E2E_RACE_RUNS=N (default 10) sets how many fresh windows the first-prompt race uses.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
@@ -8,6 +9,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 import { E2E_DIR, CHAT_INPUT_SELECTOR, openWorkbench, packageVsix, readJsonLines, startCodeServer, waitFor } from './harness.mjs';
 
@@ -41,11 +43,15 @@ const readyFile = path.join(tmp, 'recorder-ready.json');
 
 const state = { daemon: undefined, daemonLog: path.join(tmp, 'daemon.log'), cs: undefined, wb: undefined };
 const figures = {};
+// What the CLI and MCP printed, for the report (written with the figures).
+const notes = {};
+// How long the fixture keeps a confirmation waiting for the user.
+const CONFIRM_HOLD_MS = 4000;
 
 /** Runs the koru CLI against the test daemon; resolves {code, stdout, stderr}. */
 function koru(...args) {
   return new Promise((resolve) => {
-    execFile(KORU, [...args, '--socket', socket], { timeout: 60_000 }, (error, stdout, stderr) =>
+    execFile(KORU, [...args, '--socket', socket], { timeout: 120_000 }, (error, stdout, stderr) =>
       resolve({ code: error ? (error.code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -63,7 +69,8 @@ async function startDaemon(registryYaml = '# the built-in registry only\n') {
   const registry = path.join(tmp, `registry-${Date.now()}.yaml`);
   fs.writeFileSync(registry, registryYaml);
   const log = fs.openSync(state.daemonLog, 'a');
-  const child = spawn(KORU, ['daemon', '--socket', socket, '--registry', registry], { stdio: ['ignore', log, log] });
+  // No chat-store observers: a reply can only reach Koru through the plugin.
+  const child = spawn(KORU, ['daemon', '--socket', socket, '--registry', registry, '--no-observe'], { stdio: ['ignore', log, log] });
   fs.closeSync(log);
   state.daemon = child;
   await waitFor(async () => (await koru('status')).code === 0, 10_000, `the daemon to answer (log ${state.daemonLog})`);
@@ -89,9 +96,15 @@ async function windowSession(timeoutMs = 30_000) {
   );
 }
 
-/** `koru send … --wait --json`: the finished drive. */
-async function send(prompt, ...flags) {
-  const { code, stdout, stderr } = await koru('send', '--workspace', folder, '--wait', '--json', ...flags, prompt);
+/** `koru send … --wait --json` to the main window: the finished drive. */
+function send(prompt, ...flags) {
+  return sendTo(folder, prompt, ...flags);
+}
+
+/** `koru send --workspace <workspace> --wait --json` (or `--wait-reply` among the flags): the finished drive. */
+async function sendTo(workspace, prompt, ...flags) {
+  const wait = flags.includes('--wait-reply') ? [] : ['--wait'];
+  const { code, stdout, stderr } = await koru('send', '--workspace', workspace, ...wait, '--json', ...flags, prompt);
   let drive;
   try {
     drive = JSON.parse(stdout);
@@ -119,24 +132,69 @@ async function screenshot(name) {
   await state.wb?.page.screenshot({ path: path.join(OUT, `${name}.png`) }).catch(() => {});
 }
 
+let recorderVsix;
+const CODE_SERVER_ARGS = ['--reconnection-grace-time', String(GRACE_SECONDS), '--enable-proposed-api', RECORDER_ID];
+
 before(async () => {
-  const recorderVsix = packageVsix(path.join(PLUGIN_DIR, 'test-fixtures', 'koru-e2e-recorder'), path.join(OUT, 'koru-e2e-recorder.vsix'));
+  recorderVsix = packageVsix(path.join(PLUGIN_DIR, 'test-fixtures', 'koru-e2e-recorder'), path.join(OUT, 'koru-e2e-recorder.vsix'));
   await startDaemon();
   state.cs = await startCodeServer({
     folder,
     vsixPaths: [KORU_VSIX, recorderVsix],
     env: { KORU_SOCKET: socket, KORU_E2E_RECORD_FILE: recordFile, KORU_E2E_RECORDER_READY_FILE: readyFile },
-    extraArgs: ['--reconnection-grace-time', String(GRACE_SECONDS), '--enable-proposed-api', RECORDER_ID],
+    extraArgs: CODE_SERVER_ARGS,
     userSettings: { 'koru.allowedCommands': [] },
   });
   state.wb = await openWorkbench(state.cs.url, folder);
 });
+
+/**
+ * Another window on its own fresh code-server profile (so no chat model is selected yet) and
+ * folder, with its own recorder file; `extensionsDir` reuses installed extensions.
+ */
+async function openExtraWindow(name, env = {}, { extensionsDir, userSettings = {} } = {}) {
+  const dir = fs.mkdtempSync(path.join(tmp, `${name}-`));
+  const extraFolder = path.join(dir, 'workspace');
+  fs.mkdirSync(extraFolder);
+  const extraRecordFile = path.join(dir, 'chat-requests.jsonl');
+  const cs = await startCodeServer({
+    folder: extraFolder,
+    vsixPaths: extensionsDir ? [] : [KORU_VSIX, recorderVsix],
+    extensionsDir,
+    env: { KORU_SOCKET: socket, KORU_E2E_RECORD_FILE: extraRecordFile, ...env },
+    extraArgs: CODE_SERVER_ARGS,
+    userSettings,
+  });
+  let wb;
+  try {
+    wb = await openWorkbench(cs.url, extraFolder);
+  } catch (error) {
+    await cs.stop();
+    throw error;
+  }
+  return {
+    folder: extraFolder,
+    recordFile: extraRecordFile,
+    cs,
+    wb,
+    async close() {
+      await wb.close();
+      await cs.stop();
+    },
+  };
+}
+
+/** The session of the window that has `dir` open, once listed. */
+function sessionFor(dir, timeoutMs = 60_000, intervalMs = 50) {
+  return waitFor(async () => (await sessions()).find((s) => s.window?.workspace_folders?.includes(dir)), timeoutMs, `the window of ${dir} in koru sessions`, intervalMs);
+}
 
 after(async () => {
   if (process.exitCode) await screenshot('failure');
   await state.wb?.close();
   await state.cs?.stop();
   await stopDaemon();
+  if (Object.keys(notes).length > 0) figures.notes = notes;
   if (Object.keys(figures).length > 0) {
     fs.mkdirSync(OUT, { recursive: true });
     fs.writeFileSync(path.join(OUT, 'figures.json'), JSON.stringify(figures, null, 2) + '\n');
@@ -162,6 +220,17 @@ test('1. the window appears in `koru sessions` as code-server with its version a
   assert.equal(ready.error, undefined, `recorder: ${ready.error}`);
   assert.equal(session.window.pid, ready.pid, 'the session names the extension host pid');
   assert.equal(session.window.parent_pid, ready.ppid);
+  // The folder as a URI too; code-server's extension host is a remote-style host whose remote name is its authority.
+  assert.deepEqual(session.window.workspace_uris, [pathToFileURL(folder).href]);
+  assert.equal(typeof session.window.remote_name, 'string', JSON.stringify(session.window));
+  // Where this window's storage is: the window's own workspaceStorage/<id> folder, and globalStorage.
+  const storage = session.window.storage;
+  assert.equal(path.dirname(storage.workspace_storage), path.join(state.cs.userDir, 'User', 'workspaceStorage'), JSON.stringify(storage));
+  assert.ok(fs.statSync(storage.workspace_storage).isDirectory());
+  assert.equal(storage.global_storage, path.join(state.cs.userDir, 'User', 'globalStorage'));
+  // The fake model is registered: the chat has a language model.
+  const withModel = await waitFor(async () => (await windowSession()).chat_readiness?.ready === true && (await windowSession()), 20_000, 'chat readiness true');
+  assert.deepEqual(withModel.chat_readiness, { ready: true });
 });
 
 test('2. a multi-line Unicode prompt goes by the native route into the chat, byte-exact, and ends submitted', async () => {
@@ -171,8 +240,14 @@ test('2. a multi-line Unicode prompt goes by the native route into the chat, byt
   assert.equal(drive.state, 'done');
   assert.equal(drive.route, 'native_send');
   assert.deepEqual(drive.history.map((h) => h.state).filter((s) => ['received', 'submitted', 'done'].includes(s)), ['received', 'submitted', 'done']);
+  // The chat's own response ended before the ack: the participant had the prompt.
+  assert.equal(drive.submit_evidence, 'chat_responded');
   const request = await waitForRequest(1, 'the chat participant to receive the native prompt');
   assert.equal(request.prompt, prompt);
+  const submittedAt = drive.history.find((h) => h.state === 'submitted').at_ms;
+  assert.ok(request.at_ms <= submittedAt, `the prompt arrived (${request.at_ms}) before submitted (${submittedAt})`);
+  const listed = JSON.parse((await koru('drives', '--json')).stdout);
+  assert.equal((listed.drives ?? listed).find((d) => d.drive_id === drive.drive_id)?.submit_evidence, 'chat_responded');
 });
 
 test('4. --no-submit leaves the prompt in the chat input: the participant receives nothing', async () => {
@@ -182,12 +257,84 @@ test('4. --no-submit leaves the prompt in the chat input: the participant receiv
   assert.equal(code, 0, stderr);
   assert.equal(drive.state, 'done');
   assert.equal(drive.history.map((h) => h.state).includes('submitted'), false);
+  assert.equal(drive.submit_evidence ?? null, null, 'an unsent prompt has no submit evidence');
   assert.ok(drive.history.some((h) => h.state === 'pasted'));
   const input = state.wb.page.locator(CHAT_INPUT_SELECTOR).first();
   await waitFor(async () => (await input.innerText()).includes(token), 10_000, 'the unsent prompt in the chat input');
   await new Promise((resolve) => setTimeout(resolve, 3000));
   assert.equal(requests().length, before, 'nothing was submitted');
   await clearChatInput();
+});
+
+test('8. reply completion and a confirmation-waiting result reach `koru send --wait-reply` and MCP `wait_for_reply` through the plugin, with no file observer', async () => {
+  await windowSession();
+  const before = requests().length;
+  // An answer at once: the ack waited for the chat's response, and the reply came with it.
+  const quick = await koru('send', '--workspace', folder, '--wait-reply', 'Reply at once ✓');
+  assert.equal(quick.code, 0, quick.stderr);
+  const quickId = /^(d_[0-9a-f]+) /.exec(quick.stdout)?.[1];
+  assert.ok(quickId, quick.stdout);
+  // The chat gives no text with its result: the CLI must not pretend it saw an empty reply.
+  assert.match(quick.stdout, new RegExp(`${quickId} replied`), quick.stdout);
+  assert.doesNotMatch(quick.stdout, /\(0 chars\)/, 'a reply whose text is unknown is not a reply of 0 chars');
+  notes.wait_reply_stdout = quick.stdout.trim().split('\n').at(-1);
+
+  // An answer after 6 s: still running at the end of the 3 s acceptance window, the reply follows.
+  const slowPrompt = '[koru-e2e:slow=6000] a slow answer ✓';
+  const slow = await send(slowPrompt, '--wait-reply');
+  assert.equal(slow.code, 0, slow.stderr);
+  assert.equal(slow.drive.state, 'done');
+  assert.equal(slow.drive.submit_evidence, 'chat_running');
+  assert.equal(slow.drive.observation?.stage, 'replied', JSON.stringify(slow.drive.observation));
+  assert.equal(slow.drive.observation.store, 'plugin');
+  const slowSubmitted = slow.drive.history.find((h) => h.state === 'submitted').at_ms;
+  assert.ok(slow.drive.observation.at_ms - slowSubmitted >= 2000, 'the reply came after the ack, when the participant answered');
+
+  const mcp = await McpClient.start(socket);
+  try {
+    const sent = await mcp.call('send_prompt', { target: folder, prompt: 'through MCP ✓', wait: 'submitted' });
+    assert.ok(!sent.isError, sent.text);
+    const mcpDrive = /d_[0-9a-f]+/.exec(sent.text)?.[0];
+    assert.ok(mcpDrive, sent.text);
+    const reply = await mcp.call('wait_for_reply', { drive_id: mcpDrive, timeout_s: 30 });
+    assert.ok(!reply.isError, reply.text);
+    assert.match(reply.text, /^reply finished in the window's chat \(through its plugin\)/);
+    assert.doesNotMatch(reply.text, /\(0 chars\)/, 'a reply whose text is unknown is not a reply of 0 chars');
+    notes.mcp_wait_for_reply = reply.text;
+
+    // A response that waits for the user's confirmation.
+    const confirmPrompt = `[koru-e2e:confirm=${CONFIRM_HOLD_MS}] ask me first ✓`;
+    const confirmStarted = Date.now();
+    const confirm = await koru('send', '--workspace', folder, '--wait-reply', confirmPrompt);
+    assert.notEqual(confirm.code, 0, 'waiting for the user is not a reply');
+    assert.match(confirm.stderr, /needs_input in the window's chat \(as its plugin reports\): the chat waits for the user: Koru e2e: go on\?/, confirm.stderr);
+    const confirmDrive = /^(d_[0-9a-f]+) /.exec(confirm.stdout)?.[1];
+    assert.ok(confirmDrive, confirm.stdout);
+    const waited = await mcp.call('wait_for_reply', { drive_id: confirmDrive, timeout_s: 10 });
+    assert.ok(waited.isError, waited.text);
+    assert.match(waited.text, /needs_input/);
+    assert.match(waited.text, /Koru e2e: go on\?/);
+    notes.mcp_needs_input = waited.text;
+    const listed = JSON.parse((await koru('drives', '--json')).stdout);
+    const confirmed = (listed.drives ?? listed).find((d) => d.drive_id === confirmDrive);
+    assert.equal(confirmed.state, 'done');
+    assert.equal(confirmed.submit_evidence, 'chat_responded');
+    assert.equal(confirmed.observation.stage, 'needs_input');
+
+    assert.deepEqual(
+      requests().slice(before).map((r) => r.prompt),
+      ['Reply at once ✓', slowPrompt, 'through MCP ✓', confirmPrompt],
+      'each prompt reached the participant byte-exact',
+    );
+    // The daemon now holds this window's drives (its chat waits for the user, and the plugin
+    // cannot see the user answer), and the participant holds its response: start clean.
+    await stopDaemon();
+    await startDaemon();
+    await windowSession();
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, CONFIRM_HOLD_MS + 500 - (Date.now() - confirmStarted))));
+  } finally {
+    mcp.close();
+  }
 });
 
 test('5. a command outside the allow-list is refused with command_not_allowed', async () => {
@@ -229,6 +376,8 @@ test('3. the plugin-drive route pastes through the clipboard, submits, and resto
   assert.equal(drive.route, 'plugin_drive');
   const stages = drive.history.map((h) => h.state);
   for (const stage of ['received', 'focused', 'pasted', 'submitted']) assert.ok(stages.includes(stage), `${stage} in ${stages}`);
+  // chat.submit has no blockOnResponse: only the command returned, and the drive says so.
+  assert.equal(drive.submit_evidence, 'command_returned');
   const request = await waitForRequest(before + 1, 'the chat participant to receive the pasted prompt');
   assert.equal(request.prompt, prompt);
   assert.equal(await state.wb.page.evaluate(() => navigator.clipboard.readText()), previous);
@@ -250,6 +399,91 @@ test('6. after the daemon is killed and restarted, the extension reconnects by i
   assert.equal(code, 0, stderr);
   assert.equal(drive.state, 'done');
   assert.equal((await waitForRequest(before + 1, 'the prompt after the restart')).prompt, 'after the restart ✓');
+});
+
+test("9. a window whose chat has no usable model: `koru send --wait` fails with chat_refused and the chat's message, and no drive is done", async () => {
+  const window = await openExtraWindow('no-model', { KORU_E2E_RECORDER_SELECT_MODEL: '0' });
+  try {
+    const session = await sessionFor(window.folder);
+    const result = await koru('send', '--workspace', window.folder, '--wait', '--timeout', '30', 'nobody will read this ✓');
+    assert.notEqual(result.code, 0, result.stdout);
+    // The chat's own words, through the plugin: its model is registered but not selected.
+    assert.match(result.stderr, /failed: chat_refused: Language model unavailable/, result.stderr);
+    const listed = JSON.parse((await koru('drives', '--json')).stdout);
+    const drives = (listed.drives ?? listed).filter((d) => d.session_id === session.session_id);
+    assert.equal(drives.length, 1);
+    assert.equal(drives[0].state, 'failed');
+    assert.equal(drives[0].blocker.code, 'chat_refused');
+    assert.equal(drives[0].submit_evidence ?? null, null, 'never submitted');
+    assert.deepEqual(readJsonLines(window.recordFile), [], 'the participant never saw it');
+    notes.no_model_stderr = result.stderr.trim().split('\n').at(-1);
+  } finally {
+    await window.close();
+  }
+});
+
+const RACE_RUNS = Number(process.env.KORU_E2E_RACE_RUNS || 10);
+// How much later each run's recorder selects its model: run 0 at once (usually before the
+// first prompt comes), later runs after the prompt (measured: from about 1.5 s on).
+const RACE_SELECT_DELAY_STEP_MS = 500;
+
+test(`10. the first prompt, sent the moment the session appears while the chat's model is not yet selected, on ${RACE_RUNS} fresh windows: it reaches the participant byte-exact or ends not done with the reason`, async () => {
+  let extensionsDir;
+  const runs = [];
+  for (let i = 0; i < RACE_RUNS; i++) {
+    // A fresh profile, whose recorder selects its model only after a delay (a chat still
+    // starting): spread over the runs, so the first prompt meets the chat before and after.
+    const readyFile = path.join(tmp, `race-${i}-ready.json`);
+    const selectDelayMs = i * RACE_SELECT_DELAY_STEP_MS;
+    const window = await openExtraWindow(`race-${i}`, { KORU_E2E_RECORDER_SELECT_DELAY_MS: String(selectDelayMs), KORU_E2E_RECORDER_READY_FILE: readyFile }, { extensionsDir });
+    extensionsDir ??= window.cs.extDir;
+    try {
+      const session = await sessionFor(window.folder, 60_000, 10);
+      const prompt = `first prompt ${i} ✓\n  «two» \t日本語`;
+      const { code, drive, stderr } = await sendTo(window.folder, prompt, '--timeout', '30');
+      const received = drive.history.find((h) => h.state === 'received')?.at_ms;
+      const run = {
+        state: drive.state,
+        evidence: drive.submit_evidence ?? null,
+        blocker: drive.blocker?.code ?? null,
+        detail: drive.blocker?.detail ?? null,
+        readiness_at_hello: session.chat_readiness ?? null,
+        to_received_ms: received ? received - drive.created_at_ms : null,
+        settled_after_received_ms: received && drive.finished_at_ms ? drive.finished_at_ms - received : null,
+      };
+      if (drive.state === 'done') {
+        run.exit_code = code;
+        const arrived = await waitFor(() => readJsonLines(window.recordFile).find((r) => r.prompt === prompt), 15_000, `run ${i}: the done prompt at the participant`).catch(() => undefined);
+        run.arrived = Boolean(arrived);
+        if (arrived) run.arrived_after_received_ms = arrived.at_ms - received;
+        // What the plugin reported after submitted, if anything.
+        const listed = JSON.parse((await koru('drives', '--json')).stdout);
+        const observation = (listed.drives ?? listed).find((d) => d.drive_id === drive.drive_id)?.observation;
+        if (observation) run.outcome = { stage: observation.stage, detail: observation.detail ?? null, after_received_ms: observation.at_ms - received };
+      } else {
+        run.exit_code = code;
+        run.arrived = readJsonLines(window.recordFile).some((r) => r.prompt === prompt);
+      }
+      const selected = await waitFor(() => fs.existsSync(readyFile) && JSON.parse(fs.readFileSync(readyFile, 'utf8')), 30_000, 'the recorder to select its model');
+      run.model_selected_before_prompt = selected.at_ms < drive.created_at_ms;
+      runs.push(run);
+    } finally {
+      await window.close();
+    }
+  }
+  figures.first_prompt_race = runs;
+  for (const [i, run] of runs.entries()) {
+    if (run.state === 'done') {
+      assert.equal(run.exit_code, 0);
+      assert.ok(run.arrived, `run ${i}: done without arrival: ${JSON.stringify(run)}`);
+    } else {
+      assert.notEqual(run.exit_code, 0);
+      assert.ok(run.blocker && run.detail, `run ${i}: not done without a reason: ${JSON.stringify(run)}`);
+      assert.equal(run.arrived, false, `run ${i}: ended ${run.state} but the participant has the prompt: ${JSON.stringify(run)}`);
+    }
+  }
+  assert.ok(runs.some((r) => !r.model_selected_before_prompt), 'at least one first prompt met a chat whose model was not selected yet');
+  console.log(`first-prompt race: ${JSON.stringify(runs)}`);
 });
 
 const FIGURE_DRIVES = Number(process.env.KORU_E2E_FIGURES || 0);
@@ -279,6 +513,62 @@ test('figures: native-route drive latency against the fake plugin in the same da
     }
   } finally {
     fake.kill('SIGTERM');
+  }
+});
+
+/** One native drive to the window of `workspace`: ms from drive.create to submitted, to the participant (its recorder file), and to reply_completed (when reported). */
+async function timeDrive(workspace, recorded, prompt, { waitReply }) {
+  const { code, drive, stderr } = await sendTo(workspace, prompt, ...(waitReply ? ['--wait-reply'] : []));
+  assert.equal(code, 0, stderr);
+  const request = await waitFor(() => readJsonLines(recorded).find((r) => r.prompt === prompt), 20_000, `${prompt} at the participant`, 20);
+  return {
+    evidence: drive.submit_evidence,
+    submitted: drive.history.find((h) => h.state === 'submitted').at_ms - drive.created_at_ms,
+    arrival: request.at_ms - drive.created_at_ms,
+    replied: drive.observation?.stage === 'replied' ? drive.observation.at_ms - drive.created_at_ms : undefined,
+  };
+}
+
+function figuresOf(times) {
+  const replied = times.map((t) => t.replied).filter((ms) => ms !== undefined);
+  return {
+    evidence: [...new Set(times.map((t) => t.evidence))],
+    submitted_ms: summary(times.map((t) => t.submitted)),
+    at_participant_ms: summary(times.map((t) => t.arrival)),
+    reply_completed_ms: replied.length === times.length ? summary(replied) : `reported for ${replied.length} of ${times.length}`,
+  };
+}
+
+test("figures: → submitted and → reply_completed with the chat's evidence, and before it (command_returned)", { skip: FIGURE_DRIVES === 0 && 'set KORU_E2E_FIGURES=N to measure' }, async () => {
+  await windowSession();
+  // Before: a second window whose extension has the chat's evidence switched off, i.e. today's
+  // path. Drives alternate between the two windows, so both see the same machine.
+  const readyFile = path.join(tmp, 'before-ready.json');
+  const window = await openExtraWindow('before', { KORU_E2E_RECORDER_READY_FILE: readyFile }, { userSettings: { 'koru.chatEvidence': false } });
+  try {
+    await sessionFor(window.folder);
+    await waitFor(() => fs.existsSync(readyFile), 30_000, 'the recorder to select its model');
+    await timeDrive(folder, recordFile, 'warm-up after ✓', { waitReply: true });
+    await timeDrive(window.folder, window.recordFile, 'warm-up before ✓', { waitReply: false });
+    const after = [];
+    const before = [];
+    for (let i = 0; i < FIGURE_DRIVES; i++) {
+      after.push(await timeDrive(folder, recordFile, `with evidence ${i} ✓`, { waitReply: true }));
+      before.push(await timeDrive(window.folder, window.recordFile, `command only ${i} ✓`, { waitReply: false }));
+    }
+    const afterFigures = figuresOf(after);
+    const beforeFigures = figuresOf(before);
+    assert.deepEqual(afterFigures.evidence, ['chat_responded']);
+    assert.deepEqual(beforeFigures.evidence, ['command_returned']);
+    figures.submit_evidence = {
+      drives: FIGURE_DRIVES,
+      after: afterFigures,
+      before: beforeFigures,
+      submitted_p50_added_ms: round(afterFigures.submitted_ms.p50 - beforeFigures.submitted_ms.p50),
+      submitted_p50_after_participant_ms: round(afterFigures.submitted_ms.p50 - afterFigures.at_participant_ms.p50),
+    };
+  } finally {
+    await window.close();
   }
 });
 
@@ -391,5 +681,69 @@ class Controller {
 
   close() {
     this.conn.destroy();
+  }
+}
+
+/** `koru mcp` over stdio with a minimal JSON-RPC client: initialize, then tools/call. */
+class McpClient {
+  static async start(socketPath) {
+    const child = spawn(KORU, ['mcp', '--socket', socketPath], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const client = new McpClient(child);
+    await client.request('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'koru-e2e', version: '1' } });
+    client.notify('notifications/initialized', {});
+    return client;
+  }
+
+  constructor(child) {
+    this.child = child;
+    this.nextId = 1;
+    this.pending = new Map();
+    this.stderr = '';
+    let buffer = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk) => {
+      buffer += chunk;
+      let newline;
+      while ((newline = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, newline).trim();
+        buffer = buffer.slice(newline + 1);
+        if (!line) continue;
+        const message = JSON.parse(line);
+        const waiter = message.id !== undefined && this.pending.get(message.id);
+        if (waiter) {
+          this.pending.delete(message.id);
+          waiter(message);
+        }
+      }
+    });
+    child.stderr.on('data', (chunk) => (this.stderr += chunk));
+  }
+
+  request(method, params) {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`koru mcp: no answer to ${method} (stderr: ${this.stderr})`)), 90_000);
+      this.pending.set(id, (message) => {
+        clearTimeout(timer);
+        if (message.error) reject(new Error(`koru mcp: ${method}: ${JSON.stringify(message.error)}`));
+        else resolve(message.result);
+      });
+      this.child.stdin.write(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n');
+    });
+  }
+
+  notify(method, params) {
+    this.child.stdin.write(JSON.stringify({ jsonrpc: '2.0', method, params }) + '\n');
+  }
+
+  /** tools/call: {isError, text}. */
+  async call(name, args) {
+    const result = await this.request('tools/call', { name, arguments: args });
+    return { isError: result.isError === true, text: (result.content ?? []).map((c) => c.text ?? '').join('\n') };
+  }
+
+  close() {
+    this.child.stdin.end();
+    this.child.kill('SIGTERM');
   }
 }

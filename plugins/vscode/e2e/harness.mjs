@@ -134,7 +134,9 @@ function groupAlive(pid) {
 /**
  * Starts code-server on a free loopback port with an isolated profile, HOME and extensions dir.
  * vsixPaths are installed first (`--install-extension`). env is added to code-server's environment,
- * which its extension host inherits. Returns {url, port, pid, workDir, logFile, stop()}.
+ * which its extension host inherits. extensionsDir reuses another instance's installed extensions
+ * (with a fresh profile), so a test that needs many fresh windows installs them once.
+ * Returns {url, port, pid, workDir, logFile, userDir, extDir, home, stop()}.
  */
 export async function startCodeServer({
   folder,
@@ -143,13 +145,14 @@ export async function startCodeServer({
   userSettings = {},
   extraArgs = [],
   workDir,
+  extensionsDir,
   startTimeoutMs = 60_000,
 } = {}) {
   requireNode24();
   if (!folder || !fs.existsSync(folder)) throw new Error(`startCodeServer: folder ${folder} does not exist`);
   workDir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'koru-e2e-cs-'));
   const userDir = path.join(workDir, 'user');
-  const extDir = path.join(workDir, 'extensions');
+  const extDir = extensionsDir ?? path.join(workDir, 'extensions');
   const home = path.join(workDir, 'home');
   for (const d of [path.join(userDir, 'User'), extDir, home]) fs.mkdirSync(d, { recursive: true });
   fs.writeFileSync(

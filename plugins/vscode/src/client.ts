@@ -78,6 +78,12 @@ export class DaemonClient {
   private announcedNoDaemon = false;
   private refusal: { code: string; message: string } | undefined;
   private reconnectImmediately = false;
+  /** Hellos sent, for their request ids. */
+  private hellosSent = 0;
+  /** The id of the hello on the current connection, which its welcome must carry back. */
+  private helloId: string | undefined;
+  /** Why the handshake on the current connection was given up, when the daemon's answer was wrong. */
+  private handshakeFailure: string | undefined;
 
   constructor(private readonly options: ClientOptions) {}
 
@@ -140,6 +146,7 @@ export class DaemonClient {
     this.location = location;
     this.welcomed = false;
     this.refusal = undefined;
+    this.handshakeFailure = undefined;
     this.setState({ kind: "connecting", socket: location });
     this.options.log.debug(`connecting to ${location.path} (${location.source})`);
     const socket = net.createConnection({ path: location.path });
@@ -152,7 +159,8 @@ export class DaemonClient {
         .hello()
         .then((hello) => {
           if (this.socket !== socket) return;
-          this.write(hello, true);
+          this.helloId = `hello-${++this.hellosSent}`;
+          this.write({ ...hello, id: this.helloId }, true);
           this.handshakeTimer = setTimeout(() => {
             failure = `no welcome within ${this.options.handshakeTimeoutMs ?? 5000} ms`;
             socket.destroy();
@@ -211,7 +219,7 @@ export class DaemonClient {
         this.options.log.error(`the daemon refused this window: ${this.refusal.code}: ${this.refusal.message}`);
         this.setState({ kind: "refused", socket: location, ...this.refusal, retryInMs });
       } else {
-        const reason = failure ?? (wasWelcomed ? "the connection closed" : "the daemon closed the connection before welcome");
+        const reason = failure ?? this.handshakeFailure ?? (wasWelcomed ? "the connection closed" : "the daemon closed the connection before welcome");
         // Said once until a connection succeeds; later retries log at debug level.
         if (!this.announcedNoDaemon) {
           this.options.log.warn(`${reason}; retrying`);
@@ -238,6 +246,12 @@ export class DaemonClient {
     const message = decoded as Envelope & Record<string, unknown>;
     if (!this.welcomed) {
       if (message.type === "welcome") {
+        // A daemon older than the id echo sends none; one that sends another id answers someone else.
+        if (message.id !== undefined && message.id !== null && message.id !== this.helloId) {
+          this.handshakeFailure = `the daemon's welcome carries id ${JSON.stringify(message.id)}, not this hello's ${this.helloId}`;
+          this.socket?.destroy();
+          return;
+        }
         if (this.handshakeTimer) clearTimeout(this.handshakeTimer);
         this.welcomed = true;
         this.attempt = 0;

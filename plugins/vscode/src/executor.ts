@@ -1,6 +1,7 @@
-/** Runs the steps of a `drive` in order — the daemon decides, the extension executes — acking each proven stage, stopping at the first failure with a classified blocker, restoring the clipboard whatever happens, and refusing commands outside the allow-list. */
+/** Runs the steps of a `drive` in order — the daemon decides, the extension executes — acking each proven stage (and for `submitted`, what proves it), stopping at the first failure with a classified blocker, restoring the clipboard whatever happens, and refusing commands outside the allow-list. */
 
-import type { AckStage, Blocker, DriveStep } from "./protocol/types.generated";
+import { decideChatSend, EvidenceTiming, sendsChatQuery, withBlockOnResponse } from "./chatEvidence";
+import type { AckStage, Blocker, ChatOutcome, DriveStep, SubmitEvidence } from "./protocol/types.generated";
 
 /** The side effects the executor needs, so tests can use fakes (the extension wires VS Code's). */
 export interface Host {
@@ -14,6 +15,8 @@ export interface Host {
 export interface StageAck {
   stage: AckStage;
   blocker?: Blocker;
+  /** With `submitted`: what proves it. */
+  evidence?: SubmitEvidence;
 }
 
 /** The paste step's command: the executor puts the prompt in the clipboard around it. */
@@ -37,6 +40,16 @@ export interface ExecuteOptions {
   submit: boolean;
   /** Aborted when the daemon cancels the drive: no step starts after that, no ack is sent. */
   signal?: AbortSignal;
+  /**
+   * Set when this IDE's `workbench.action.chat.open` can block on the response (VS Code ≥
+   * 1.104): a step that sends a query then waits for the chat's own evidence (see
+   * chatEvidence.ts) and reports the chat's outcome after `submitted` through
+   * `reportOutcome`. Unset: `submitted` means only that the step's command returned.
+   */
+  chatEvidence?: {
+    timing: EvidenceTiming;
+    reportOutcome: (outcome: ChatOutcome) => void;
+  };
 }
 
 /**
@@ -46,6 +59,33 @@ export interface ExecuteOptions {
  * must submit but whose steps stop short of `submitted` fails with `capability_missing`
  * (the prompt is then in the chat input, unsent), so no drive is left hanging.
  */
+/**
+ * Runs a native chat send with `blockOnResponse` and acks what the chat's result proves;
+ * returns false when the drive ends here (refused, or cancelled by the daemon).
+ */
+async function sendWithEvidence(
+  command: string,
+  args: unknown[],
+  host: Host,
+  ack: (stage: StageAck) => void,
+  chatEvidence: NonNullable<ExecuteOptions["chatEvidence"]>,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  // A command that throws at once is a refusal like one that rejects.
+  const sent = Promise.resolve().then(() => host.executeCommand(command, withBlockOnResponse(args)));
+  const decision = await decideChatSend(sent, chatEvidence.timing, signal);
+  if (!decision || signal?.aborted) return false;
+  if (decision.stage === "failed") {
+    ack({ stage: "failed", blocker: decision.blocker });
+    return false;
+  }
+  ack({ stage: "submitted", evidence: decision.evidence });
+  void Promise.resolve(decision.outcome).then((outcome) => {
+    if (!signal?.aborted) chatEvidence.reportOutcome(outcome);
+  });
+  return true;
+}
+
 export async function executeSteps(
   steps: DriveStep[],
   prompt: string,
@@ -78,6 +118,10 @@ export async function executeSteps(
     for (const step of steps) {
       if (options.signal?.aborted) return;
       const args = (step.args ?? []).map((arg) => substitutePrompt(arg, prompt));
+      if (options.chatEvidence && step.proves === "submitted" && sendsChatQuery(step.command, args)) {
+        if (!(await sendWithEvidence(step.command, args, host, ack, options.chatEvidence, options.signal))) return;
+        continue;
+      }
       try {
         if (step.command === PASTE_COMMAND) {
           previousClipboard ??= await host.readClipboard();
@@ -94,7 +138,8 @@ export async function executeSteps(
         });
         return;
       }
-      ack({ stage: step.proves });
+      // Without the chat's word, a submit step proves only that its command returned.
+      ack(step.proves === "submitted" ? { stage: "submitted", evidence: "command_returned" } : { stage: step.proves });
     }
     const last = steps[steps.length - 1].proves;
     if (options.submit && last !== "submitted" && !options.signal?.aborted) {

@@ -6,8 +6,10 @@ import { CATALOG_COMMANDS } from "./catalog.generated";
 import { ConnectionState, DaemonClient } from "./client";
 import { createDrive } from "./controller";
 import { locateSocket, processDiscoveryInput, SocketLocation } from "./discovery";
-import { executeSteps, Host } from "./executor";
-import { buildHello } from "./hello";
+import { ChatReadinessReporter, languageModelsFor } from "./chatReadiness";
+import { DEFAULT_ACCEPTANCE_WINDOW_MS, DEFAULT_OUTCOME_TIMEOUT_MS, supportsBlockOnResponse } from "./chatEvidence";
+import { executeSteps, ExecuteOptions, Host } from "./executor";
+import { buildHello, localFolderPaths, UriFacts } from "./hello";
 import { detectProduct } from "./product";
 import type { DriveRequest } from "./protocol/types.generated";
 
@@ -19,7 +21,15 @@ function settings() {
   return {
     socketPath: config.get<string>("socketPath", ""),
     allowedCommands: config.get<string[]>("allowedCommands", []).filter((c) => typeof c === "string" && c.trim()),
+    chatEvidence: config.get<boolean>("chatEvidence", true),
+    acceptanceWindowMs: positive(config.get<number>("acceptanceWindowMs"), DEFAULT_ACCEPTANCE_WINDOW_MS),
+    outcomeTimeoutMs: positive(config.get<number>("outcomeTimeoutMs"), DEFAULT_OUTCOME_TIMEOUT_MS),
   };
+}
+
+/** A setting's number when it is a positive finite number, else the default. */
+function positive(value: number | undefined, fallback: number): number {
+  return typeof value === "number" && Number.isFinite(value) && value > 0 ? value : fallback;
 }
 
 function socketLocation(): SocketLocation {
@@ -31,8 +41,13 @@ function allowList(): Set<string> {
   return new Set([...CATALOG_COMMANDS, ...settings().allowedCommands]);
 }
 
-function workspaceFolders(): string[] {
-  return (vscode.workspace.workspaceFolders ?? []).map((folder) => folder.uri.fsPath);
+function uriFacts(uri: vscode.Uri): UriFacts {
+  return { scheme: uri.scheme, fsPath: uri.fsPath, uri: uri.toString() };
+}
+
+/** Every workspace folder of the window, local or not. */
+function workspaceFolders(): UriFacts[] {
+  return (vscode.workspace.workspaceFolders ?? []).map((folder) => uriFacts(folder.uri));
 }
 
 /** VS Code's commands and clipboard, as the executor sees them. */
@@ -50,6 +65,24 @@ export function activate(context: vscode.ExtensionContext): void {
   status.command = "koru.showStatus";
   let activeDrive: string | undefined;
   let drivesRun = 0;
+  const host = { appName: vscode.env.appName, uriScheme: vscode.env.uriScheme, appHost: vscode.env.appHost };
+  const readiness = new ChatReadinessReporter(languageModelsFor(vscode, detectProduct(host)), (ready) =>
+    client ? client.sendEvent({ kind: "chat_readiness", ready: ready.ready, reason: ready.reason }) : false,
+  );
+  const blockOnResponse = supportsBlockOnResponse(vscode.version);
+
+  /** The chat-evidence options of a drive, when this IDE and the settings allow them. */
+  const chatEvidence = (driveId: string): ExecuteOptions["chatEvidence"] => {
+    const current = settings();
+    if (!blockOnResponse || !current.chatEvidence) return undefined;
+    return {
+      timing: { acceptanceWindowMs: current.acceptanceWindowMs, outcomeTimeoutMs: current.outcomeTimeoutMs },
+      reportOutcome: (outcome) => {
+        log.info(`drive ${driveId}: the chat's outcome: ${JSON.stringify(outcome)}`);
+        client?.sendEvent({ kind: "chat_outcome", drive_id: driveId, outcome });
+      },
+    };
+  };
 
   const render = (state: ConnectionState) => {
     switch (state.kind) {
@@ -88,12 +121,14 @@ export function activate(context: vscode.ExtensionContext): void {
     hello: async () => {
       const available = new Set(await vscode.commands.getCommands(true));
       return buildHello({
-        appName: vscode.env.appName,
-        uriScheme: vscode.env.uriScheme,
-        appHost: vscode.env.appHost,
+        ...host,
         ideVersion: vscode.version,
         extensionVersion,
         workspaceFolders: workspaceFolders(),
+        remoteName: vscode.env.remoteName,
+        storageUri: context.storageUri ? uriFacts(context.storageUri) : undefined,
+        globalStorageUri: uriFacts(context.globalStorageUri),
+        chat: await readiness.forHello(),
         pid: process.pid,
         parentPid: process.ppid,
         focused: vscode.window.state.focused,
@@ -105,8 +140,13 @@ export function activate(context: vscode.ExtensionContext): void {
       executeSteps(drive.steps ?? [], drive.prompt, vscodeHost, allowList(), ack, {
         submit: drive.options.submit ?? true,
         signal,
+        chatEvidence: chatEvidence(drive.drive_id),
       }),
-    onState: render,
+    onState: (state) => {
+      // Readiness may have changed between the hello and the welcome.
+      if (state.kind === "connected") void readiness.recheck();
+      render(state);
+    },
     onDrive: (driveId) => {
       activeDrive = driveId;
       if (driveId) drivesRun += 1;
@@ -114,14 +154,16 @@ export function activate(context: vscode.ExtensionContext): void {
     },
   });
 
+  readiness.start();
   context.subscriptions.push(
     log,
     status,
+    { dispose: () => readiness.dispose() },
     vscode.window.onDidChangeWindowState((state) => {
       client?.sendEvent({ kind: "focus", focused: state.focused });
     }),
     vscode.workspace.onDidChangeWorkspaceFolders(() => {
-      client?.sendEvent({ kind: "workspace_changed", workspace_folders: workspaceFolders() });
+      client?.sendEvent({ kind: "workspace_changed", workspace_folders: localFolderPaths(workspaceFolders()) });
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration("koru.socketPath") || event.affectsConfiguration("koru.allowedCommands")) {
@@ -138,7 +180,14 @@ export function activate(context: vscode.ExtensionContext): void {
       });
       const lines = [
         `Socket: ${socketLocation().path} (${socketLocation().source})`,
-        `IDE: ${product} ${vscode.version} (appName "${vscode.env.appName}", uriScheme "${vscode.env.uriScheme}", appHost "${vscode.env.appHost}")`,
+        `IDE: ${product} ${vscode.version} (appName "${vscode.env.appName}", uriScheme "${vscode.env.uriScheme}", appHost "${vscode.env.appHost}"${vscode.env.remoteName ? `, remote "${vscode.env.remoteName}"` : ""})`,
+        `Submit evidence: ${
+          !blockOnResponse
+            ? `the command returned only (VS Code ${vscode.version} < 1.104 has no blockOnResponse)`
+            : settings().chatEvidence
+              ? `the chat's own response (acceptance window ${settings().acceptanceWindowMs} ms)`
+              : "the command returned only (setting koru.chatEvidence is off)"
+        }`,
         `Extension host pid ${process.pid}, parent ${process.ppid}`,
         `Drives run in this window: ${drivesRun}${activeDrive ? `; running ${activeDrive}` : ""}`,
         `Allowed commands: ${[...allowList()].join(", ")}`,

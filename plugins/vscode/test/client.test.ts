@@ -7,9 +7,12 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 
+import * as net from "node:net";
+
+import { ChatReadinessReporter, LanguageModelsApi } from "../src/chatReadiness";
 import { ConnectionState, DaemonClient, Logger } from "../src/client";
-import { executeSteps, Host, PASTE_COMMAND } from "../src/executor";
-import { buildHello } from "../src/hello";
+import { executeSteps, ExecuteOptions, Host, PASTE_COMMAND } from "../src/executor";
+import { buildHello, UriFacts, WindowFacts } from "../src/hello";
 import { CATALOG_COMMANDS } from "../src/catalog.generated";
 import type { DriveRequest } from "../src/protocol/types.generated";
 
@@ -71,15 +74,16 @@ async function waitFor(predicate: () => boolean | Promise<boolean>, timeoutMs: n
   }
 }
 
-/** A fake IDE for the executor: records commands and keeps a clipboard. */
+/** A fake IDE for the executor: records commands and keeps a clipboard; `chatAnswer` is what its `chat.open` resolves with (VS Code ≥ 1.104 with blockOnResponse). */
 class RecordingIde implements Host {
   calls: Array<[string, unknown[]]> = [];
   clipboard = "before";
   block: Promise<void> | undefined;
+  chatAnswer: () => Promise<unknown> = async () => undefined;
   async executeCommand(command: string, args: unknown[]): Promise<unknown> {
     this.calls.push([command, args]);
     if (this.block) await this.block;
-    return undefined;
+    return command === "workbench.action.chat.open" ? this.chatAnswer() : undefined;
   }
   async readClipboard() {
     return this.clipboard;
@@ -89,7 +93,19 @@ class RecordingIde implements Host {
   }
 }
 
-function setUp(args: string[] = []) {
+const fileUri = (fsPath: string): UriFacts => ({ scheme: "file", fsPath, uri: `file://${fsPath}` });
+
+/** What a test changes in the extension's wiring: hello facts, the chat's evidence, a readiness reporter, a logger. */
+interface Wiring {
+  facts?: Partial<WindowFacts>;
+  /** Native sends block on the chat's response (as on VS Code ≥ 1.104). */
+  chatEvidence?: boolean;
+  /** `vscode.lm` as the window has it. */
+  lm?: LanguageModelsApi;
+  log?: Logger;
+}
+
+function setUp(args: string[] = [], wiring: Wiring = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "koru-client-"));
   fs.chmodSync(dir, 0o700);
   const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "koru-ws-"));
@@ -97,9 +113,18 @@ function setUp(args: string[] = []) {
   const ide = new RecordingIde();
   const states: ConnectionState[] = [];
   const runs: string[] = [];
-  const client = new DaemonClient({
+  // As extension.ts wires them: readiness in the hello and as events, outcomes as events.
+  const readiness = new ChatReadinessReporter(wiring.lm, (ready) => client.sendEvent({ kind: "chat_readiness", ...ready }));
+  const chatEvidence = (driveId: string): ExecuteOptions["chatEvidence"] =>
+    wiring.chatEvidence
+      ? {
+          timing: { acceptanceWindowMs: 200, outcomeTimeoutMs: 5_000 },
+          reportOutcome: (outcome) => client.sendEvent({ kind: "chat_outcome", drive_id: driveId, outcome }),
+        }
+      : undefined;
+  const client: DaemonClient = new DaemonClient({
     locate: () => ({ path: daemon.socket, source: "setting koru.socketPath" }),
-    log: silent,
+    log: wiring.log ?? silent,
     backoff: { initialMs: 50, maxMs: 200 },
     hello: async () =>
       buildHello({
@@ -108,23 +133,30 @@ function setUp(args: string[] = []) {
         appHost: "server-distro",
         ideVersion: "1.139.1",
         extensionVersion: "0.1.0",
-        workspaceFolders: [workspace],
+        workspaceFolders: [fileUri(workspace)],
         pid: process.pid,
         parentPid: process.ppid,
         focused: false,
         availableCommands: new Set(CATALOG_COMMANDS),
         interestingCommands: CATALOG_COMMANDS,
+        chat: await readiness.forHello(),
+        ...wiring.facts,
       }),
     runDrive: (drive: DriveRequest, ack, signal) => {
       runs.push(drive.drive_id);
       return executeSteps(drive.steps ?? [], drive.prompt, ide, new Set(CATALOG_COMMANDS), ack, {
         submit: drive.options.submit ?? true,
         signal,
+        chatEvidence: chatEvidence(drive.drive_id),
       });
     },
-    onState: (state) => states.push(state),
+    onState: (state) => {
+      states.push(state);
+      if (state.kind === "connected") void readiness.recheck();
+    },
   });
-  return { daemon, client, ide, states, runs, workspace };
+  readiness.start();
+  return { daemon, client, ide, states, runs, workspace, readiness };
 }
 
 test("connects, is listed with its product and folder, answers heartbeats, runs a native drive, and says bye", async () => {
@@ -151,6 +183,7 @@ test("connects, is listed with its product and folder, answers heartbeats, runs 
     const drive = JSON.parse(out);
     assert.equal(drive.state, "done", out);
     assert.equal(drive.route, "native_send");
+    assert.equal(drive.submit_evidence, "command_returned", "without the chat's evidence only the command returned");
     assert.deepEqual(ide.calls, [["workbench.action.chat.open", [{ query: prompt, isPartialQuery: false }]]]);
 
     // Events: focus and workspace folder changes update what the daemon lists.
@@ -277,4 +310,159 @@ test("plugin drive with submit=false pastes through the clipboard, restores it, 
     await client.stop();
     await daemon.stop();
   }
+});
+
+/** Starts the daemon, connects the client, runs `body`, and stops both whatever happens. */
+async function whileConnected(setup: ReturnType<typeof setUp>, body: () => Promise<void>): Promise<void> {
+  await setup.daemon.start();
+  try {
+    setup.client.start();
+    await waitFor(() => setup.client.state.kind === "connected", 5000, () => `connected (state ${setup.client.state.kind})`);
+    await body();
+  } finally {
+    await setup.client.stop();
+    await setup.daemon.stop();
+  }
+}
+
+test("the hello carries an id and the daemon's welcome carries it back", async () => {
+  const lines: string[] = [];
+  const log: Logger = { ...silent, trace: (line) => lines.push(line) };
+  const setup = setUp([], { log });
+  await whileConnected(setup, async () => {
+    const hello = JSON.parse(lines.find((l) => l.startsWith("→ ") && l.includes('"hello"'))!.slice(2));
+    const welcome = JSON.parse(lines.find((l) => l.startsWith("← ") && l.includes('"welcome"'))!.slice(2));
+    assert.equal(typeof hello.id, "string");
+    assert.equal(welcome.id, hello.id);
+  });
+});
+
+test("a welcome that answers another hello (a fake daemon with a wrong id) is not taken as this window's session", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "koru-fake-daemon-"));
+  const socketPath = path.join(dir, "koru.sock");
+  // A fake daemon: answers every hello with a welcome whose id is not the hello's.
+  const fake = net.createServer((conn) =>
+    conn.once("data", () =>
+      conn.write(
+        JSON.stringify({ v: 1, id: "someone-else", type: "welcome", protocol: 1, session_id: "s_fake", daemon: { name: "koru", version: "0" }, heartbeat_ms: 10_000, max_line_bytes: 1 << 20 }) + "\n",
+      ),
+    ),
+  );
+  await new Promise<void>((resolve) => fake.listen(socketPath, resolve));
+  const { client } = setUp();
+  (client as unknown as { options: { locate: () => unknown } }).options.locate = () => ({ path: socketPath, source: "setting koru.socketPath" });
+  try {
+    client.start();
+    await waitFor(() => client.state.kind === "no_daemon", 3000, () => `no_daemon (state ${client.state.kind})`);
+    assert.match((client.state as { reason: string }).reason, /welcome carries id "someone-else", not this hello's hello-\d+/);
+    assert.equal(client.session, undefined);
+  } finally {
+    await client.stop();
+    fake.close();
+  }
+});
+
+/** A fake `vscode.lm`: a list of models the test changes, and the change event. */
+class FakeLanguageModels implements LanguageModelsApi {
+  models: unknown[] = [];
+  private listeners: Array<() => unknown> = [];
+  async selectChatModels() {
+    return this.models;
+  }
+  onDidChangeChatModels = (listener: () => unknown) => {
+    this.listeners.push(listener);
+    return { dispose: () => (this.listeners = this.listeners.filter((l) => l !== listener)) };
+  };
+  change(models: unknown[]) {
+    this.models = models;
+    for (const listener of this.listeners) listener();
+  }
+}
+
+test("a chat with no model is reported not ready: the daemon holds the drive until the models change", async () => {
+  const lm = new FakeLanguageModels();
+  const setup = setUp([], { lm });
+  const { daemon, ide, workspace } = setup;
+  await whileConnected(setup, async () => {
+    const [session] = await daemon.sessions();
+    assert.deepEqual(session.chat_readiness, {
+      ready: false,
+      reason: "no language model is available to the chat: sign in or pick a model in the chat view",
+    });
+    const created = JSON.parse(await daemon.cli("send", "--workspace", workspace, "--json", "held ✓"));
+    await waitFor(
+      async () => JSON.parse(await daemon.cli("drives", "--json")).find((d: { drive_id: string }) => d.drive_id === created.drive_id)?.waiting?.code === "chat_not_ready",
+      3000,
+      () => "the drive to wait with chat_not_ready",
+    );
+    assert.deepEqual(ide.calls, [], "nothing is sent into a chat that is not ready");
+    lm.change([{ id: "a-model" }]);
+    await waitFor(
+      async () => JSON.parse(await daemon.cli("drives", "--json")).find((d: { drive_id: string }) => d.drive_id === created.drive_id)?.state === "done",
+      5000,
+      () => "the held drive to run once the chat is ready",
+    );
+    assert.equal(ide.calls.length, 1);
+    assert.deepEqual((await daemon.sessions())[0].chat_readiness, { ready: true });
+  });
+});
+
+test("native send with the chat's evidence: submit_evidence on the drive, the reply through the plugin for --wait-reply, a refusal is chat_refused", async () => {
+  const setup = setUp(["--no-observe"], { chatEvidence: true });
+  const { daemon, ide, workspace } = setup;
+  await whileConnected(setup, async () => {
+    ide.chatAnswer = async () => ({ timings: { firstProgress: 3, totalElapsed: 7 } });
+    const replied = JSON.parse(await daemon.cli("send", "--workspace", workspace, "--wait-reply", "--json", "answer me"));
+    assert.equal(replied.state, "done");
+    assert.equal(replied.submit_evidence, "chat_responded");
+    assert.equal(replied.observation?.stage, "replied", JSON.stringify(replied));
+    assert.equal(replied.observation?.store, "plugin");
+    assert.deepEqual(ide.calls.at(-1), ["workbench.action.chat.open", [{ query: "answer me", isPartialQuery: false, blockOnResponse: true }]]);
+
+    ide.chatAnswer = async () => ({ errorDetails: { message: "Language model unavailable", responseIsIncomplete: true } });
+    const refused = JSON.parse(await daemon.cli("send", "--workspace", workspace, "--wait", "--json", "refuse me"));
+    assert.equal(refused.state, "failed");
+    assert.equal(refused.blocker?.code, "chat_refused");
+    assert.match(refused.blocker?.detail, /Language model unavailable/);
+    assert.deepEqual(
+      refused.attempts.filter((a: { outcome: string }) => a.outcome !== "not_tried").map((a: { route: string }) => a.route),
+      ["native_send"],
+      "no other route is tried after a refusal",
+    );
+
+    // Still answering after the acceptance window: chat_running, then the pause arrives as needs_input.
+    let pause!: (value: unknown) => void;
+    ide.chatAnswer = () => new Promise((resolve) => (pause = resolve));
+    const waiting = daemon.cli("send", "--workspace", workspace, "--wait-reply", "--json", "ask me first");
+    await waitFor(
+      async () => JSON.parse(await daemon.cli("drives", "--json")).some((d: { submit_evidence?: string }) => d.submit_evidence === "chat_running"),
+      5000,
+      () => "a drive submitted with chat_running",
+    );
+    pause({ type: "confirmation", kind: "toolInvocation", toolId: "runInTerminal" });
+    const paused = JSON.parse(await waiting);
+    assert.equal(paused.submit_evidence, "chat_running");
+    assert.equal(paused.observation?.stage, "needs_input");
+    assert.match(paused.observation?.detail ?? "", /approve tool runInTerminal/);
+  });
+});
+
+test("a remote window's folders as URIs, its remote name and its storage folders reach koru sessions", async () => {
+  const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "koru-user-"));
+  const storage = path.join(userDir, "User", "workspaceStorage", "0123abcd");
+  const setup = setUp([], {
+    facts: {
+      workspaceFolders: [{ scheme: "vscode-remote", fsPath: "/home/me/repo", uri: "vscode-remote://ssh-remote%2Bbox/home/me/repo" }],
+      remoteName: "ssh-remote",
+      storageUri: { scheme: "file", fsPath: path.join(storage, "koru.koru-vscode") },
+      globalStorageUri: { scheme: "file", fsPath: path.join(userDir, "User", "globalStorage", "koru.koru-vscode") },
+    },
+  });
+  await whileConnected(setup, async () => {
+    const [session] = await setup.daemon.sessions();
+    assert.deepEqual(session.window.workspace_folders, [], "a remote folder is not a local path");
+    assert.deepEqual(session.window.workspace_uris, ["vscode-remote://ssh-remote%2Bbox/home/me/repo"]);
+    assert.equal(session.window.remote_name, "ssh-remote");
+    assert.deepEqual(session.window.storage, { workspace_storage: storage, global_storage: path.join(userDir, "User", "globalStorage") });
+  });
 });

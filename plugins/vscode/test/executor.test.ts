@@ -126,3 +126,87 @@ test("a cancelled drive starts no further step, sends no more acks, and still re
   assert.deepEqual(ide.calls.map(([c]) => c), ["workbench.action.chat.focusInput", PASTE_COMMAND]);
   assert.equal(ide.clipboard, "the user's clipboard");
 });
+
+/** A fake VS Code chat for the native route: `chat.open` answers as the real one does with blockOnResponse — at once, later (the test settles it), or by throwing. */
+class FakeChat extends FakeIde {
+  answer: () => Promise<unknown> = async () => ({ timings: { totalElapsed: 5 } });
+  async executeCommand(command: string, args: unknown[]): Promise<unknown> {
+    await super.executeCommand(command, args);
+    return command === "workbench.action.chat.open" ? this.answer() : undefined;
+  }
+}
+
+const nativeSend: DriveStep[] = [
+  { command: "workbench.action.chat.open", args: [{ query: "$prompt", isPartialQuery: false }], proves: "submitted" },
+];
+
+async function runWithEvidence(steps: DriveStep[], ide: FakeIde, windowMs = 40, signal?: AbortSignal) {
+  const acks: StageAck[] = [];
+  const outcomes: unknown[] = [];
+  await executeSteps(steps, "do it ✓", ide, allowed, (a) => acks.push(a), {
+    submit: true,
+    signal,
+    chatEvidence: { timing: { acceptanceWindowMs: windowMs, outcomeTimeoutMs: 5_000 }, reportOutcome: (o) => outcomes.push(o) },
+  });
+  return { acks, outcomes };
+}
+
+const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
+
+test("native send with the chat's evidence: blockOnResponse is asked, submitted says chat_responded, the outcome follows the ack", async () => {
+  const ide = new FakeChat();
+  const { acks, outcomes } = await runWithEvidence(nativeSend, ide);
+  assert.deepEqual(ide.calls, [["workbench.action.chat.open", [{ query: "do it ✓", isPartialQuery: false, blockOnResponse: true }]]]);
+  assert.deepEqual(acks, [{ stage: "received" }, { stage: "submitted", evidence: "chat_responded" }]);
+  await tick();
+  assert.deepEqual(outcomes, [{ kind: "reply_completed" }]);
+});
+
+test("native send the chat refuses: failed with chat_refused and its message, no outcome", async () => {
+  const ide = new FakeChat();
+  ide.answer = async () => ({ errorDetails: { message: "Language model unavailable", responseIsIncomplete: true } });
+  const { acks, outcomes } = await runWithEvidence(nativeSend, ide);
+  assert.deepEqual(acks, [{ stage: "received" }, { stage: "failed", blocker: { code: "chat_refused", detail: "Language model unavailable" } }]);
+  await tick();
+  assert.deepEqual(outcomes, []);
+});
+
+test("native send still running after the window: submitted with chat_running, the outcome when the chat pauses", async () => {
+  const ide = new FakeChat();
+  let settle!: (value: unknown) => void;
+  ide.answer = () => new Promise((resolve) => (settle = resolve));
+  const { acks, outcomes } = await runWithEvidence(nativeSend, ide, 20);
+  assert.deepEqual(acks.map((a) => [a.stage, a.evidence]), [["received", undefined], ["submitted", "chat_running"]]);
+  assert.deepEqual(outcomes, []);
+  settle({ type: "confirmation", kind: "toolInvocation", toolId: "runTests" });
+  await tick();
+  assert.deepEqual(outcomes, [{ kind: "needs_input", input: "permission", detail: "the chat waits for the user to approve tool runTests" }]);
+});
+
+test("a drive cancelled while the chat decides sends no ack and no outcome", async () => {
+  const ide = new FakeChat();
+  ide.answer = () => new Promise(() => {});
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(), 10);
+  const { acks, outcomes } = await runWithEvidence(nativeSend, ide, 2_000, controller.signal);
+  assert.deepEqual(acks.map((a) => a.stage), ["received"]);
+  assert.deepEqual(outcomes, []);
+});
+
+test("without the chat's evidence (older VS Code, another command) submitted says command_returned, and args are unchanged", async () => {
+  const ide = new FakeChat();
+  const plain = await run(nativeSend, ide, "do it");
+  assert.deepEqual(plain.at(-1), { stage: "submitted", evidence: "command_returned" });
+  assert.deepEqual(ide.calls[0][1], [{ query: "do it", isPartialQuery: false }]);
+  // The plugin drive ends in chat.submit, which has no blockOnResponse: even with evidence on, only the command returned.
+  const drive = new FakeChat();
+  const { acks, outcomes } = await runWithEvidence(pluginDrive, drive);
+  assert.deepEqual(acks.at(-1), { stage: "submitted", evidence: "command_returned" });
+  assert.equal(drive.clipboard, "the user's clipboard");
+  assert.deepEqual(outcomes, []);
+  // A partial query leaves the prompt unsent: it never blocks on a response.
+  const partial = new FakeChat();
+  const unsent = await runWithEvidence([{ command: "workbench.action.chat.open", args: [{ query: "$prompt", isPartialQuery: true }], proves: "pasted" }], partial);
+  assert.deepEqual(partial.calls[0][1], [{ query: "do it ✓", isPartialQuery: true }]);
+  assert.deepEqual(unsent.acks.map((a) => a.stage), ["received", "pasted", "failed"]);
+});

@@ -1,4 +1,4 @@
-// Test-only extension: a fake language model and a chat participant that appends each request as JSON to $KORU_E2E_RECORD_FILE.
+// Test-only extension: a fake language model and a chat participant that appends each request as JSON to $KORU_E2E_RECORD_FILE, then answers, answers slowly, or pauses for a confirmation, as markers in the prompt ask.
 'use strict';
 const fs = require('fs');
 const vscode = require('vscode');
@@ -7,6 +7,18 @@ const VENDOR = 'koru-e2e';
 const PARTICIPANT_ID = 'koru-e2e.recorder';
 const MODEL_REPLY = 'koru-e2e fake model reply';
 const PARTICIPANT_REPLY = 'koru-e2e recorder: received';
+const CONFIRMATION_TITLE = 'Koru e2e: go on?';
+
+// Waits `ms`, or less when the request is cancelled.
+function sleep(ms, token) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    token.onCancellationRequested(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
 
 function record(entry) {
   const file = process.env.KORU_E2E_RECORD_FILE;
@@ -20,8 +32,11 @@ function record(entry) {
 // A fresh profile has no chat model selected, and without Copilot the model picker offers only
 // "Sign in", so a request fails with "Language model unavailable". Opening the chat with a
 // modelSelector selects the fake model; the choice persists for later (also new) chats.
+// KORU_E2E_RECORDER_SELECT_DELAY_MS delays it, as a chat that is still starting would be.
 async function selectFakeModel() {
   if (process.env.KORU_E2E_RECORDER_SELECT_MODEL === '0') return;
+  const delay = Number(process.env.KORU_E2E_RECORDER_SELECT_DELAY_MS || 0);
+  if (delay > 0) await new Promise((r) => setTimeout(r, delay));
   const deadline = Date.now() + 15000;
   while ((await vscode.lm.selectChatModels({ vendor: VENDOR })).length === 0) {
     if (Date.now() > deadline) throw new Error('fake model never became available');
@@ -66,8 +81,21 @@ function activate(context) {
     }),
   );
 
-  const participant = vscode.chat.createChatParticipant(PARTICIPANT_ID, async (request, _ctx, stream) => {
+  // Markers in the prompt choose the response, like a real agent's would vary:
+  //   [koru-e2e:slow=MS]     answer after MS ms (the request is still running meanwhile);
+  //   [koru-e2e:confirm=MS]  stream a confirmation and keep the response waiting for the
+  //                          user for MS ms (as an agent waits for a tool approval), then end;
+  //   otherwise              answer at once.
+  const participant = vscode.chat.createChatParticipant(PARTICIPANT_ID, async (request, _ctx, stream, token) => {
     record({ prompt: request.prompt, command: request.command ?? null, at_ms: Date.now() });
+    const confirm = /\[koru-e2e:confirm=(\d+)\]/.exec(request.prompt);
+    if (confirm) {
+      stream.confirmation(CONFIRMATION_TITLE, 'The Koru e2e recorder waits for you before it answers.', { koru: 'e2e' });
+      await sleep(Number(confirm[1]), token);
+      return {};
+    }
+    const slow = /\[koru-e2e:slow=(\d+)\]/.exec(request.prompt);
+    if (slow) await sleep(Number(slow[1]), token);
     stream.markdown(PARTICIPANT_REPLY);
     return {};
   });

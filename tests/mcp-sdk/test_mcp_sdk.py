@@ -77,7 +77,9 @@ class Sandbox:
     def start(self):
         self.spawn("daemon", "--http", "127.0.0.1:0")
         self.wait_until(lambda: self.koru("status").returncode == 0, "the daemon")
-        self.spawn("dev", "fake-plugin", "--product", "cursor", "--workspace", self.fast)
+        # A product whose routes the fake plugin can finish by command (a Cursor window's submit
+        # is a daemon key press, which needs a display).
+        self.spawn("dev", "fake-plugin", "--product", "code-server", "--workspace", self.fast)
         self.spawn("dev", "fake-plugin", "--product", "vscode", "--workspace", self.slow, "--behaviour", "slow", "--delay-ms", "5000")
         self.wait_until(lambda: len(json.loads(self.koru("sessions", "--json").stdout or "[]")) == 2, "two plugin sessions")
         status = json.loads(self.koru("status", "--json").stdout)
@@ -108,8 +110,8 @@ async def exercise(session, sandbox, label):
     result = await session.call_tool("list_sessions", {})
     lines = text(result).splitlines()
     check(not result.is_error and len(lines) == 2, f"{label}: list_sessions gives one line per window: {lines}")
-    check(any("cursor" in line and sandbox.fast in line for line in lines), f"{label}: the cursor window and its folder")
-    filtered = await session.call_tool("list_sessions", {"product": "cursor"})
+    check(any("code-server" in line and sandbox.fast in line for line in lines), f"{label}: the code-server window and its folder")
+    filtered = await session.call_tool("list_sessions", {"product": "code-server"})
     check(len(text(filtered).splitlines()) == 1, f"{label}: list_sessions filters by product")
 
     progress = []

@@ -116,7 +116,10 @@ impl Client {
         };
         // The daemon may refuse before reading (another user's peer): a failed write still
         // leaves its error line to read.
-        let sent = client.send(None, Message::Hello(hello)).await;
+        let hello_id = RequestId::Text("hello".into());
+        let sent = client
+            .send(Some(hello_id.clone()), Message::Hello(hello))
+            .await;
         let reply = client.read_line().await;
         if let (Err(write_error), Err(_) | Ok(None)) = (&sent, &reply) {
             return Err(ClientError::Io(std::io::Error::new(
@@ -127,8 +130,16 @@ impl Client {
         match reply? {
             Some(Envelope {
                 message: Message::Welcome(welcome),
+                id,
                 ..
             }) => {
+                // Daemons before the welcome carried the hello's id send none.
+                if id.as_ref().is_some_and(|id| id != &hello_id) {
+                    return Err(ClientError::Unexpected(format!(
+                        "a welcome for request {} (this hello was {hello_id})",
+                        id.map(|id| id.to_string()).unwrap_or_default()
+                    )));
+                }
                 client.welcome = welcome;
                 Ok(client)
             }

@@ -190,6 +190,40 @@ pub fn focus_verified(
     wait_for_focus(injector, target, timeout)
 }
 
+/// Presses `chord` once into the window that has focus now, provided it is one of
+/// `targets` (the windows of the IDE the prompt was pasted into). Nothing is focused or
+/// raised first: a prompt pasted by the IDE itself is in the window the user was looking
+/// at, and a key for it must go there or nowhere. A focused window that is not a target
+/// gets no key (`FocusMismatch`). Returns the window that got the key.
+pub fn press_in_focused(
+    injector: &Injector,
+    targets: &[Window],
+    chord: &Chord,
+) -> Result<Window, InjectError> {
+    let focused = injector.windows.focused_window()?;
+    match focused {
+        Some(window) if targets.iter().any(|target| target.id == window.id) => {
+            injector.keys.key(chord)?;
+            Ok(window)
+        }
+        other => Err(InjectError::FocusMismatch {
+            expected: match targets {
+                [] => "a window of the target (none found)".to_string(),
+                [one] => describe(&Some(one.clone())),
+                several => format!(
+                    "one of {}",
+                    several
+                        .iter()
+                        .map(|w| describe(&Some(w.clone())))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            },
+            actual: describe(&other),
+        }),
+    }
+}
+
 fn describe(window: &Option<Window>) -> String {
     match window {
         Some(w) => format!(
@@ -431,6 +465,51 @@ mod tests {
         .unwrap_err();
         assert_eq!(failure.error.blocker(), "clipboard_unavailable");
         assert_eq!(failure.reached, Stage::Focused);
+    }
+
+    fn return_key() -> Chord {
+        "Return".parse().unwrap()
+    }
+
+    #[test]
+    fn a_key_for_the_focused_target_is_pressed_once_and_focus_is_never_moved() {
+        let fake = Fake::default();
+        fake.0.lock().unwrap().focused = Some("target".into());
+        let pressed = press_in_focused(
+            &injector(&fake, false),
+            &[window("other-ide-window"), window("target")],
+            &return_key(),
+        )
+        .unwrap();
+        assert_eq!(pressed.id, "target");
+        let desktop = fake.0.lock().unwrap();
+        assert_eq!(
+            desktop.typed,
+            [("target".to_string(), "<Return>".to_string())]
+        );
+        assert_eq!(desktop.keys, 1);
+    }
+
+    #[test]
+    fn a_key_for_a_target_without_focus_goes_nowhere() {
+        let fake = Fake::default();
+        fake.0.lock().unwrap().focused = Some("decoy".into());
+        let error = press_in_focused(&injector(&fake, false), &[window("target")], &return_key())
+            .unwrap_err();
+        assert_eq!(error.blocker(), "focus_mismatch");
+        assert!(error.to_string().contains("window decoy"), "{error}");
+        let desktop = fake.0.lock().unwrap();
+        assert!(desktop.typed.is_empty());
+        assert_eq!(
+            desktop.focused.as_deref(),
+            Some("decoy"),
+            "focus is not moved"
+        );
+        drop(desktop);
+        fake.0.lock().unwrap().focused = None;
+        let error = press_in_focused(&injector(&fake, false), &[], &return_key()).unwrap_err();
+        assert!(error.to_string().contains("none found"), "{error}");
+        assert!(fake.0.lock().unwrap().typed.is_empty());
     }
 
     #[test]

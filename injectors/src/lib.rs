@@ -23,7 +23,8 @@ use std::time::Duration;
 pub use chord::{Chord, ChordError};
 pub use command::{expect_success, CommandRunner, Output, SystemRunner};
 pub use deliver::{
-    deliver, focus_verified, DeliverOptions, Delivery, DeliveryFailure, Method, Stage,
+    deliver, focus_verified, press_in_focused, DeliverOptions, Delivery, DeliveryFailure, Method,
+    Stage,
 };
 pub use target::{process_family, process_tree, TargetSpec};
 pub use wayland::{SwayWindows, WlClipboard, WtypeKeys};

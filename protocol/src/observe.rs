@@ -174,7 +174,8 @@ pub struct ObserveReported {
 pub struct ObserverStatus {
     /// The registry interface id of the store.
     pub store: String,
-    /// The directory watched (a registry `locations` entry, expanded).
+    /// The directory watched: a registry `locations` entry, expanded, or a folder a
+    /// plugin session announced in its hello's `window.storage` (see `announced`).
     pub root: String,
     /// Whether the directory exists now.
     pub exists: bool,
@@ -190,6 +191,14 @@ pub struct ObserverStatus {
     /// first few; never data).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<StoreProblem>,
+    /// The plugin sessions whose windows announced this root in `window.storage`, or a
+    /// folder inside it that this root already covers (so it is not watched twice).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub announced_by: Vec<String>,
+    /// True for a root observed only because sessions announced it (no registry location
+    /// covers it): it is dropped when the last session in `announced_by` ends.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub announced: bool,
 }
 
 /// A store file Koru cannot use.

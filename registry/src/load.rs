@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use crate::model::{
     AppliesTo, Authority, BlockerCode, Direction, Family, Interface, Policy, ProductPolicy,
-    Recovery, Requires, RouteKind, Step, Transport, Verification,
+    Recovery, Requires, RouteKind, Step, StepStage, Transport, Verification,
 };
 use crate::spans::{Position, SpanIndex};
 
@@ -150,6 +150,9 @@ pub struct InterfaceEntry {
     pub depends_on: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<Step>>,
+    /// A key the daemon presses into the plugin's verified window after `pasted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_safe: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -593,6 +596,43 @@ fn valid_product_pattern(pattern: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
+/// What is wrong with an interface's `submit_key`, if anything: the key is pressed after
+/// the plugin's steps proved `pasted`, so they must prove it and must not submit themselves.
+fn submit_key_problem(interface: &Interface) -> Option<String> {
+    let key = interface.submit_key.as_deref()?;
+    if key.trim().is_empty() {
+        return Some("`submit_key` is empty; name a key such as `Return`".into());
+    }
+    if !matches!(
+        interface.route,
+        Some(RouteKind::PluginDrive) | Some(RouteKind::NativeSend)
+    ) {
+        return Some(
+            "`submit_key` needs a plugin route (`plugin_drive` or `native_send`): the key is pressed after the plugin's steps".into(),
+        );
+    }
+    if !interface
+        .steps
+        .iter()
+        .any(|step| step.proves == StepStage::Pasted)
+    {
+        return Some(
+            "`submit_key` is pressed after a step proving `pasted`, and no step proves it".into(),
+        );
+    }
+    if interface
+        .steps
+        .iter()
+        .any(|step| step.proves == StepStage::Submitted)
+    {
+        return Some(
+            "a step proves `submitted` and `submit_key` would submit again: keep one of them"
+                .into(),
+        );
+    }
+    None
+}
+
 /// A diagnostic at a merged value's origin (or at the file as a whole when unknown).
 fn diagnostic_from(origin: Option<&Origin>, message: String) -> Diagnostic {
     Diagnostic {
@@ -759,6 +799,15 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
                     ),
                 });
             }
+        }
+    }
+    for interface in &interfaces {
+        if let Some(problem) = submit_key_problem(interface) {
+            let origin = origins[&interface.id].get("submit_key").cloned();
+            diagnostics.push(diagnostic_from(
+                origin.as_ref(),
+                format!("interface `{}`: {problem}", interface.id),
+            ));
         }
     }
     for (product, rules) in &resolved_policy.products {

@@ -192,12 +192,14 @@ closed_enum! {
 }
 
 closed_enum! {
-    /// When a step runs, by the drive's `submit` option.
+    /// When a step runs, by the drive's options.
     StepCondition {
         /// Only when the prompt is to be submitted.
         Submit => "submit",
         /// Only when the prompt is to be left in the chat input, unsent.
         NoSubmit => "no_submit",
+        /// Only when the drive asks for a new chat (`options.new_chat`, `koru send --new-chat`).
+        NewChat => "new_chat",
     }
 }
 
@@ -308,9 +310,10 @@ pub struct Step {
     #[serde(default)]
     pub args: Vec<serde_json::Value>,
     pub proves: StepStage,
-    /// Run the step only for drives that submit (`submit`) or only for drives that leave
-    /// the prompt unsent (`no_submit`); absent: always, except that a step proving
-    /// `submitted` never runs for a drive that must not submit.
+    /// Run the step only for drives that submit (`submit`), only for drives that leave
+    /// the prompt unsent (`no_submit`), or only for drives that ask for a new chat
+    /// (`new_chat`); absent: always. Whatever the condition, a step proving `submitted`
+    /// never runs for a drive that must not submit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<StepCondition>,
 }
@@ -347,6 +350,15 @@ pub struct Interface {
     /// The IDE commands a plugin runs for this route, in order.
     #[serde(default)]
     pub steps: Vec<Step>,
+    /// A key (chord) the daemon presses once, through its OS injector, into the plugin's
+    /// window after the plugin's steps proved `pasted`, for drives that submit: the route's
+    /// way to submit when the IDE has no submit command. The daemon presses it only when
+    /// the focused window is the plugin's (its process family) and the plugin does not say
+    /// its window lost focus; the drive then reaches `submitted` with evidence
+    /// `key_pressed`, or fails at `pasted`. The route's steps must prove `pasted` and none
+    /// may prove `submitted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_key: Option<String>,
     /// False for observation-only stores: Koru never writes to them.
     #[serde(default = "yes")]
     pub write_safe: bool,

@@ -24,6 +24,7 @@ fn the_built_in_registry_is_clean_and_complete() {
         "plugin_socket_jetbrains",
         "vscode_native_chat_open",
         "antigravity_native_send",
+        "cursor_native_new_chat",
         "cursor_plugin_drive",
         "windsurf_plugin_drive",
         "jetbrains_plugin_drive",
@@ -118,7 +119,22 @@ fn routes_rank_by_policy_order_then_authority_then_priority() {
             "os_injector_ydotool"
         ]
     );
-    assert_eq!(ids("cursor")[0], "cursor_plugin_drive");
+    // Cursor: the new-chat native send (only for drives that ask for a new chat), then the
+    // paste route whose submit key the daemon presses.
+    assert_eq!(
+        ids("cursor")[..2],
+        ["cursor_native_new_chat", "cursor_plugin_drive"]
+    );
+    let submit_keys = |id: &str| loaded.registry.get(id).unwrap().submit_key.clone();
+    assert_eq!(
+        submit_keys("cursor_plugin_drive").as_deref(),
+        Some("Return")
+    );
+    assert_eq!(
+        submit_keys("windsurf_plugin_drive").as_deref(),
+        Some("Return")
+    );
+    assert_eq!(submit_keys("vscode_plugin_drive"), None);
     // One tool-window route per JetBrains chat, AI Assistant first.
     assert_eq!(
         ids("jetbrains-idea")[..4],

@@ -139,6 +139,30 @@ test('a send from the page reaches the plugin and its timeline fills live', asyn
   });
 });
 
+test('a window whose chat is not ready shows why, its drive waits visibly, then goes with its proof', async () => {
+  await withDaemon({}, async (daemon) => {
+    // The fake plugin says its chat is not ready, then (as a chat whose model got selected) ready after 4 s.
+    const plugin = await daemon.plugin({ name: 'ready-proj', extra: ['--chat-not-ready', 'no language model is available to the chat', '--ready-after-ms', '4000'] });
+    const { page, context, problems } = await openDashboard(daemon);
+    const card = page.locator(`#session-${plugin.sessionId}`);
+    await card.locator('.chat-not-ready', { hasText: 'not ready: no language model is available to the chat' }).waitFor({ timeout: 5000 });
+    await sendFromPage(page, plugin, 'Wait for the model');
+    const id = await driveIdFor(page, 'Wait for the model');
+    const drive = page.locator(`#drive-${id}`);
+    await drive.locator('.waiting', { hasText: 'chat_not_ready' }).waitFor({ timeout: 5000 });
+    assert.equal(plugin.drivesReceived().length, 0, 'nothing is sent while the chat is not ready');
+    await card.locator('.chat-ready').waitFor({ timeout: 10_000 });
+    await drive.locator('[data-stage=done]').waitFor({ timeout: 10_000 });
+    assert.equal(await drive.locator('.waiting').count(), 0, 'the wait is gone once sent');
+    // The fake plugin has no chat to ask: its submit proves only that the command returned, and the card says so.
+    const evidence = drive.locator('.evidence');
+    assert.match(await evidence.textContent(), /proof: command returned/);
+    assert.match(await evidence.getAttribute('title'), /only the IDE command returned/);
+    noProblems(problems);
+    await context.close();
+  });
+});
+
 test('a drive that fails with a blocker shows the registry hint, and Retry makes a new drive linked by retry_of', async () => {
   await withDaemon({}, async (daemon) => {
     const plugin = await daemon.plugin({ name: 'gamma-proj', product: 'vscode', behaviour: 'nack' });
@@ -185,7 +209,9 @@ test('a drive that fails with a blocker shows the registry hint, and Retry makes
 
 test('a retry the daemon refuses (the prompt may already be in the chat) shows its message', async () => {
   await withDaemon({ args: ['--step-timeout-ms', '1000', '--drive-timeout-ms', '3000'] }, async (daemon) => {
-    const plugin = await daemon.plugin({ name: 'delta-proj', behaviour: 'stall-after-pasted' });
+    // Cursor's paste route: the plugin pastes, and the daemon cannot press Return into a
+    // window the fake plugin says has no focus, so the drive fails at pasted.
+    const plugin = await daemon.plugin({ name: 'delta-proj', product: 'cursor' });
     const { page, context, problems } = await openDashboard(daemon);
     await page.locator(`#session-${plugin.sessionId}`).waitFor();
     await sendFromPage(page, plugin, 'Pasted then silence');
@@ -269,7 +295,7 @@ test('a request from another Origin is refused, with or without the cookie', asy
 
 test('the page at 400 px width still shows sessions, and it is usable', async () => {
   await withDaemon({}, async (daemon) => {
-    const plugin = await daemon.plugin({ name: 'narrow-proj', product: 'windsurf' });
+    const plugin = await daemon.plugin({ name: 'narrow-proj', product: 'vscodium' });
     const { page, context, problems } = await openDashboard(daemon, { width: 400, height: 860 });
     const card = page.locator(`#session-${plugin.sessionId}`);
     await card.waitFor();

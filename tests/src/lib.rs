@@ -208,6 +208,46 @@ pub fn stdout_json(output: &Output) -> Value {
     })
 }
 
+/// The stages `koru send --wait` printed, in order (its stdout lines are `DRIVE STAGE +MS`).
+pub fn stages_printed(output: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| line.split_whitespace().nth(1).unwrap_or("").to_string())
+        .collect()
+}
+
+/// The states a drive (`DriveInfo` as JSON) went through, in order.
+pub fn drive_history(drive: &Value) -> Vec<String> {
+    drive["history"]
+        .as_array()
+        .map(|history| {
+            history
+                .iter()
+                .filter_map(|h| h["state"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Each route attempt of a drive (`DriveInfo` as JSON) as `interface outcome`.
+pub fn attempt_outcomes(drive: &Value) -> Vec<String> {
+    drive["attempts"]
+        .as_array()
+        .map(|attempts| {
+            attempts
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{} {}",
+                        a["interface"].as_str().unwrap_or("?"),
+                        a["outcome"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Sets a file's permission bits.
 pub fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
@@ -711,4 +751,58 @@ impl Drop for Observer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+impl Sandbox {
+    /// `koru status --json` until `check` holds (at most 20 s; panics with the last status).
+    pub fn status_until(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let output = self.run(&["status", "--json"]);
+            let status: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+            if check(&status) {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "{what}: {status:#}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// What `koru chats --json` lists.
+    pub fn chats(&self) -> Vec<Value> {
+        let output = self.run(&["chats", "--json"]);
+        assert!(output.status.success(), "{output:?}");
+        let value: Value = serde_json::from_slice(&output.stdout).unwrap();
+        value
+            .as_array()
+            .cloned()
+            .expect("koru chats --json prints an array")
+    }
+}
+
+/// Appends `value` as one JSON line, the way the JSONL stores grow.
+pub fn append_line(path: &Path, value: &Value) {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("the store file can be opened for appending");
+    writeln!(file, "{value}").expect("a line can be appended");
+}
+
+/// A Roo Code task folder `task_dir` (created) with the `history_item.json` Roo writes
+/// beside `ui_messages.json`, naming the task's first prompt and workspace.
+pub fn roo_task_folder(task_dir: &Path, prompt: &str, workspace: &Path, status: &str) {
+    std::fs::create_dir_all(task_dir).expect("the task folder can be made");
+    let id = task_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("a task folder name");
+    std::fs::write(
+        task_dir.join("history_item.json"),
+        serde_json::json!({"id": id, "ts": 1767000000000u64, "task": prompt,
+            "workspace": workspace, "mode": "code", "status": status})
+        .to_string(),
+    )
+    .expect("history_item.json can be written");
 }

@@ -2,7 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use koru_system_tests::{controller_hello, greet, plugin_hello, Sandbox};
+use koru_system_tests::{
+    attempt_outcomes, controller_hello, drive_history, greet, plugin_hello, stages_printed, Sandbox,
+};
 use serde_json::{json, Value};
 
 fn json_of(output: &std::process::Output) -> Value {
@@ -51,15 +53,27 @@ fn sessions_lists_each_plugin_with_its_hello() {
     );
 }
 
+/// A registry layer for the daemon that leaves VS Code only its plugin drive (focus, paste,
+/// submit command), so that a drive goes through every stage.
+fn plugin_drive_only(sandbox: &Sandbox) -> String {
+    let path = sandbox.path().join("plugin-drive-only.yaml");
+    std::fs::write(
+        &path,
+        "interfaces:\n  - id: vscode_native_chat_open\n    enabled: false\n",
+    )
+    .unwrap();
+    path.to_string_lossy().into_owned()
+}
+
 #[test]
 fn send_wait_delivers_a_prompt_through_every_stage_byte_exact() {
     let sandbox = Sandbox::new();
-    let _daemon = sandbox.start_daemon(&[]);
+    let _daemon = sandbox.start_daemon(&["--registry", &plugin_drive_only(&sandbox)]);
     let workspace = sandbox.workspace("repo");
     let record = sandbox.path().join("received.jsonl");
     let _plugin = sandbox.start_fake_plugin(&[
         "--product",
-        "cursor",
+        "vscode",
         "--workspace",
         workspace.to_str().unwrap(),
         "--record",
@@ -78,12 +92,8 @@ fn send_wait_delivers_a_prompt_through_every_stage_byte_exact() {
         prompt.as_bytes(),
     );
     assert!(output.status.success(), "{output:?}");
-    let stages: Vec<String> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| line.split_whitespace().nth(1).unwrap_or("").to_string())
-        .collect();
     assert_eq!(
-        stages,
+        stages_printed(&output),
         [
             "queued",
             "sent",
@@ -98,10 +108,125 @@ fn send_wait_delivers_a_prompt_through_every_stage_byte_exact() {
         serde_json::from_str(std::fs::read_to_string(&record).unwrap().trim()).unwrap();
     assert_eq!(received["prompt"], prompt);
     assert_eq!(received["submit"], true);
+    assert_eq!(
+        received["steps"],
+        json!([
+            "workbench.action.chat.focusInput",
+            "editor.action.clipboardPasteAction",
+            "workbench.action.chat.submit"
+        ])
+    );
 
     let drives = json_of(&sandbox.run(&["drives", "--json"]));
     assert_eq!(drives[0]["state"], "done");
     assert_eq!(drives[0]["prompt_chars"], prompt.chars().count());
+    assert_eq!(drives[0]["verification"], "acked");
+    // Only the submit command returned: nothing from a chat confirmed it.
+    assert_eq!(drives[0]["submit_evidence"], "command_returned");
+}
+
+#[test]
+fn a_cursor_drive_whose_submit_key_cannot_be_pressed_ends_failed_at_pasted_never_done() {
+    // No display at all (the sandbox clears DISPLAY and WAYLAND_DISPLAY): the plugin pastes,
+    // and no injector can press Return for it.
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("cursor-repo");
+    let record = sandbox.path().join("received.jsonl");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--product",
+        "cursor",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--focused",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    let output = sandbox.run(&["send", "--ide", "cursor", "--wait", "Fix the bug ✓"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(
+        stages_printed(&output),
+        ["queued", "sent", "received", "focused", "pasted", "failed"]
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no OS injector can press the submit key here")
+            && stderr.contains("the submit key was not pressed")
+            && stderr.contains("Let Koru press Enter"),
+        "{stderr}"
+    );
+    // The plugin was asked to paste only: Cursor has no submit command.
+    let received: Value =
+        serde_json::from_str(std::fs::read_to_string(&record).unwrap().trim()).unwrap();
+    assert_eq!(received["submit"], false);
+    assert_eq!(
+        received["steps"],
+        json!([
+            "composer.focusComposer",
+            "editor.action.clipboardPasteAction"
+        ])
+    );
+    let drives = json_of(&sandbox.run(&["drives", "--json"]));
+    let drive = &drives[0];
+    assert_eq!(drive["state"], "failed");
+    assert!(drive.get("submit_evidence").is_none(), "{drive}");
+    assert!(
+        ["no_display", "injector_missing"].contains(&drive["blocker"]["code"].as_str().unwrap()),
+        "{drive}"
+    );
+    let attempts = attempt_outcomes(drive);
+    assert_eq!(
+        attempts[..2],
+        [
+            "cursor_native_new_chat skipped",
+            "cursor_plugin_drive failed"
+        ]
+    );
+    assert!(
+        attempts[2..].iter().all(|a| a.ends_with("not_tried")),
+        "{attempts:?}"
+    );
+    assert_eq!(drive["attempts"][1]["reached"], "pasted");
+    assert!(
+        drive["attempts"][1]["hint"]
+            .as_str()
+            .unwrap()
+            .starts_with("Let Koru press Enter: The prompt is in Cursor's chat input, unsent"),
+        "{drive}"
+    );
+}
+
+#[test]
+fn a_step_whose_command_the_ide_lacks_fails_the_route_and_the_next_one_is_tried() {
+    // The IDE has the route's required commands but not the paste command: the plugin
+    // fails at that step (nothing pasted), so the planner may go on to the next route.
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&["--registry", &plugin_drive_only(&sandbox)]);
+    let workspace = sandbox.workspace("no-paste");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--without-command",
+        "editor.action.clipboardPasteAction",
+    ]);
+    let output = sandbox.run(&["send", "--wait", "--json", "paste me"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let drive = json_of(&output);
+    let attempt = &drive["attempts"][0];
+    assert_eq!(attempt["interface"], "vscode_plugin_drive");
+    assert_eq!(attempt["outcome"], "failed");
+    assert_eq!(attempt["reached"], "focused");
+    assert_eq!(
+        attempt["blocker"]["detail"],
+        "editor.action.clipboardPasteAction failed: command 'editor.action.clipboardPasteAction' not found"
+    );
+    // Nothing was pasted, so the OS-injection routes were tried (and skipped here: no display).
+    assert!(
+        drive["attempts"].as_array().unwrap()[1..]
+            .iter()
+            .all(|a| a["outcome"] == "skipped"),
+        "{drive}"
+    );
 }
 
 #[test]
@@ -119,13 +244,10 @@ fn no_submit_ends_done_at_pasted() {
     let output = sandbox.run(&["send", "--no-submit", "--wait", "--json", "draft"]);
     assert!(output.status.success(), "{output:?}");
     let drive = json_of(&output);
-    let states: Vec<&str> = drive["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["state"].as_str().unwrap())
-        .collect();
-    assert_eq!(states, ["queued", "sent", "received", "pasted", "done"]);
+    assert_eq!(
+        drive_history(&drive),
+        ["queued", "sent", "received", "pasted", "done"]
+    );
     assert!(std::fs::read_to_string(&record)
         .unwrap()
         .contains("\"submit\":false"));
@@ -365,12 +487,7 @@ fn a_slow_reader_is_disconnected_and_never_stalls_others() {
     sleeper.send(&json!({"v": 1, "id": 1, "type": "events.subscribe"}));
     // A plugin that produces a flood of events (each one a stream line for the sleeper).
     let (mut noisy, _) = greet(&daemon.socket, &plugin_hello("vscode", &workspace));
-    let fake = sandbox.start_fake_plugin(&[
-        "--workspace",
-        workspace.to_str().unwrap(),
-        "--product",
-        "cursor",
-    ]);
+    let fake = sandbox.start_fake_plugin(&["--workspace", workspace.to_str().unwrap()]);
     let event_line = format!(
         "{}\n",
         json!({"v": 1, "type": "event", "event": {"kind": "workspace_changed", "workspace_folders": [workspace.to_str().unwrap(), "x".repeat(2000)]}})
@@ -405,4 +522,80 @@ fn a_slow_reader_is_disconnected_and_never_stalls_others() {
         status["controllers"], 1,
         "the slow reader's session is gone: {status}"
     );
+}
+
+#[test]
+fn a_drive_to_a_chat_that_is_not_ready_waits_until_it_is_or_fails_with_chat_not_ready() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    // The fake's emulation of a chat with no model, which becomes ready 800 ms later.
+    let later = sandbox.workspace("later");
+    let record = sandbox.path().join("later.jsonl");
+    let _ready_later = sandbox.start_fake_plugin(&[
+        "--workspace",
+        later.to_str().unwrap(),
+        "--chat-not-ready",
+        "no language model selected",
+        "--ready-after-ms",
+        "800",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    let created = json_of(&sandbox.run(&[
+        "send",
+        "--workspace",
+        later.to_str().unwrap(),
+        "--json",
+        "wait for the model",
+    ]));
+    let drive_id = created["drive_id"].as_str().unwrap().to_string();
+    let waiting = json_of(&sandbox.run(&["drives", "--json"]));
+    assert_eq!(waiting[0]["state"], "queued", "{waiting}");
+    assert_eq!(waiting[0]["waiting"]["code"], "chat_not_ready");
+    assert!(
+        waiting[0]["waiting"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no language model selected"),
+        "{waiting}"
+    );
+    assert!(
+        !record.exists(),
+        "nothing is sent into a chat that is not ready"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let drives = json_of(&sandbox.run(&["drives", "--json"]));
+        if drives[0]["state"] == "done" {
+            assert_eq!(drives[0]["drive_id"], drive_id.as_str());
+            break;
+        }
+        assert!(Instant::now() < deadline, "the drive never went: {drives}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(record.exists(), "sent once the chat became ready");
+
+    // A chat that never becomes ready: the drive fails at its deadline, never sent.
+    let never = sandbox.workspace("never");
+    let _never_ready = sandbox.start_fake_plugin(&[
+        "--workspace",
+        never.to_str().unwrap(),
+        "--chat-not-ready",
+        "signed out",
+    ]);
+    let output = sandbox.run(&[
+        "send",
+        "--workspace",
+        never.to_str().unwrap(),
+        "--wait",
+        "--timeout",
+        "0.5",
+        "--json",
+        "never sent",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let drive = json_of(&output);
+    assert_eq!(drive["state"], "failed");
+    assert_eq!(drive["blocker"]["code"], "chat_not_ready");
+    assert_eq!(drive_history(&drive), ["queued", "failed"]);
 }

@@ -355,7 +355,7 @@ async fn health_is_open_and_everything_else_needs_the_token_and_this_servers_hos
 async fn every_endpoint_answers_with_the_protocols_types() {
     let sandbox = Sandbox::new();
     let server = start(&sandbox, &[]);
-    let (_plugin, workspace) = plugin(&sandbox, "windsurf", "api-proj");
+    let (_plugin, workspace) = plugin(&sandbox, "vscodium", "api-proj");
 
     let (status, body) = server.get("/api/v1/status").await;
     assert_eq!(status, 200, "{body}");
@@ -367,7 +367,7 @@ async fn every_endpoint_answers_with_the_protocols_types() {
     assert_eq!(status, 200);
     let sessions = body["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 1);
-    assert_eq!(sessions[0]["ide"]["product"], "windsurf");
+    assert_eq!(sessions[0]["ide"]["product"], "vscodium");
     assert_eq!(
         sessions[0]["window"]["workspace_folders"][0],
         workspace.as_str()
@@ -457,7 +457,7 @@ async fn every_endpoint_answers_with_the_protocols_types() {
     let slow_ws = sandbox.workspace("slow");
     let _slow = sandbox.start_fake_plugin(&[
         "--product",
-        "cursor",
+        "vscode",
         "--workspace",
         slow_ws.to_str().unwrap(),
         "--behaviour",
@@ -934,13 +934,13 @@ async fn sse_shows_sessions_and_drive_stages_and_resumes_after_the_last_event_id
     let sandbox = Sandbox::new();
     let server = start(&sandbox, &[]);
     let mut events = Sse::open(&server, None).await;
-    let (_plugin, workspace) = plugin(&sandbox, "windsurf", "sse-proj");
+    let (_plugin, workspace) = plugin(&sandbox, "vscodium", "sse-proj");
     let connected = events
         .until("session_connected", |e| e.event == "session_connected")
         .await;
     let connected = connected.last().unwrap();
     assert_eq!(connected.data["kind"], "session_connected");
-    assert_eq!(connected.data["session"]["ide"]["product"], "windsurf");
+    assert_eq!(connected.data["session"]["ide"]["product"], "vscodium");
     let first_id = connected.id.expect("events carry their seq as id");
 
     let (status, created) = server
@@ -999,7 +999,7 @@ async fn sse_says_reset_when_the_events_after_the_last_event_id_are_gone() {
     let sandbox = Sandbox::new();
     let server = start(&sandbox, &["--http-event-buffer", "3"]);
     let mut events = Sse::open(&server, None).await;
-    let (_plugin, workspace) = plugin(&sandbox, "windsurf", "gap");
+    let (_plugin, workspace) = plugin(&sandbox, "vscodium", "gap");
     let (_, created) = server
         .post(
             "/api/v1/drives",

@@ -103,7 +103,7 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
     assert_eq!(sessions.is_error, Some(false));
     let listing = text(&sessions);
     assert!(
-        listing.contains("cursor") && listing.contains(workspace),
+        listing.contains("vscodium") && listing.contains(workspace),
         "{label}: {listing}"
     );
     assert_eq!(
@@ -276,7 +276,7 @@ fn start(
     let workspace = sandbox.workspace("mcp");
     let plugin = sandbox.start_fake_plugin(&[
         "--product",
-        "cursor",
+        "vscodium",
         "--workspace",
         workspace.to_str().unwrap(),
     ]);
@@ -534,7 +534,8 @@ async fn send_prompt_and_wait_for_reply_return_the_reply_the_chat_history_shows(
     assert_eq!(sent.is_error, Some(false), "{body}");
     assert!(body.contains("chat history: replied in chat"), "{body}");
     assert!(
-        body.ends_with("reply (22 chars): Done: Plan the release"),
+        body.contains("\nreply (22 chars) in chat_history_claude_code_jsonl chat ")
+            && body.ends_with(": Done: Plan the release"),
         "{body}"
     );
     let drive_id = body.split_whitespace().nth(1).unwrap().to_string();
@@ -552,4 +553,69 @@ async fn send_prompt_and_wait_for_reply_return_the_reply_the_chat_history_shows(
     );
     assert!(text(&reply).ends_with(": Done: Plan the release"));
     client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wait_for_reply_follows_the_chats_outcome_reported_by_the_plugin_with_no_observer() {
+    use koru_system_tests::{greet, plugin_hello};
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&["--no-observe"]);
+    let workspace = sandbox.workspace("plugin-outcome");
+    let (mut plugin, _) = greet(&sandbox.socket(), &plugin_hello("code-server", &workspace));
+    // The plugin side, scripted: the chat answers the first prompt and asks the user for
+    // permission on the second.
+    let window = std::thread::spawn(move || {
+        for outcome in [
+            serde_json::json!({"kind": "reply_completed"}),
+            serde_json::json!({"kind": "needs_input", "input": "permission", "detail": "run_in_terminal waits for approval"}),
+        ] {
+            let drive = plugin.recv_type("drive");
+            let id = drive["drive_id"].clone();
+            plugin.send(
+                &serde_json::json!({"v": 1, "type": "ack", "drive_id": id, "stage": "received"}),
+            );
+            plugin.send(&serde_json::json!({"v": 1, "type": "ack", "drive_id": id, "stage": "submitted", "evidence": "chat_running"}));
+            std::thread::sleep(Duration::from_millis(100));
+            plugin.send(&serde_json::json!({"v": 1, "type": "event", "event": {"kind": "chat_outcome", "drive_id": id, "outcome": outcome}}));
+        }
+        plugin
+    });
+    let client = stdio_client(&sandbox).await;
+    let sent = call(
+        &client,
+        "send_prompt",
+        serde_json::json!({"target": workspace, "prompt": "Plan the release", "wait": "replied", "timeout_s": 10}),
+    )
+    .await;
+    let body = text(&sent);
+    assert_eq!(sent.is_error, Some(false), "{body}");
+    assert!(
+        body.contains("submitted on evidence chat_running"),
+        "{body}"
+    );
+    assert!(
+        body.contains("reply finished in the window's chat (through its plugin)"),
+        "{body}"
+    );
+    let sent = call(
+        &client,
+        "send_prompt",
+        serde_json::json!({"target": workspace, "prompt": "Deploy it", "wait": "submitted", "timeout_s": 10}),
+    )
+    .await;
+    let drive_id = text(&sent).split_whitespace().nth(1).unwrap().to_string();
+    let reply = call(
+        &client,
+        "wait_for_reply",
+        serde_json::json!({"drive_id": drive_id, "timeout_s": 5}),
+    )
+    .await;
+    assert_eq!(reply.is_error, Some(true), "{}", text(&reply));
+    assert!(
+        text(&reply).contains("is needs_input in the window's chat (through its plugin): run_in_terminal waits for approval"),
+        "{}",
+        text(&reply)
+    );
+    client.cancel().await.unwrap();
+    let _ = window.join();
 }

@@ -275,7 +275,7 @@ fn send_wait_reply_follows_the_drive_through_the_chat_history_to_the_reply() {
     let _daemon = sandbox.start_daemon(&[]);
     let _plugin = sandbox.start_fake_plugin(&[
         "--product",
-        "cursor",
+        "vscode",
         "--workspace",
         workspace.to_str().unwrap(),
         "--claude-store",

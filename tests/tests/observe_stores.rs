@@ -2,9 +2,9 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use koru_system_tests::{set_mode, Observer, Sandbox};
+use koru_system_tests::{append_line, roo_task_folder, set_mode, Observer, Sandbox};
 use serde_json::{json, Value};
 
 fn fingerprint(paths: &[&Path]) -> Vec<(PathBuf, Vec<u8>, SystemTime)> {
@@ -27,39 +27,6 @@ fn rewrite(path: &Path, value: &Value) {
     std::fs::rename(&temp, path).unwrap();
 }
 
-fn append_line(path: &Path, value: &Value) {
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap();
-    writeln!(file, "{value}").unwrap();
-}
-
-/// `koru status --json` until `check` holds (or panics with the last status).
-fn status_until(sandbox: &Sandbox, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let output = sandbox.run(&["status", "--json"]);
-        let status: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-        if check(&status) {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "{what}: {status:#}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn chats(sandbox: &Sandbox) -> Vec<Value> {
-    let output = sandbox.run(&["chats", "--json"]);
-    assert!(output.status.success(), "{output:?}");
-    let value: Value = serde_json::from_slice(&output.stdout).unwrap();
-    value
-        .as_array()
-        .cloned()
-        .expect("koru chats --json prints an array")
-}
-
 #[test]
 fn cline_tasks_rewritten_whole_are_diffed_into_turns_and_a_half_written_file_is_retried() {
     let sandbox = Sandbox::new();
@@ -68,14 +35,7 @@ fn cline_tasks_rewritten_whole_are_diffed_into_turns_and_a_half_written_file_is_
         .path()
         .join("home/.config/Code/User/globalStorage/rooveterinaryinc.roo-cline");
     let task_dir = extension.join("tasks/0198c4cf-task");
-    std::fs::create_dir_all(&task_dir).unwrap();
-    std::fs::write(
-        task_dir.join("history_item.json"),
-        json!({"id": "0198c4cf-task", "ts": 1767000000000u64, "task": "add a health endpoint",
-            "workspace": workspace, "mode": "code", "status": "active"})
-        .to_string(),
-    )
-    .unwrap();
+    roo_task_folder(&task_dir, "add a health endpoint", &workspace, "active");
     let _daemon = sandbox.start_daemon(&["--observe-quiet-ms", "600000"]);
     let observer = Observer::start(&sandbox);
     let messages = task_dir.join("ui_messages.json");
@@ -102,7 +62,7 @@ fn cline_tasks_rewritten_whole_are_diffed_into_turns_and_a_half_written_file_is_
     assert_eq!(asked["kind"], "needs_input");
     assert_eq!(asked["input"], "tool_approval");
     assert_eq!(asked["workspace"], workspace.to_str().unwrap());
-    let listed = chats(&sandbox);
+    let listed = sandbox.chats();
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["state"], "needs_input");
 
@@ -115,7 +75,7 @@ fn cline_tasks_rewritten_whole_are_diffed_into_turns_and_a_half_written_file_is_
     }))
     .unwrap();
     std::fs::write(&messages, &full[..full.len() / 2]).unwrap();
-    let status = status_until(&sandbox, "the half-written file is a problem", |s| {
+    let status = sandbox.status_until("the half-written file is a problem", |s| {
         s["observers"].as_array().is_some_and(|roots| {
             roots.iter().any(|r| {
                 r["problems"]
@@ -134,18 +94,14 @@ fn cline_tasks_rewritten_whole_are_diffed_into_turns_and_a_half_written_file_is_
     assert_eq!(done["kind"], "reply_completed");
     assert_eq!(done["basis"], "explicit");
     assert_eq!(done["excerpt"], "Added GET /health returning 200.");
-    status_until(
-        &sandbox,
-        "the problem is gone once the file is whole",
-        |s| {
-            s["observers"].as_array().is_some_and(|roots| {
-                roots
-                    .iter()
-                    .all(|r| r["problems"].as_array().is_none_or(|p| p.is_empty()))
-            })
-        },
-    );
-    assert_eq!(chats(&sandbox)[0]["state"], "idle");
+    sandbox.status_until("the problem is gone once the file is whole", |s| {
+        s["observers"].as_array().is_some_and(|roots| {
+            roots
+                .iter()
+                .all(|r| r["problems"].as_array().is_none_or(|p| p.is_empty()))
+        })
+    });
+    assert_eq!(sandbox.chats()[0]["state"], "idle");
     let files = [messages.clone(), task_dir.join("history_item.json")];
     let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     let before = fingerprint(&paths);
@@ -227,7 +183,7 @@ fn copilot_mutation_logs_are_replayed_line_by_line_including_a_compaction() {
     assert_eq!(before, fingerprint(&paths));
     // A deleted session is dropped without a fuss.
     std::fs::remove_file(&log).unwrap();
-    status_until(&sandbox, "the deleted log is no longer followed", |s| {
+    sandbox.status_until("the deleted log is no longer followed", |s| {
         s["observers"].as_array().is_some_and(|roots| {
             roots
                 .iter()
@@ -352,7 +308,7 @@ fn cursor_composers_are_read_from_the_live_sqlite_database_without_writing_it() 
     let _daemon = sandbox.start_daemon(&[]);
     let observer = Observer::start_with(&sandbox, &["--store", "chat_history_cursor_sqlite"]);
     // History present at start-up is replayed into the chats table, not published.
-    let listed = chats(&sandbox);
+    let listed = sandbox.chats();
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["chat_id"], "c1");
     assert_eq!(listed[0]["workspace"], workspace.to_str().unwrap());
@@ -404,7 +360,7 @@ fn malformed_and_unreadable_store_files_are_doctor_diagnostics_not_crashes() {
     let broken = project.join("0badf00d.jsonl");
     std::fs::write(&broken, "this is not a record\n{\"type\":\n").unwrap();
     let _daemon = sandbox.start_daemon(&[]);
-    status_until(&sandbox, "the malformed file is reported", |s| {
+    sandbox.status_until("the malformed file is reported", |s| {
         s["observers"].as_array().is_some_and(|roots| {
             roots.iter().any(|r| {
                 r["store"] == "chat_history_claude_code_jsonl"
@@ -526,7 +482,7 @@ fn cline_sdk_sessions_follow_the_manifest_status_and_its_messages_file() {
     let done = observer.next(Duration::from_secs(5));
     assert_eq!(done["kind"], "reply_completed");
     assert_eq!(done["excerpt"], "Added GET /health returning 200.");
-    assert_eq!(chats(&sandbox)[0]["state"], "idle");
+    assert_eq!(sandbox.chats()[0]["state"], "idle");
     let before = fingerprint(&[&manifest_path, &messages_path]);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(before, fingerprint(&[&manifest_path, &messages_path]));

@@ -99,6 +99,13 @@ fn next_reload(watcher: &mut koru_system_tests::Raw) -> Value {
     }
 }
 
+/// Replaces a file's content in one step, as an editor saves it.
+fn save(path: &std::path::Path, content: &str) {
+    let temp = path.with_extension("yaml.saving");
+    std::fs::write(&temp, content).unwrap();
+    std::fs::rename(&temp, path).unwrap();
+}
+
 fn status(watcher: &mut koru_system_tests::Raw, id: i64) -> Value {
     watcher.send(&json!({"v": 1, "id": id, "type": "status"}));
     watcher.recv_type("status.result")
@@ -127,11 +134,13 @@ fn a_broken_edit_keeps_the_last_good_registry_and_fixing_it_applies() {
         format!("user: {}", user_file.display())
     );
 
-    std::fs::write(
+    // Written whole (temp file + rename, as editors save): a plain write truncates first,
+    // and on a loaded machine the daemon may read the empty file in between — a valid,
+    // empty layer.
+    save(
         &user_file,
         "interfaces:\n  - id: os_injector_xdotool\n    family: telepathy\n",
-    )
-    .unwrap();
+    );
     let broken = next_reload(&mut watcher);
     assert_eq!(broken["applied"], false);
     assert_eq!(broken["interfaces"], built_in_count());
@@ -144,11 +153,10 @@ fn a_broken_edit_keeps_the_last_good_registry_and_fixing_it_applies() {
     assert_eq!(during["registry"]["diagnostics"][0], diagnostic);
     assert!(daemon.log_text().contains("keeping the last good registry"));
 
-    std::fs::write(
+    save(
         &user_file,
         "interfaces:\n  - id: my_extra_route\n    description: added by the user\n    family: desktop_control\n    direction: control\n    transport: x11\n    surface: window\n    authority: low\n    verification: {mode: none}\n",
-    )
-    .unwrap();
+    );
     let fixed = next_reload(&mut watcher);
     assert_eq!(fixed["applied"], true, "{fixed}");
     assert_eq!(fixed["interfaces"], built_in_count() + 1);

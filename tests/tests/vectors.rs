@@ -31,8 +31,8 @@ fn substitute(value: &Value, vars: &HashMap<String, Value>) -> Value {
     }
 }
 
-/// Checks `actual` against `pattern`, capturing `$capture:NAME` values; returns the path of
-/// the first mismatch.
+/// Checks `actual` against `pattern`, capturing `$capture:NAME` values (`$absent`: the
+/// field must not be there); returns the path of the first mismatch.
 fn matches(
     pattern: &Value,
     actual: Option<&Value>,
@@ -40,6 +40,12 @@ fn matches(
     path: &str,
 ) -> Result<(), String> {
     if let Value::String(text) = pattern {
+        if text == "$absent" {
+            return match actual {
+                None => Ok(()),
+                Some(value) => Err(format!("{path}: expected no such field, got {value}")),
+            };
+        }
         if text == "$any" {
             return actual.map(|_| ()).ok_or_else(|| format!("{path}: missing"));
         }
@@ -202,5 +208,23 @@ fn every_message_type_appears_in_the_vectors() {
             all.contains(&format!("\"code\": \"{code}\"")),
             "no vector covers error {code}"
         );
+    }
+    // What a plugin may say about its chat and what proves `submitted`.
+    for needle in [
+        "\"evidence\": \"chat_responded\"",
+        "\"evidence\": \"chat_running\"",
+        "\"submit_evidence\": \"command_returned\"",
+        "\"kind\": \"chat_readiness\"",
+        "\"kind\": \"chat_outcome\"",
+        "\"kind\": \"reply_completed\"",
+        "\"kind\": \"needs_input\"",
+        "\"code\": \"chat_refused\"",
+        "\"code\": \"chat_not_ready\"",
+        "\"chat_readiness\": {\"ready\": false",
+        "\"workspace_uris\"",
+        "\"remote_name\"",
+        "\"storage\"",
+    ] {
+        assert!(all.contains(needle), "no vector has {needle}");
     }
 }

@@ -249,7 +249,15 @@ function sessionCard(s) {
       fact('Product', h('span', { title: s.ide?.app_name || '', text: product(s) }), ` ${s.ide?.version || ''}`),
       fact('Protocol', `v${s.protocol}`, h('span', { class: 'muted', text: ` · ${s.client?.name || ''} ${s.client?.version || ''}` })),
       fact('Connected', when(s.connected_at_ms)),
-      fact('Chat', h('span', { class: `badge chat-${s.chat}`, text: s.chat })),
+      fact(
+        'Chat',
+        h('span', { class: `badge chat-${s.chat}`, text: s.chat }),
+        s.chat_readiness
+          ? s.chat_readiness.ready
+            ? h('span', { class: 'chat-ready', text: ' · ready' })
+            : h('span', { class: 'chat-not-ready', text: ` · not ready: ${s.chat_readiness.reason || 'the plugin gave no reason'}` })
+          : '',
+      ),
       fact('Active drive', active, s.queued_drives ? ` · ${s.queued_drives} queued` : ''),
       h('div', { class: 'wide' }, h('dt', { text: 'Workspace folders' }), h('dd', {}, f.length ? h('ul', { class: 'paths' }, f.map((p) => h('li', {}, h('code', { text: p })))) : '—')),
     ),
@@ -354,6 +362,14 @@ const targetText = (t) => {
   return `${k} ${typeof v === 'object' ? JSON.stringify(v) : v}`;
 };
 
+// What each submit evidence proves (docs/protocol.md), shown on hover.
+const EVIDENCE = {
+  chat_responded: "the chat's own response to the prompt ended or asked the user",
+  chat_running: 'the chat was answering, with no refusal, when the acceptance window ran out',
+  command_returned: 'only the IDE command returned; nothing from the chat confirmed it took the prompt',
+  key_pressed: 'the submit key went once to the verified window; nothing from the chat confirmed it',
+};
+
 function driveCard(d) {
   const session = state.sessions.get(d.session_id);
   const start = d.history?.[0]?.at_ms ?? d.created_at_ms;
@@ -425,13 +441,15 @@ function driveCard(d) {
       ` → ${session ? sessionLabel(session) : targetText(d.target)} · ${d.route}`,
       d.options?.submit === false ? ' · not submitted (left in the input)' : '',
       d.verification && d.verification !== 'none' ? ` · ${d.verification}` : '',
+      d.submit_evidence ? h('span', { class: 'evidence', title: EVIDENCE[d.submit_evidence] || '', text: ` · proof: ${d.submit_evidence.replace('_', ' ')}` }) : null,
       d.retry_of ? h('span', { class: 'retry-of' }, ' · retry of ', h('a', { href: `#drive-${d.retry_of}`, text: d.retry_of })) : null,
       retries.length ? h('span', {}, ' · retried as ', retries.map((r, i) => [i ? ', ' : '', h('a', { href: `#drive-${r.drive_id}`, text: r.drive_id })])) : null,
     ),
     timeline,
+    d.waiting ? h('p', { class: 'waiting' }, h('strong', { text: 'Waiting: ' }), h('code', { text: d.waiting.code }), ` ${d.waiting.detail}`) : null,
     d.blocker ? h('p', { class: 'blocker drive-blocker' }, h('strong', { text: 'Blocked: ' }), h('code', { text: d.blocker.code }), d.blocker.detail ? ` ${d.blocker.detail}` : '') : null,
     attempts,
-    d.observation ? h('p', { class: 'observation' }, `Chat history: ${d.observation.stage} (${d.observation.basis}) in ${d.observation.store}`, d.observation.reply_excerpt ? h('q', { text: d.observation.reply_excerpt }) : null) : null,
+    d.observation ? h('p', { class: 'observation' }, d.observation.store === 'plugin' ? `Chat (through the plugin): ${d.observation.stage}` : `Chat history: ${d.observation.stage} (${d.observation.basis}) in ${d.observation.store}`, d.observation.detail ? ` — ${d.observation.detail}` : '', d.observation.reply_excerpt ? h('q', { text: d.observation.reply_excerpt }) : null) : null,
     actions.length ? h('div', { class: 'actions' }, actions) : null,
     result ? h('p', { class: `action-result ${result.ok ? 'ok' : 'bad'}`, role: 'status', text: result.text }) : null,
   );

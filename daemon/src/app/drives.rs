@@ -241,6 +241,8 @@ impl DriveRecord {
             return false;
         }
         self.blocker = blocker;
+        // An ended drive waits for nothing any more.
+        self.waiting = None;
         self.enter(state, now_ms);
         true
     }

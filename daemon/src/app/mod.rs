@@ -8,6 +8,7 @@
 pub mod drives;
 pub mod recovery;
 pub mod sessions;
+pub mod workspace_ref;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -23,8 +24,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::drive::inject::{InjectionJob, InjectionOutcome, InjectionRunner, Reached};
+use crate::drive::inject::{InjectionJob, InjectionOutcome, InjectionRunner, KeyPressJob, Reached};
 use crate::drive::planner::{plan, Candidate, PlanInput};
+use crate::observe::announced::{NoSessionStoreRoots, SessionStoreRoots};
 use drives::{AckOutcome, DriveRecord, DriveTable};
 use recovery::{DriveOrigin, RecoveryDone, RecoveryRunner, RecoveryTicket};
 use sessions::{resolve_target, SessionRecord};
@@ -105,6 +107,10 @@ const CORRELATION_WINDOW_MS: u64 = 120_000;
 /// recently.
 const OBSERVED_BUSY_MS: u64 = 300_000;
 
+/// The longest a chat counts as busy after a `chat_running` submit without an outcome
+/// from its plugin.
+const CHAT_RUNNING_BUSY_MS: u64 = 600_000;
+
 /// The `store` of a drive observation that came from the window's plugin (the chat told
 /// it), not from a chat-history store.
 pub const PLUGIN_OBSERVATION_STORE: &str = "plugin";
@@ -134,8 +140,10 @@ fn merge_observation(
 ) -> bool {
     let mut changed = false;
     if observed_rank(stage) > observed_rank(found.stage) {
+        // A new stage: what was said about the old one (a question's detail) goes with it.
         found.stage = stage;
         found.at_ms = at_ms;
+        found.detail = None;
         changed = true;
     }
     if found.stage == stage {
@@ -221,6 +229,8 @@ pub struct App<C: Clock> {
     chat_completed: std::collections::HashSet<(String, String)>,
     /// The observers' store roots, as last reported.
     observers: Vec<koru_protocol::ObserverStatus>,
+    /// Where plugin sessions' announced chat-store folders go (the watcher, or nowhere).
+    session_store_roots: Box<dyn SessionStoreRoots>,
 }
 
 impl<C: Clock> App<C> {
@@ -256,7 +266,15 @@ impl<C: Clock> App<C> {
             chat_drive: HashMap::new(),
             chat_completed: std::collections::HashSet::new(),
             observers: Vec::new(),
+            session_store_roots: Box::new(NoSessionStoreRoots),
         }
+    }
+
+    /// Hands the chat-store folders plugin sessions announce (`window.storage`) to
+    /// `roots` for as long as each session lasts (by default they are ignored).
+    pub fn with_session_store_roots(mut self, roots: Box<dyn SessionStoreRoots>) -> Self {
+        self.session_store_roots = roots;
+        self
     }
 
     /// The registry in use.
@@ -380,7 +398,14 @@ impl<C: Clock> App<C> {
             let candidates: Vec<String> = self
                 .drives
                 .iter()
-                .filter(|d| d.observation.is_none() && &d.prompt_digest == digest)
+                // A drive whose only observation so far came from its plugin can still be
+                // found in the store (which then names the chat and gives the reply text).
+                .filter(|d| {
+                    d.observation
+                        .as_ref()
+                        .is_none_or(|o| o.store == PLUGIN_OBSERVATION_STORE)
+                        && &d.prompt_digest == digest
+                })
                 .filter(|d| d.state != DriveState::Queued)
                 .filter(|d| {
                     d.created_at_ms <= seen.saturating_add(1_000)
@@ -411,6 +436,20 @@ impl<C: Clock> App<C> {
                 )
             });
             for drive_id in &candidates {
+                if let Some(found) = self
+                    .drives
+                    .get_mut(drive_id)
+                    .and_then(|d| d.observation.as_mut())
+                {
+                    // Already followed through the plugin: the store names the chat; the
+                    // stage the plugin reported stays (it is as far or further).
+                    if stage == ObservedStage::Observed {
+                        found.store = observation.store.clone();
+                        found.chat_id = observation.chat_id.clone();
+                        self.publish_drive(drive_id);
+                    }
+                    continue;
+                }
                 if let Some(drive) = self.drives.get_mut(drive_id) {
                     drive.observation = Some(DriveObservation {
                         store: observation.store.clone(),
@@ -448,33 +487,47 @@ impl<C: Clock> App<C> {
         let Some(found) = drive.observation.as_mut() else {
             return;
         };
-        match &observation.event {
-            ObservedKind::ReplyStarted => found.stage = ObservedStage::Replying,
-            ObservedKind::ReplyCompleted { excerpt, length } => {
-                found.stage = ObservedStage::Replied;
-                found.reply_excerpt = Some(excerpt.clone());
-                found.reply_length = Some(*length);
-            }
-            ObservedKind::NeedsInput { .. } => found.stage = ObservedStage::NeedsInput,
-            ObservedKind::Cancelled => found.stage = ObservedStage::Cancelled,
+        let (stage, excerpt, length, detail) = match &observation.event {
+            ObservedKind::ReplyStarted => (ObservedStage::Replying, None, None, None),
+            ObservedKind::ReplyCompleted { excerpt, length } => (
+                ObservedStage::Replied,
+                Some(excerpt.clone()),
+                Some(*length),
+                None,
+            ),
+            ObservedKind::NeedsInput { .. } => (ObservedStage::NeedsInput, None, None, None),
+            ObservedKind::Cancelled => (ObservedStage::Cancelled, None, None, None),
             ObservedKind::Failed { reason } => {
-                found.stage = ObservedStage::Failed;
-                found.detail = Some(reason.clone());
+                (ObservedStage::Failed, None, None, Some(reason.clone()))
             }
             ObservedKind::ChatSeen
             | ObservedKind::PromptSeen { .. }
             | ObservedKind::Activity
             | ObservedKind::Unknown => return,
+        };
+        // A chat goes back from "needs input" to replying once the user answers; otherwise
+        // stages only move forward, and what both the plugin and the store report counts
+        // once.
+        let changed =
+            if found.stage == ObservedStage::NeedsInput && stage == ObservedStage::Replying {
+                found.stage = stage;
+                found.at_ms = at_ms;
+                true
+            } else {
+                merge_observation(found, stage, excerpt, length, detail, at_ms)
+            };
+        if changed {
+            found.basis = observation.basis;
         }
-        found.basis = observation.basis;
-        found.at_ms = at_ms;
         if matches!(
             found.stage,
             ObservedStage::Replied | ObservedStage::Cancelled | ObservedStage::Failed
         ) {
             self.chat_drive.remove(&key);
         }
-        self.publish_drive(&drive_id);
+        if changed {
+            self.publish_drive(&drive_id);
+        }
     }
 
     /// Applies a reloaded registry when it is clean; otherwise keeps the last good one and
@@ -575,7 +628,11 @@ impl<C: Clock> App<C> {
             ),
         );
         if role == Role::Plugin {
-            let session = self.sessions[&session_id].info();
+            let session = &self.sessions[&session_id];
+            if let Some(storage) = &session.window.storage {
+                self.session_store_roots.add(&session_id, storage);
+            }
+            let session = session.info();
             self.publish(StreamEvent::SessionConnected { session });
         }
     }
@@ -746,6 +803,7 @@ impl<C: Clock> App<C> {
             PluginEventKind::ChatBusy => session.chat = ChatState::Busy,
             PluginEventKind::ChatIdle => {
                 session.chat = ChatState::Idle;
+                session.chat_running_since_ms = None;
                 let info = session.info();
                 self.publish(StreamEvent::SessionUpdated { session: info });
                 // Drives that waited for the chat can go now.
@@ -866,7 +924,7 @@ impl<C: Clock> App<C> {
             now,
             timeout_ms,
         );
-        let mut candidates = self.plan(&session_id, window.is_some(), create.options.submit);
+        let mut candidates = self.plan(&session_id, window.is_some(), &create.options);
         if let DriveOrigin::Retry {
             of,
             route: Some(route),
@@ -966,7 +1024,12 @@ impl<C: Clock> App<C> {
     }
 
     /// The candidate routes for a drive to `session_id` (empty: a plugin-less window).
-    fn plan(&self, session_id: &str, has_window: bool, submit: bool) -> Vec<Candidate> {
+    fn plan(
+        &self,
+        session_id: &str,
+        has_window: bool,
+        options: &koru_protocol::DriveOptions,
+    ) -> Vec<Candidate> {
         let session = self.sessions.get(session_id);
         let product = session.and_then(|s| s.product()).map(|p| p.to_string());
         let input = PlanInput {
@@ -977,7 +1040,8 @@ impl<C: Clock> App<C> {
             plugin_connected: session.is_some(),
             platform: crate::doctor::probe::current_platform()
                 .unwrap_or(koru_registry::Platform::Linux),
-            submit,
+            submit: options.submit,
+            new_chat: options.new_chat,
         };
         let injections = &self.injections;
         plan(&input, &|interface: &str| injections.probe(interface))
@@ -1032,10 +1096,16 @@ impl<C: Clock> App<C> {
                         drive.skip(&skipped);
                         continue;
                     };
+                    let mut options = drive.options;
+                    if candidate.submit_key.is_some() {
+                        // The daemon presses the route's submit key itself once the plugin has
+                        // pasted: the plugin runs its steps as for a prompt left unsent.
+                        options.submit = false;
+                    }
                     let order = DriveRequest {
                         drive_id: drive_id.to_string(),
                         prompt: drive.prompt.clone(),
-                        options: drive.options,
+                        options,
                         route: candidate.route,
                         steps: candidate.steps.clone(),
                     };
@@ -1050,15 +1120,20 @@ impl<C: Clock> App<C> {
                     tracing::info!(drive_id, interface = %candidate.interface, "trying OS injection");
                     drive.begin_attempt(candidate, now);
                     self.publish_drive(drive_id);
-                    // Keyboard input is global: one injection at a time.
-                    if self.injecting.is_some() {
-                        self.injection_waiting.push_back(drive_id.to_string());
-                    } else {
-                        self.start_injection(drive_id);
-                    }
+                    self.use_keyboard(drive_id);
                     return;
                 }
             }
+        }
+    }
+
+    /// Starts the drive's keyboard work (its OS injection, or its route's submit key) now,
+    /// or after the one running: keyboard input is global, one at a time.
+    fn use_keyboard(&mut self, drive_id: &str) {
+        if self.injecting.is_some() {
+            self.injection_waiting.push_back(drive_id.to_string());
+        } else {
+            self.start_injection(drive_id);
         }
     }
 
@@ -1070,6 +1145,27 @@ impl<C: Clock> App<C> {
             return;
         };
         self.injecting = Some(drive_id.to_string());
+        if candidate.route != Route::OsInjection {
+            // A plugin route that pasted: the daemon presses its submit key.
+            let Some(key) = candidate.submit_key else {
+                self.injecting = None;
+                return;
+            };
+            let plugin_focused = self
+                .sessions
+                .get(&drive.session_id)
+                .and_then(|session| session.window.focused);
+            self.injections.start_key_press(KeyPressJob {
+                drive_id: drive_id.to_string(),
+                injectors: key.injectors,
+                window: drive.window.clone().unwrap_or_default(),
+                extra_pids: drive.extra_pids.clone(),
+                window_class: candidate.window_class,
+                plugin_focused,
+                chord: key.chord,
+            });
+            return;
+        }
         let mut window = drive.window.clone().unwrap_or_default();
         if window.title.is_none() {
             window.title = candidate.window_title.clone();
@@ -1109,6 +1205,14 @@ impl<C: Clock> App<C> {
             tracing::warn!(drive_id = %drive_id, reached = ?outcome.reached, "an injection finished after its drive had ended");
             return;
         }
+        if drive
+            .current
+            .as_ref()
+            .is_some_and(|c| c.route != Route::OsInjection)
+        {
+            self.on_submit_key_pressed(outcome, now);
+            return;
+        }
         for (reached, state) in [
             (Reached::Focused, DriveState::Focused),
             (Reached::Pasted, DriveState::Pasted),
@@ -1120,16 +1224,51 @@ impl<C: Clock> App<C> {
         }
         match outcome.error {
             None => {
-                drive.verification = Verification::Unverified;
-                drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
-                let session_id = drive.session_id.clone();
-                drive.finish(DriveState::Done, None, now);
                 tracing::info!(drive_id = %drive_id, "delivered by OS injection (unverified until observed)");
-                self.release(&session_id, &drive_id);
-                self.publish_drive(&drive_id);
-                self.pump(&session_id, now);
+                self.finish_unverified(&drive_id, now);
             }
             Some(blocker) => self.route_failed(&drive_id, blocker, now),
+        }
+    }
+
+    /// Ends a drive the daemon's own keys delivered (OS injection, or a plugin route's
+    /// submit key) as `done`, `unverified`: nothing inside the IDE confirmed it.
+    fn finish_unverified(&mut self, drive_id: &str, now: u64) {
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        drive.verification = Verification::Unverified;
+        drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
+        let session_id = drive.session_id.clone();
+        drive.finish(DriveState::Done, None, now);
+        self.release(&session_id, drive_id);
+        self.publish_drive(drive_id);
+        self.pump(&session_id, now);
+    }
+
+    /// The daemon's submit key press for a plugin route that pasted has ended: `submitted`
+    /// (evidence `key_pressed`, then `done`), or failed at `pasted` without another route.
+    fn on_submit_key_pressed(&mut self, outcome: InjectionOutcome, now: u64) {
+        let drive_id = outcome.drive_id;
+        let Some(drive) = self.drives.get_mut(&drive_id) else {
+            return;
+        };
+        match outcome.error {
+            None if outcome.reached == Reached::Submitted => {
+                drive.advance_to(DriveState::Submitted, now);
+                drive.submit_evidence = Some(koru_protocol::SubmitEvidence::KeyPressed);
+                tracing::info!(drive_id = %drive_id, "submitted by the daemon's key press into the plugin's focused window");
+                self.finish_unverified(&drive_id, now);
+            }
+            error => {
+                let blocker = error.unwrap_or_else(|| {
+                    Blocker::new(
+                        "injector_failed",
+                        "the submit key press ended without pressing the key",
+                    )
+                });
+                self.route_failed(&drive_id, blocker, now);
+            }
         }
     }
 
@@ -1259,6 +1398,7 @@ impl<C: Clock> App<C> {
             return;
         }
         let drive = self.drives.get_mut(&ack.drive_id).expect("checked above");
+        let mut chat_became_busy = false;
         if ack.stage == koru_protocol::AckStage::Submitted && !drive.is_terminal() {
             // A plugin that gives no evidence has proven only that its step returned.
             let evidence = ack
@@ -1268,7 +1408,9 @@ impl<C: Clock> App<C> {
             if evidence == koru_protocol::SubmitEvidence::ChatRunning {
                 // The chat is answering: the window's next drives wait for its outcome.
                 if let Some(session) = self.sessions.get_mut(session_id) {
+                    chat_became_busy = session.chat != ChatState::Busy;
                     session.chat = ChatState::Busy;
+                    session.chat_running_since_ms = Some(now);
                 }
             }
         }
@@ -1278,6 +1420,19 @@ impl<C: Clock> App<C> {
         match outcome {
             AckOutcome::Ignored => {
                 tracing::debug!(drive_id = %ack.drive_id, stage = ?ack.stage, "ack ignored: drive ended or stage already passed");
+            }
+            AckOutcome::Advanced
+                if drive.state == DriveState::Pasted
+                    && drive
+                        .current
+                        .as_ref()
+                        .is_some_and(|c| c.submit_key.is_some()) =>
+            {
+                // The plugin's steps are done; the route's submit key is the daemon's own
+                // step, bounded by the drive's deadline.
+                tracing::info!(drive_id = %ack.drive_id, "pasted; the daemon presses the route's submit key");
+                self.publish_drive(&ack.drive_id);
+                self.use_keyboard(&ack.drive_id);
             }
             AckOutcome::Advanced => {
                 drive.step_deadline_ms = Some(now + self.config.step_timeout_ms);
@@ -1289,6 +1444,13 @@ impl<C: Clock> App<C> {
                 tracing::info!(drive_id = %ack.drive_id, state = %drive.state, "drive finished");
                 self.release(session_id, &ack.drive_id);
                 self.publish_drive(&ack.drive_id);
+                if chat_became_busy {
+                    // Subscribers (the dashboard) see the chat answering, as after chat_busy.
+                    if let Some(session) = self.sessions.get(session_id) {
+                        let info = session.info();
+                        self.publish(StreamEvent::SessionUpdated { session: info });
+                    }
+                }
                 self.pump(session_id, now);
             }
             AckOutcome::StepFailed(blocker) => self.route_failed(&ack.drive_id, blocker, now),
@@ -1313,6 +1475,9 @@ impl<C: Clock> App<C> {
             return;
         }
         tracing::info!(session_id = %session_id, reason, "session ended");
+        if session.window.storage.is_some() {
+            self.session_store_roots.remove(&session_id);
+        }
         let detail = format!("the plugin's connection ended ({reason})");
         let code = if reason == HEARTBEAT_REASON {
             blocker::HEARTBEAT_LOST
@@ -1326,16 +1491,18 @@ impl<C: Clock> App<C> {
             .cloned()
             .collect();
         for drive_id in orphans {
-            let injecting = self.drives.get(&drive_id).is_some_and(|d| {
-                d.current
-                    .as_ref()
-                    .is_some_and(|c| c.route == Route::OsInjection)
-                    && d.attempts
-                        .last()
-                        .is_some_and(|a| a.outcome == AttemptOutcome::Running)
-            });
+            let injecting = self.injecting.as_deref() == Some(drive_id.as_str())
+                || self.drives.get(&drive_id).is_some_and(|d| {
+                    d.current
+                        .as_ref()
+                        .is_some_and(|c| c.route == Route::OsInjection)
+                        && d.attempts
+                            .last()
+                            .is_some_and(|a| a.outcome == AttemptOutcome::Running)
+                });
             if injecting {
-                // OS injection does not need the plugin; it ends on its own.
+                // OS injection does not need the plugin, and a submit key press under way
+                // cannot be called back: each ends on its own.
                 continue;
             }
             self.finish_drive(
@@ -1381,11 +1548,16 @@ impl<C: Clock> App<C> {
             {
                 // Never sent: the chat would have refused it. Say why and what to do.
                 let hint = self.chat_not_ready_hint();
+                let reason = self
+                    .sessions
+                    .get(&drive.session_id)
+                    .and_then(|s| s.chat_readiness.as_ref())
+                    .and_then(|r| r.reason.clone())
+                    .unwrap_or_else(|| waiting.detail.clone());
                 let detail = format!(
-                    "the window's chat was not ready for {} ms, so the prompt was never sent ({}){}",
+                    "the prompt was never sent: the window's chat was not ready for {} ms ({reason}){}",
                     drive.deadline_ms.saturating_sub(drive.created_at_ms),
-                    waiting.detail.trim_start_matches("waits: "),
-                    hint.map(|h| format!("; {h}")).unwrap_or_default()
+                    hint.map(|h| format!(". {h}")).unwrap_or_default()
                 );
                 self.finish_drive(
                     &drive_id,
@@ -1395,17 +1567,39 @@ impl<C: Clock> App<C> {
                 );
                 continue;
             }
-            let detail = format!(
-                "no terminal ack within {} ms (last state: {})",
-                drive.deadline_ms.saturating_sub(drive.created_at_ms),
-                drive.state
-            );
+            let detail = match (&drive.waiting, drive.state) {
+                // Never sent: say what it waited for, not that an ack is missing.
+                (Some(waiting), DriveState::Queued) => format!(
+                    "not sent within {} ms: it {}",
+                    drive.deadline_ms.saturating_sub(drive.created_at_ms),
+                    waiting.detail
+                ),
+                _ => format!(
+                    "no terminal ack within {} ms (last state: {})",
+                    drive.deadline_ms.saturating_sub(drive.created_at_ms),
+                    drive.state
+                ),
+            };
             self.finish_drive(
                 &drive_id,
                 DriveState::TimedOut,
                 Some(Blocker::new(blocker::TIMEOUT, detail)),
                 now,
             );
+        }
+        // A chat answering past the bound with no outcome from its plugin stops holding
+        // the window's drives (checked here too, so waiting drives go without another event).
+        let stuck: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| {
+                s.chat_running_since_ms
+                    .is_some_and(|since| now.saturating_sub(since) >= CHAT_RUNNING_BUSY_MS)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for session_id in stuck {
+            self.pump(&session_id, now);
         }
         self.heartbeat(now);
     }
@@ -1485,6 +1679,25 @@ impl<C: Clock> App<C> {
     /// records on each waiting drive why it waits.
     fn pump(&mut self, session_id: &str, now: u64) {
         let observed_busy = self.observed_busy(session_id, now);
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        if session
+            .chat_running_since_ms
+            .is_some_and(|since| now.saturating_sub(since) >= CHAT_RUNNING_BUSY_MS)
+        {
+            // The plugin never reported how the chat's answer ended: do not hold the
+            // window's drives for ever.
+            tracing::warn!(
+                session_id,
+                "no chat outcome for {} ms after a running answer; the chat counts as idle again",
+                CHAT_RUNNING_BUSY_MS
+            );
+            session.chat = ChatState::Idle;
+            session.chat_running_since_ms = None;
+            let info = session.info();
+            self.publish(StreamEvent::SessionUpdated { session: info });
+        }
         let Some(session) = self.sessions.get_mut(session_id) else {
             return;
         };
@@ -1607,6 +1820,7 @@ impl<C: Clock> App<C> {
             } else {
                 ChatState::Idle
             };
+            session.chat_running_since_ms = None;
         }
         if changed {
             tracing::info!(drive_id, stage = ?stage, "the chat reported the drive's outcome through the plugin");

@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 
+use super::workspace_ref::WorkspaceRef;
 use koru_protocol::{
     Capability, ChatState, ClientInfo, ErrorCode, ErrorMessage, Hello, IdeInfo, IdeProduct, Role,
     SessionHealth, SessionInfo, Target, WindowInfo,
@@ -29,6 +30,10 @@ pub struct SessionRecord {
     pub queued_drives: VecDeque<String>,
     /// Whether the window's chat can take a request now, as the plugin last said.
     pub chat_readiness: Option<koru_protocol::ChatReadiness>,
+    /// Since when the chat has been answering a drive the plugin acked with evidence
+    /// `chat_running` (busy until the plugin reports the outcome, at most
+    /// `CHAT_RUNNING_BUSY_MS`).
+    pub chat_running_since_ms: Option<u64>,
 }
 
 impl SessionRecord {
@@ -52,6 +57,7 @@ impl SessionRecord {
             },
             window,
             chat_readiness: hello.chat,
+            chat_running_since_ms: None,
             capabilities: hello.capabilities,
             protocol,
             peer_pid,
@@ -96,39 +102,45 @@ impl SessionRecord {
             .product()
             .map(|p| p.to_string())
             .unwrap_or_else(|| "?".into());
-        let folders = if self.window.workspace_folders.is_empty() {
+        let folders: Vec<String> = if self.window.workspace_uris.is_empty() {
+            self.window.workspace_folders.clone()
+        } else {
+            self.folders()
+                .filter(|f| matches!(f, WorkspaceRef::Remote { .. }))
+                .map(|f| f.to_string())
+                .chain(self.window.workspace_folders.iter().cloned())
+                .collect()
+        };
+        let folders = if folders.is_empty() {
             "no folder".to_string()
         } else {
-            self.window.workspace_folders.join(", ")
+            folders.join(", ")
         };
         format!("{} ({product}, {folders})", self.session_id)
     }
 
-    /// How specifically this session's folders contain `path`: the length of the longest
-    /// folder equal to or containing it, or `None`.
-    fn workspace_match(&self, path: &str) -> Option<usize> {
-        let wanted = normalize_path(path);
-        self.window
+    /// Every folder of the window: the local paths, and the folder URIs (which name a
+    /// remote window's folders with their machine).
+    fn folders(&self) -> impl Iterator<Item = WorkspaceRef> + '_ {
+        let local = self
+            .window
             .workspace_folders
             .iter()
-            .map(|folder| normalize_path(folder))
-            .filter(|folder| {
-                wanted == *folder
-                    || (wanted.starts_with(folder.as_str())
-                        && (folder.ends_with('/')
-                            || wanted.as_bytes().get(folder.len()) == Some(&b'/')))
-            })
-            .map(|folder| folder.len())
-            .max()
+            .filter_map(|path| WorkspaceRef::parse(path).ok());
+        let uris = self
+            .window
+            .workspace_uris
+            .iter()
+            .filter_map(|uri| WorkspaceRef::parse(uri).ok());
+        local.chain(uris)
     }
-}
 
-fn normalize_path(path: &str) -> String {
-    let trimmed = path.trim_end_matches('/');
-    if trimmed.is_empty() {
-        "/".to_string()
-    } else {
-        trimmed.to_string()
+    /// How specifically this session's folders contain `wanted`: the length of the longest
+    /// folder equal to or containing it (on the same machine), or `None`.
+    fn workspace_match(&self, wanted: &WorkspaceRef) -> Option<usize> {
+        self.folders()
+            .filter_map(|folder| wanted.matched_by(&folder))
+            .max()
     }
 }
 
@@ -179,9 +191,17 @@ pub fn resolve_target<'a>(
             .map(|s| s.session_id.clone())
             .ok_or_else(|| no_target(format!("no plugin session {id}"))),
         Target::Workspace(path) => {
+            let wanted = WorkspaceRef::parse(path).map_err(|error| {
+                ErrorMessage::new(ErrorCode::InvalidMessage, error.to_string()).with_location(
+                    koru_protocol::Location {
+                        field: Some("target.workspace".into()),
+                        ..koru_protocol::Location::default()
+                    },
+                )
+            })?;
             let scored: Vec<(&SessionRecord, usize)> = plugins
                 .iter()
-                .filter_map(|s| s.workspace_match(path).map(|score| (*s, score)))
+                .filter_map(|s| s.workspace_match(&wanted).map(|score| (*s, score)))
                 .collect();
             let Some(best) = scored.iter().map(|(_, score)| *score).max() else {
                 return Err(no_target(format!("no plugin session has {path} open")));

@@ -1160,3 +1160,537 @@ fn focusing_without_any_injector_says_why_at_once() {
     assert_eq!(result.blocker.unwrap().code, "no_display");
     assert!(h.recovery.started.lock().unwrap().is_empty());
 }
+
+#[test]
+fn a_plugins_announced_storage_is_handed_on_for_the_life_of_its_session_only() {
+    use crate::observe::announced::{RecordingSessionStoreRoots, RootsChange};
+    let mut h = Harness::new();
+    let roots = RecordingSessionStoreRoots::default();
+    h.app.session_store_roots = Box::new(roots.clone());
+    let storage = koru_protocol::WindowStorage {
+        workspace_storage: Some("/home/u/.local/share/code-server/User/workspaceStorage/4f".into()),
+        global_storage: Some("/home/u/.local/share/code-server/User/globalStorage".into()),
+    };
+    let mut hello = plugin_hello("/w");
+    if let Some(window) = hello.window.as_mut() {
+        window.storage = Some(storage.clone());
+    }
+    let announcing = h.connect(hello, 64);
+    let (silent, _) = h.plugin("/v");
+    let controller = h.controller(64);
+    let session_id = h.app.connections[&announcing.conn_id]
+        .session_id
+        .clone()
+        .unwrap();
+    assert_eq!(
+        *roots.changes.lock().unwrap(),
+        [RootsChange::Add {
+            session_id: session_id.clone(),
+            storage
+        }]
+    );
+    // Sessions that announced nothing have nothing to drop.
+    for peer in [&silent, &controller] {
+        h.app.handle(DaemonEvent::Disconnected {
+            conn_id: peer.conn_id,
+            reason: "eof".into(),
+        });
+    }
+    assert_eq!(roots.changes.lock().unwrap().len(), 1);
+    h.app.handle(DaemonEvent::Disconnected {
+        conn_id: announcing.conn_id,
+        reason: "eof".into(),
+    });
+    assert_eq!(
+        roots.changes.lock().unwrap().last(),
+        Some(&RootsChange::Remove { session_id })
+    );
+    assert_eq!(roots.changes.lock().unwrap().len(), 2);
+}
+
+fn plugin_event(h: &mut Harness, peer: &Peer, event: koru_protocol::PluginEventKind) {
+    h.app.handle(DaemonEvent::Received {
+        conn_id: peer.conn_id,
+        envelope: Box::new(Envelope::new(Message::Event(koru_protocol::PluginEvent {
+            event,
+        }))),
+    });
+}
+
+fn ack_with_evidence(
+    h: &mut Harness,
+    peer: &Peer,
+    drive_id: &str,
+    evidence: Option<koru_protocol::SubmitEvidence>,
+) {
+    h.app.handle(DaemonEvent::Received {
+        conn_id: peer.conn_id,
+        envelope: Box::new(Envelope::new(Message::Ack(Ack {
+            drive_id: drive_id.into(),
+            stage: AckStage::Submitted,
+            blocker: None,
+            evidence,
+        }))),
+    });
+}
+
+fn not_ready_plugin(h: &mut Harness, folder: &str, reason: &str) -> (Peer, String) {
+    let mut hello = plugin_hello(folder);
+    hello.chat = Some(koru_protocol::ChatReadiness {
+        ready: false,
+        reason: Some(reason.into()),
+    });
+    let mut peer = h.connect(hello, 64);
+    let Message::Welcome(welcome) = peer.drain().remove(0) else {
+        panic!("no welcome");
+    };
+    (peer, welcome.session_id)
+}
+
+#[test]
+fn the_welcome_carries_the_hellos_id() {
+    let mut h = Harness::new();
+    h.next_conn += 1;
+    let (outbound, mut rx) = mpsc::channel(8);
+    h.app.handle(DaemonEvent::Connected {
+        conn_id: h.next_conn,
+        handle: ConnectionHandle {
+            outbound,
+            close: CancellationToken::new(),
+        },
+        peer: PeerInfo::default(),
+    });
+    h.app.handle(DaemonEvent::Greeted {
+        conn_id: h.next_conn,
+        hello: Box::new(controller_hello()),
+        hello_id: Some(RequestId::Text("h-1".into())),
+        protocol: 1,
+    });
+    let welcome = rx.try_recv().unwrap();
+    assert!(matches!(welcome.message, Message::Welcome(_)));
+    assert_eq!(welcome.id, Some(RequestId::Text("h-1".into())));
+}
+
+#[test]
+fn a_drive_waits_for_a_chat_that_is_not_ready_and_goes_when_it_is() {
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = not_ready_plugin(&mut h, "/w", "no language model");
+    let mut controller = h.controller(64);
+    let drive_id = h.create(&mut controller, Target::Session(session_id.clone()), "hi");
+    assert_eq!(h.drive_state(&drive_id), DriveState::Queued);
+    assert!(
+        routes_sent(&mut plugin).is_empty(),
+        "nothing is sent into a chat that would refuse it"
+    );
+    let info = h.app.drives.get(&drive_id).unwrap().info();
+    let waiting = info.waiting.expect("the drive says why it waits");
+    assert_eq!(waiting.code, "chat_not_ready");
+    assert!(
+        waiting.detail.contains("no language model"),
+        "{}",
+        waiting.detail
+    );
+    plugin_event(
+        &mut h,
+        &plugin,
+        koru_protocol::PluginEventKind::ChatReadiness {
+            ready: true,
+            reason: None,
+        },
+    );
+    assert_eq!(h.drive_state(&drive_id), DriveState::Sent);
+    assert_eq!(
+        routes_sent(&mut plugin),
+        ["native_send workbench.action.chat.open"]
+    );
+    assert!(h
+        .app
+        .drives
+        .get(&drive_id)
+        .unwrap()
+        .info()
+        .waiting
+        .is_none());
+    let session = h.app.sessions.get(&session_id).unwrap().info();
+    assert!(session.chat_readiness.unwrap().ready);
+}
+
+#[test]
+fn a_chat_still_not_ready_at_the_deadline_fails_the_drive_with_chat_not_ready_and_the_hint() {
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = not_ready_plugin(&mut h, "/w", "signed out");
+    let mut controller = h.controller(64);
+    let drive_id = h.create(&mut controller, Target::Session(session_id), "hi");
+    for _ in 0..6 {
+        h.advance(1_000);
+        h.pong(&plugin);
+    }
+    let drive = h.app.drives.get(&drive_id).unwrap();
+    assert_eq!(drive.state, DriveState::Failed);
+    let blocker = drive.blocker.as_ref().unwrap();
+    assert_eq!(blocker.code, "chat_not_ready");
+    assert!(blocker.detail.contains("signed out"), "{}", blocker.detail);
+    assert!(
+        blocker.detail.contains("Sign in or pick a model"),
+        "the registry's hint is in the detail: {}",
+        blocker.detail
+    );
+    assert!(routes_sent(&mut plugin).is_empty());
+}
+
+#[test]
+fn a_submit_without_evidence_is_recorded_as_only_the_command_returning() {
+    let mut h = Harness::new();
+    let (plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let drive_id = h.create(&mut controller, Target::Session(session_id), "hi");
+    h.ack(&plugin, &drive_id, AckStage::Received);
+    ack_with_evidence(&mut h, &plugin, &drive_id, None);
+    let info = h.app.drives.get(&drive_id).unwrap().info();
+    assert_eq!(info.state, DriveState::Done);
+    assert_eq!(
+        info.submit_evidence,
+        Some(koru_protocol::SubmitEvidence::CommandReturned)
+    );
+}
+
+#[test]
+fn a_refused_chat_fails_the_drive_without_trying_another_route() {
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let drive_id = h.create(&mut controller, Target::Session(session_id), "hi");
+    assert_eq!(
+        routes_sent(&mut plugin),
+        ["native_send workbench.action.chat.open"]
+    );
+    h.ack(&plugin, &drive_id, AckStage::Received);
+    h.fail_step(&plugin, &drive_id, "chat_refused");
+    let drive = h.app.drives.get(&drive_id).unwrap();
+    assert_eq!(drive.state, DriveState::Failed);
+    assert_eq!(drive.blocker.as_ref().unwrap().code, "chat_refused");
+    assert!(
+        routes_sent(&mut plugin).is_empty(),
+        "no plugin drive after a refusal"
+    );
+    assert!(h
+        .attempts(&drive_id)
+        .iter()
+        .any(|a| a.starts_with("vscode_plugin_drive") && a.ends_with("nottried")));
+}
+
+#[test]
+fn a_running_answer_holds_the_next_drive_until_the_plugin_reports_its_outcome() {
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let first = h.create(&mut controller, Target::Session(session_id.clone()), "one");
+    h.ack(&plugin, &first, AckStage::Received);
+    ack_with_evidence(
+        &mut h,
+        &plugin,
+        &first,
+        Some(koru_protocol::SubmitEvidence::ChatRunning),
+    );
+    assert_eq!(h.drive_state(&first), DriveState::Done);
+    routes_sent(&mut plugin);
+    let second = h.create(&mut controller, Target::Session(session_id.clone()), "two");
+    assert_eq!(h.drive_state(&second), DriveState::Queued);
+    assert_eq!(
+        h.app
+            .drives
+            .get(&second)
+            .unwrap()
+            .info()
+            .waiting
+            .unwrap()
+            .code,
+        "chat_busy"
+    );
+    plugin_event(
+        &mut h,
+        &plugin,
+        koru_protocol::PluginEventKind::ChatOutcome {
+            drive_id: first.clone(),
+            outcome: koru_protocol::ChatOutcome::ReplyCompleted {
+                excerpt: None,
+                length: None,
+            },
+        },
+    );
+    let observation = h
+        .app
+        .drives
+        .get(&first)
+        .unwrap()
+        .observation
+        .clone()
+        .unwrap();
+    assert_eq!(observation.stage, koru_protocol::ObservedStage::Replied);
+    assert_eq!(observation.store, super::PLUGIN_OBSERVATION_STORE);
+    assert_eq!(
+        h.drive_state(&second),
+        DriveState::Sent,
+        "the idle chat takes the next drive"
+    );
+}
+
+#[test]
+fn an_answer_whose_outcome_never_comes_stops_holding_drives_after_the_bound() {
+    let mut h = Harness::new();
+    h.app.config.default_drive_timeout_ms = 3_600_000;
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let first = h.create(&mut controller, Target::Session(session_id.clone()), "one");
+    ack_with_evidence(
+        &mut h,
+        &plugin,
+        &first,
+        Some(koru_protocol::SubmitEvidence::ChatRunning),
+    );
+    routes_sent(&mut plugin);
+    h.clock.advance(super::CHAT_RUNNING_BUSY_MS);
+    h.pong(&plugin);
+    let second = h.create(&mut controller, Target::Session(session_id), "two");
+    assert_eq!(h.drive_state(&second), DriveState::Sent);
+}
+
+#[test]
+fn plugin_and_store_report_the_same_reply_once_and_the_store_adds_the_text() {
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let mut subscriber = h.controller(256);
+    h.request(&subscriber, 5, Message::EventsSubscribe {});
+    subscriber.drain();
+    let drive = h.create(
+        &mut controller,
+        Target::Session(session_id),
+        "Fix the tests",
+    );
+    h.ack(&plugin, &drive, AckStage::Received);
+    ack_with_evidence(
+        &mut h,
+        &plugin,
+        &drive,
+        Some(koru_protocol::SubmitEvidence::ChatResponded),
+    );
+    routes_sent(&mut plugin);
+    let replied_updates = |peer: &mut Peer| {
+        peer.drain()
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::Stream(item) => match item.event {
+                    StreamEvent::DriveUpdated { drive } => drive.observation,
+                    _ => None,
+                },
+                _ => None,
+            })
+            .filter(|o| o.stage == koru_protocol::ObservedStage::Replied)
+            .collect::<Vec<_>>()
+    };
+    replied_updates(&mut subscriber);
+    let outcome = koru_protocol::PluginEventKind::ChatOutcome {
+        drive_id: drive.clone(),
+        outcome: koru_protocol::ChatOutcome::ReplyCompleted {
+            excerpt: None,
+            length: None,
+        },
+    };
+    plugin_event(&mut h, &plugin, outcome.clone());
+    assert_eq!(replied_updates(&mut subscriber).len(), 1);
+    // The same outcome again is not news.
+    plugin_event(&mut h, &plugin, outcome);
+    assert!(replied_updates(&mut subscriber).is_empty());
+    // The store then sees the prompt: the drive keeps its stage and learns its chat; then
+    // the reply: it gains the reply's text, published once.
+    let event = observed(&h, "c1", "/w", prompt_seen("Fix the tests"));
+    h.app.handle(event);
+    let named = replied_updates(&mut subscriber);
+    assert_eq!(named.len(), 1, "the store names the chat once");
+    assert_eq!(named[0].chat_id, "c1");
+    assert_eq!(named[0].reply_excerpt, None);
+    let event = observed(
+        &h,
+        "c1",
+        "/w",
+        koru_protocol::ObservedKind::ReplyCompleted {
+            excerpt: "All green.".into(),
+            length: 10,
+        },
+    );
+    h.app.handle(event);
+    let updates = replied_updates(&mut subscriber);
+    assert_eq!(updates.len(), 1);
+    assert_eq!(updates[0].reply_excerpt.as_deref(), Some("All green."));
+    // The store's end seen again (its end record and a hook) is not news either.
+    let event = observed(
+        &h,
+        "c1",
+        "/w",
+        koru_protocol::ObservedKind::ReplyCompleted {
+            excerpt: "All green.".into(),
+            length: 10,
+        },
+    );
+    h.app.handle(event);
+    assert!(replied_updates(&mut subscriber).is_empty());
+}
+
+#[test]
+fn a_remote_windows_folder_is_a_target_by_uri_or_short_form_and_never_by_a_local_path() {
+    let mut h = Harness::new();
+    let mut hello = plugin_hello("/unused");
+    let window = hello.window.as_mut().unwrap();
+    window.workspace_folders.clear();
+    window.remote_name = Some("ssh-remote".into());
+    window.workspace_uris = vec!["vscode-remote://ssh-remote+box/home/me/repo".into()];
+    let mut peer = h.connect(hello, 64);
+    let Message::Welcome(welcome) = peer.drain().remove(0) else {
+        panic!("no welcome");
+    };
+    let (_local, local_session) = h.plugin("/home/me/repo");
+    let mut controller = h.controller(64);
+    for target in [
+        "vscode-remote://ssh-remote+box/home/me/repo",
+        "ssh-remote+box:/home/me/repo/src",
+    ] {
+        let drive = h.create(&mut controller, Target::Workspace(target.into()), "hi");
+        assert_eq!(
+            h.app.drives.get(&drive).unwrap().session_id,
+            welcome.session_id,
+            "{target}"
+        );
+    }
+    let drive = h.create(
+        &mut controller,
+        Target::Workspace("/home/me/repo".into()),
+        "hi",
+    );
+    assert_eq!(h.app.drives.get(&drive).unwrap().session_id, local_session);
+    h.request(
+        &controller,
+        2,
+        Message::DriveCreate(DriveCreate {
+            target: Target::Workspace("ssh-remote+other:/home/me/repo".into()),
+            prompt: "hi".into(),
+            options: DriveOptions::default(),
+        }),
+    );
+    let Message::Error(error) = controller.drain().remove(0) else {
+        panic!("expected an error");
+    };
+    assert_eq!(error.code, ErrorCode::NoTarget);
+    h.request(
+        &controller,
+        3,
+        Message::DriveCreate(DriveCreate {
+            target: Target::Workspace("repo".into()),
+            prompt: "hi".into(),
+            options: DriveOptions::default(),
+        }),
+    );
+    let Message::Error(error) = controller.drain().remove(0) else {
+        panic!("expected an error");
+    };
+    assert_eq!(error.code, ErrorCode::InvalidMessage);
+    assert_eq!(
+        error.location.and_then(|l| l.field).as_deref(),
+        Some("target.workspace")
+    );
+}
+
+#[test]
+fn a_waiting_drive_goes_on_the_timer_once_the_running_answer_passes_its_bound() {
+    let mut h = Harness::new();
+    h.app.config.default_drive_timeout_ms = 3_600_000;
+    h.app.config.heartbeat_ms = 120_000;
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let first = h.create(&mut controller, Target::Session(session_id.clone()), "one");
+    ack_with_evidence(
+        &mut h,
+        &plugin,
+        &first,
+        Some(koru_protocol::SubmitEvidence::ChatRunning),
+    );
+    let second = h.create(&mut controller, Target::Session(session_id), "two");
+    routes_sent(&mut plugin);
+    assert_eq!(h.drive_state(&second), DriveState::Queued);
+    // Only ticks from here: no event from the plugin, no new drive.
+    for _ in 0..(super::CHAT_RUNNING_BUSY_MS / 60_000) {
+        h.advance(60_000);
+        h.pong(&plugin);
+    }
+    assert_eq!(h.drive_state(&second), DriveState::Sent);
+}
+
+#[test]
+fn a_drive_never_sent_times_out_saying_what_it_waited_for() {
+    let mut h = Harness::new();
+    let (plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let first = h.create(&mut controller, Target::Session(session_id.clone()), "one");
+    h.request(
+        &controller,
+        2,
+        Message::DriveCreate(DriveCreate {
+            target: Target::Session(session_id),
+            prompt: "two".into(),
+            options: DriveOptions {
+                timeout_ms: Some(2_000),
+                ..DriveOptions::default()
+            },
+        }),
+    );
+    let Message::DriveResult(created) = controller.drain().remove(0) else {
+        panic!("expected drive.result");
+    };
+    let second = created.drive.drive_id;
+    h.ack(&plugin, &first, AckStage::Received);
+    for _ in 0..3 {
+        h.advance(1_000);
+        h.pong(&plugin);
+    }
+    let drive = h.app.drives.get(&second).unwrap();
+    assert_eq!(drive.state, DriveState::TimedOut);
+    let detail = &drive.blocker.as_ref().unwrap().detail;
+    assert!(
+        detail.starts_with("not sent within 2000 ms: it waits for drive "),
+        "{detail}"
+    );
+}
+
+#[test]
+fn a_later_stage_drops_what_was_said_about_the_earlier_one() {
+    let mut found = koru_protocol::DriveObservation {
+        store: "plugin".into(),
+        chat_id: "s".into(),
+        stage: koru_protocol::ObservedStage::NeedsInput,
+        basis: koru_protocol::ObservationBasis::Explicit,
+        at_ms: 1,
+        reply_excerpt: None,
+        reply_length: None,
+        detail: Some("approve run_in_terminal".into()),
+    };
+    assert!(super::merge_observation(
+        &mut found,
+        koru_protocol::ObservedStage::Replied,
+        None,
+        None,
+        None,
+        2
+    ));
+    assert_eq!(found.stage, koru_protocol::ObservedStage::Replied);
+    assert_eq!(found.detail, None);
+    assert!(!super::merge_observation(
+        &mut found,
+        koru_protocol::ObservedStage::Replying,
+        None,
+        None,
+        None,
+        3
+    ));
+}
+
+mod submit_key;

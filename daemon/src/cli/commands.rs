@@ -267,6 +267,7 @@ pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode>
                     .as_ref()
                     .map(|b| b.code.clone())
                     .unwrap_or_else(|| "-".into()),
+                proof_of(d),
                 age(now, d.created_at_ms),
                 d.prompt_excerpt.clone(),
             ]
@@ -275,7 +276,7 @@ pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode>
     print!(
         "{}",
         render(
-            &["DRIVE", "SESSION", "STATE", "BLOCKER", "AGE", "PROMPT"],
+            &["DRIVE", "SESSION", "STATE", "BLOCKER", "PROOF", "AGE", "PROMPT"],
             &rows
         )
     );
@@ -326,6 +327,18 @@ fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
         return Ok(Target::Session(session.clone()));
     }
     if let Some(workspace) = &args.workspace {
+        // A folder URI or a remote window's `AUTHORITY:/path` names a folder on another
+        // machine (or says exactly which local one): passed on as written.
+        if let Some(text) = workspace.to_str() {
+            if text.contains("://")
+                || matches!(
+                    crate::app::workspace_ref::WorkspaceRef::parse(text),
+                    Ok(crate::app::workspace_ref::WorkspaceRef::Remote { .. })
+                )
+            {
+                return Ok(Target::Workspace(text.to_string()));
+            }
+        }
         let absolute = std::fs::canonicalize(workspace)
             .or_else(|_| std::env::current_dir().map(|cwd| cwd.join(workspace)));
         let absolute =
@@ -437,9 +450,15 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
         && last.verification == koru_protocol::Verification::Unverified
         && !args.json
     {
-        eprintln!(
-            "koru: delivered by OS injection with the focus verified before and after; unverified until the chat's history shows it"
-        );
+        if last.submit_evidence == Some(koru_protocol::SubmitEvidence::KeyPressed) {
+            eprintln!(
+                "koru: pasted by the plugin, then submitted by one key press into its window after checking that window had focus; unverified until the chat's history shows it"
+            );
+        } else {
+            eprintln!(
+                "koru: delivered by OS injection with the focus verified before and after; unverified until the chat's history shows it"
+            );
+        }
     }
     Ok(if last.state == DriveState::Done {
         ExitCode::SUCCESS
@@ -466,6 +485,8 @@ struct Progress {
     tty: bool,
     frame: usize,
     spinning: bool,
+    waiting_printed: Option<koru_protocol::Blocker>,
+    evidence_printed: bool,
 }
 
 impl Progress {
@@ -478,6 +499,8 @@ impl Progress {
             tty: std::io::stderr().is_terminal(),
             frame: 0,
             spinning: false,
+            waiting_printed: None,
+            evidence_printed: false,
         }
     }
 
@@ -510,6 +533,16 @@ impl Progress {
         }
         self.printed = drive.history.len();
         let _ = stdout.flush();
+        if drive.waiting.is_some() && drive.waiting != self.waiting_printed {
+            if let Some(waiting) = &drive.waiting {
+                eprintln!("koru: {} — {}", waiting.code, waiting.detail);
+            }
+        }
+        self.waiting_printed = drive.waiting.clone();
+        if let (Some(evidence), false) = (drive.submit_evidence, self.evidence_printed) {
+            self.evidence_printed = true;
+            eprintln!("koru: submitted: {}", describe_evidence(evidence));
+        }
         use koru_protocol::AttemptOutcome;
         for (index, attempt) in drive.attempts.iter().enumerate() {
             if self.attempts_printed.get(index) == Some(&attempt.outcome) {
@@ -681,6 +714,49 @@ pub async fn chats(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The `PROOF` column of `koru drives`: what proves the drive's delivery (its submit
+/// evidence, `unverified` for OS injection, what the chat's history showed), or why a
+/// drive not sent yet waits.
+fn proof_of(drive: &DriveInfo) -> String {
+    if let Some(waiting) = &drive.waiting {
+        return format!("waits: {}", waiting.code);
+    }
+    let delivered = match (drive.submit_evidence, drive.verification) {
+        (Some(evidence), _) => evidence.as_str().to_string(),
+        (None, koru_protocol::Verification::Unverified) => "unverified".to_string(),
+        _ => "-".to_string(),
+    };
+    match &drive.observation {
+        Some(o) => {
+            let stage = serde_json::to_value(o.stage)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            format!("{delivered}, {stage}")
+        }
+        None => delivered,
+    }
+}
+
+/// What a drive's `submit_evidence` proves, for a person.
+pub fn describe_evidence(evidence: koru_protocol::SubmitEvidence) -> &'static str {
+    use koru_protocol::SubmitEvidence;
+    match evidence {
+        SubmitEvidence::ChatResponded => {
+            "chat_responded — the chat's own response to the prompt ended or asked the user"
+        }
+        SubmitEvidence::ChatRunning => {
+            "chat_running — the chat was answering the prompt, with no refusal, when the plugin's acceptance window ran out"
+        }
+        SubmitEvidence::CommandReturned => {
+            "command_returned — only the IDE command returned; nothing from the chat confirmed it took the prompt"
+        }
+        SubmitEvidence::KeyPressed => {
+            "key_pressed — the submit key went once to the verified window; nothing from the chat confirmed it"
+        }
+    }
+}
+
 /// Whether the chat's history has said how the drive's turn ended (or that it cannot tell).
 fn reply_settled(drive: &DriveInfo) -> bool {
     use koru_protocol::ObservedStage;
@@ -702,13 +778,16 @@ fn report_reply(drive: &DriveInfo, timed_out: bool, json: bool) -> ExitCode {
     match &drive.observation {
         Some(o) if o.stage == ObservedStage::Replied => {
             if !json {
-                match crate::mcp::format::reply_text(o) {
-                    Some((length, excerpt)) => {
-                        println!("{} replied ({length} chars): {excerpt}", drive.drive_id)
-                    }
-                    None => println!(
-                        "{} replied in {} chat {} (its text was not reported)",
-                        drive.drive_id, o.store, o.chat_id
+                match (&o.reply_excerpt, o.reply_length) {
+                    (Some(excerpt), length) => println!(
+                        "{} replied ({} chars): {excerpt}",
+                        drive.drive_id,
+                        length.unwrap_or(excerpt.chars().count())
+                    ),
+                    // The window's chat said it finished but gives plugins no reply text.
+                    (None, _) => println!(
+                        "{} replied (the chat finished its answer; it does not hand the text to the plugin — `koru chats` shows it once the chat's store is written)",
+                        drive.drive_id
                     ),
                 }
             }
@@ -719,11 +798,14 @@ fn report_reply(drive: &DriveInfo, timed_out: bool, json: bool) -> ExitCode {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
+            let place = if o.store == crate::app::PLUGIN_OBSERVATION_STORE {
+                "the window's chat (as its plugin reports)".to_string()
+            } else {
+                format!("{} chat {}", o.store, o.chat_id)
+            };
             eprintln!(
-                "koru: drive {} {stage} in {} chat {}{}",
+                "koru: drive {} {stage} in {place}{}",
                 drive.drive_id,
-                o.store,
-                o.chat_id,
                 o.detail
                     .as_deref()
                     .map(|d| format!(": {d}"))

@@ -179,7 +179,9 @@ pub struct SendArgs {
     /// Send to this session id
     #[arg(long, group = "target", value_name = "ID")]
     pub session: Option<String>,
-    /// Send to the window that has this folder (or a folder containing it) open
+    /// Send to the window that has this folder (or a folder containing it) open: a path, a
+    /// folder URI, or a remote window's folder as `ssh-remote+HOST:/path`
+    /// (`vscode-remote://ssh-remote+HOST/path` works too)
     #[arg(long, group = "target", value_name = "PATH")]
     pub workspace: Option<PathBuf>,
     /// Send to the window of this IDE product (vscode, cursor, code-server, jetbrains-idea, …)
@@ -285,7 +287,7 @@ pub enum RegistryCommand {
 #[derive(Debug, Subcommand)]
 pub enum DevCommand {
     /// A reference plugin that speaks the protocol like an IDE plugin would
-    FakePlugin(crate::dev::fake_plugin::FakePluginArgs),
+    FakePlugin(Box<crate::dev::fake_plugin::FakePluginArgs>),
     /// Print the JSON Schema of one protocol line (the same as docs/protocol.schema.json)
     ProtocolSchema,
 }
@@ -354,7 +356,7 @@ pub fn main() -> ExitCode {
             Command::Observe(args) => commands::observe(&socket, args).await,
             Command::Chats(flag) => commands::chats(&socket, flag.json).await,
             Command::Dev(DevCommand::FakePlugin(args)) => {
-                crate::dev::fake_plugin::run(&socket, args).await
+                crate::dev::fake_plugin::run(&socket, *args).await
             }
         }
     });

@@ -10,8 +10,8 @@ use koru_registry::{
 
 use super::probe::Facts;
 use super::report::{
-    BlockerReport, DaemonReport, DoctorReport, EnvironmentReport, InterfaceCheck, RecoveryHint,
-    RegistryReport, RouteCheck, SessionPaths, Status, Summary, REPORT_SCHEMA_VERSION,
+    BlockerReport, ChatCheck, DaemonReport, DoctorReport, EnvironmentReport, InterfaceCheck,
+    RecoveryHint, RegistryReport, RouteCheck, SessionPaths, Status, Summary, REPORT_SCHEMA_VERSION,
 };
 
 /// The environment's verdict on one interface, before sessions are considered.
@@ -464,6 +464,23 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
             fact.files
         ));
     }
+    // Folders IDE windows told the running daemon about (their own chat stores, wherever
+    // the install keeps them) count as much as the registry's locations.
+    for observer in facts
+        .daemon
+        .status
+        .iter()
+        .flat_map(|status| status.observers.iter())
+        .filter(|o| o.store == interface.id && o.announced && o.exists)
+    {
+        present += 1;
+        found.push(format!(
+            "{}: {} file(s) (announced by {})",
+            observer.root,
+            observer.files,
+            observer.announced_by.join(", ")
+        ));
+    }
     if present == 0 {
         let expanded: Vec<String> = interface
             .locations
@@ -763,23 +780,23 @@ fn session_paths(
                     let verdict = environment_verdict(interface, facts);
                     if verdict.status != Status::Ok {
                         verdict.blocker
+                    } else if let Some(missing) =
+                        interface.requires.capabilities.iter().find(|c| {
+                            !crate::drive::planner::has_capability(&session.capabilities, c)
+                        })
+                    {
+                        Some((
+                            BlockerCode::CapabilityMissing,
+                            format!("the plugin does not report `{missing}`"),
+                        ))
+                    } else if interface.submit_key.is_some() {
+                        submit_key_blocker(registry, facts, environment, policy.allow_os_injection)
                     } else {
-                        interface
-                            .requires
-                            .capabilities
-                            .iter()
-                            .find(|c| {
-                                !crate::drive::planner::has_capability(&session.capabilities, c)
-                            })
-                            .map(|missing| {
-                                (
-                                    BlockerCode::CapabilityMissing,
-                                    format!("the plugin does not report `{missing}`"),
-                                )
-                            })
+                        None
                     }
                 }
             };
+            let note = route_note(interface);
             RouteCheck {
                 rank: index + 1,
                 route: interface.route.map(|r| r.to_string()).unwrap_or_default(),
@@ -794,6 +811,7 @@ fn session_paths(
                     code: code.to_string(),
                     detail,
                 }),
+                note,
             }
         })
         .collect();
@@ -810,6 +828,211 @@ fn session_paths(
         workspace_folders: session.window.workspace_folders.clone(),
         window_pid: session.window.pid,
         project_layer,
+        chat: session.chat_readiness.as_ref().map(|readiness| ChatCheck {
+            ready: readiness.ready,
+            reason: readiness.reason.clone(),
+            recovery: if readiness.ready {
+                Vec::new()
+            } else {
+                registry
+                    .interfaces()
+                    .iter()
+                    .filter(|i| !i.recovery_for(BlockerCode::ChatNotReady).is_empty())
+                    .take(1)
+                    .flat_map(|i| hints(i, BlockerCode::ChatNotReady))
+                    .collect()
+            },
+        }),
         routes,
+    }
+}
+
+/// Why a route whose submit is a key press by the daemon cannot submit here: the policy
+/// forbids OS input, or no OS injector works (the first one's blocker says why).
+fn submit_key_blocker(
+    registry: &Registry,
+    facts: &Facts,
+    environment: &HashMap<String, Verdict>,
+    allow_os_injection: bool,
+) -> Option<(BlockerCode, String)> {
+    if !allow_os_injection {
+        return Some((
+            BlockerCode::PolicyForbidden,
+            "the route submits with a key press by the daemon, and the registry policy forbids OS input for this product".into(),
+        ));
+    }
+    let verdicts: Vec<Verdict> = registry
+        .interfaces()
+        .iter()
+        .filter(|i| i.route == Some(RouteKind::OsInjection))
+        .map(|i| {
+            environment
+                .get(&i.id)
+                .cloned()
+                .unwrap_or_else(|| environment_verdict(i, facts))
+        })
+        .collect();
+    if verdicts.iter().any(|v| v.status == Status::Ok) {
+        return None;
+    }
+    let why = verdicts
+        .iter()
+        .find_map(|v| v.blocker.clone())
+        .map(|(_, detail)| detail)
+        .unwrap_or_else(|| "none applies here".into());
+    Some((
+        BlockerCode::InjectorMissing,
+        format!("the route submits with a key press by the daemon, and no OS injector works here ({why})"),
+    ))
+}
+
+/// What a user should know about a plugin route beyond usable or not.
+fn route_note(interface: &koru_registry::Interface) -> Option<String> {
+    let only_new_chat = !interface.steps.is_empty()
+        && interface
+            .steps
+            .iter()
+            .all(|s| s.when == Some(koru_registry::StepCondition::NewChat));
+    let mut notes = Vec::new();
+    if only_new_chat {
+        notes.push("only for drives that ask for a new chat (--new-chat)".to_string());
+    }
+    if let Some(key) = &interface.submit_key {
+        notes.push(format!(
+            "submits with one {key} key press by the daemon into the verified window (unverified until observed)"
+        ));
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(readiness: Option<koru_protocol::ChatReadiness>) -> SessionInfo {
+        serde_json::from_value(serde_json::json!({
+            "session_id": "s_1", "role": "plugin", "client": {"name": "koru-vscode", "version": "0.1.0"},
+            "ide": {"product": "code-server", "version": "1.139.1", "app_name": "code-server"},
+            "window": {"pid": 7, "workspace_folders": ["/w"]},
+            "capabilities": [{"kind": "command", "id": "workbench.action.chat.open"}],
+            "protocol": 1, "connected_at_ms": 0, "last_seen_ms": 0, "health": "active", "chat": "unknown",
+            "chat_readiness": readiness
+        }))
+        .unwrap()
+    }
+
+    fn paths_of(session: &SessionInfo) -> SessionPaths {
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        session_paths(
+            session,
+            &loaded.registry,
+            None,
+            &Facts::default(),
+            &HashMap::new(),
+        )
+    }
+
+    #[test]
+    fn a_session_whose_chat_is_not_ready_says_why_and_what_to_do() {
+        let paths = paths_of(&session(Some(koru_protocol::ChatReadiness {
+            ready: false,
+            reason: Some("no language model is available to the chat".into()),
+        })));
+        let chat = paths.chat.expect("the session reports its chat");
+        assert!(!chat.ready);
+        assert_eq!(
+            chat.reason.as_deref(),
+            Some("no language model is available to the chat")
+        );
+        assert_eq!(
+            chat.recovery
+                .iter()
+                .map(|h| h.id.as_str())
+                .collect::<Vec<_>>(),
+            ["make_chat_ready"]
+        );
+    }
+
+    #[test]
+    fn a_ready_chat_needs_no_hint_and_a_silent_plugin_shows_nothing() {
+        let ready = paths_of(&session(Some(koru_protocol::ChatReadiness {
+            ready: true,
+            reason: None,
+        })));
+        assert!(ready.chat.as_ref().unwrap().ready);
+        assert!(ready.chat.unwrap().recovery.is_empty());
+        assert!(paths_of(&session(None)).chat.is_none());
+    }
+
+    #[test]
+    fn cursor_routes_say_which_drives_they_serve_and_a_key_press_route_needs_an_injector() {
+        let mut cursor = session(None);
+        cursor.ide.as_mut().unwrap().product = "cursor".parse().unwrap();
+        cursor.capabilities = ["composer.createNew", "composer.focusComposer"]
+            .into_iter()
+            .map(|id| koru_protocol::Capability::Command { id: id.into() })
+            .collect();
+        // No display here (default facts): no OS injector works.
+        let paths = paths_of(&cursor);
+        let route = |id: &str| {
+            paths
+                .routes
+                .iter()
+                .find(|r| r.interface == id)
+                .unwrap_or_else(|| panic!("{id} in {:?}", paths.routes))
+                .clone()
+        };
+        let new_chat = route("cursor_native_new_chat");
+        assert!(new_chat.usable);
+        assert_eq!(
+            new_chat.note.as_deref(),
+            Some("only for drives that ask for a new chat (--new-chat)")
+        );
+        let paste = route("cursor_plugin_drive");
+        assert!(
+            !paste.usable,
+            "the key press cannot happen without an injector"
+        );
+        let blocker = paste.blocker.unwrap();
+        assert_eq!(blocker.code, "injector_missing");
+        assert!(
+            blocker
+                .detail
+                .starts_with("the route submits with a key press by the daemon"),
+            "{}",
+            blocker.detail
+        );
+        assert!(paste.note.unwrap().contains("key press by the daemon"));
+    }
+
+    #[test]
+    fn a_chat_store_a_window_announced_counts_where_the_registry_locations_are_empty() {
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        let copilot = loaded.registry.get("chat_history_copilot_json").unwrap();
+        let mut facts = Facts::default();
+        assert_eq!(
+            environment_verdict(copilot, &facts).status,
+            Status::NotApplicable,
+            "nothing at the default locations"
+        );
+        let status: koru_protocol::StatusInfo = serde_json::from_value(serde_json::json!({
+            "version": "0", "pid": 1, "socket": "/s", "protocol": {"min": 1, "max": 1},
+            "started_at_ms": 0, "plugins": 1, "controllers": 0, "drives_active": 0, "drives_total": 0,
+            "observers": [{"store": "chat_history_copilot_json",
+                "root": "/home/me/.local/share/code-server/User/workspaceStorage/abc/chatSessions",
+                "exists": true, "watched": true, "files": 2, "announced": true, "announced_by": ["s_1"]}]
+        }))
+        .unwrap();
+        facts.daemon.status = Some(status);
+        let verdict = environment_verdict(copilot, &facts);
+        assert_eq!(verdict.status, Status::Ok);
+        assert!(
+            verdict
+                .facts
+                .iter()
+                .any(|f| f.ends_with("chatSessions: 2 file(s) (announced by s_1)")),
+            "{:?}",
+            verdict.facts
+        );
     }
 }

@@ -97,6 +97,22 @@ pub fn render(report: &DoctorReport) -> String {
                 .map(|p| format!(" [project registry {p}]"))
                 .unwrap_or_default()
         );
+        if let Some(chat) = &session.chat {
+            if chat.ready {
+                let _ = writeln!(out, "    chat: ready");
+            } else {
+                let _ = writeln!(
+                    out,
+                    "    chat: NOT READY — {} (drives wait for it)",
+                    chat.reason
+                        .as_deref()
+                        .unwrap_or("the plugin gave no reason")
+                );
+                for hint in &chat.recovery {
+                    let _ = writeln!(out, "       → {}: {}", hint.label, hint.does);
+                }
+            }
+        }
         if session.routes.is_empty() {
             let _ = writeln!(out, "    no route applies to this product");
         }
@@ -111,6 +127,9 @@ pub fn render(report: &DoctorReport) -> String {
                 "    {}. {:<13} {:<26} {state}",
                 route.rank, route.route, route.interface
             );
+            if let Some(note) = &route.note {
+                let _ = writeln!(out, "       ({note})");
+            }
             for hint in &route.recovery {
                 let _ = writeln!(out, "       → {}: {}", hint.label, hint.does);
             }

@@ -89,6 +89,10 @@ pub struct RouteCheck {
     pub blocker: Option<BlockerReport>,
     #[serde(default)]
     pub recovery: Vec<RecoveryHint>,
+    /// What else a user should know about the route here (which drives it serves, how it
+    /// submits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The drive paths of one connected IDE session.
@@ -105,7 +109,21 @@ pub struct SessionPaths {
     /// The project registry layer applied for this session, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project_layer: Option<String>,
+    /// Whether the window's chat can take a request now, as its plugin says (absent: the
+    /// plugin does not say); drives wait while it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<ChatCheck>,
     pub routes: Vec<RouteCheck>,
+}
+
+/// A session's chat readiness, with what to do when it is not ready.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChatCheck {
+    pub ready: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recovery: Vec<RecoveryHint>,
 }
 
 /// Whether the daemon answered, and what it said about itself.

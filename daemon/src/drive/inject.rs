@@ -1,10 +1,10 @@
-//! OS-injection execution for the planner: probing which injector works here, and running one delivery on a blocking thread whose outcome comes back to the state machine as an event. Behind a trait so the state machine's tests use a fake.
+//! OS-injection execution for the planner: probing which injector works here, running one delivery (or one submit key press after a plugin's paste) on a blocking thread whose outcome comes back to the state machine as an event. Behind a trait so the state machine's tests use a fake.
 
 use std::sync::Arc;
 
 use koru_injectors::{
-    deliver, Chord, DeliverOptions, Injector, Method, Stage, SwayWindows, TargetSpec,
-    WindowControl, WlClipboard, WtypeKeys, XclipClipboard, XdotoolKeys, XdotoolWindows,
+    deliver, press_in_focused, Chord, DeliverOptions, Injector, Method, Stage, SwayWindows,
+    TargetSpec, WindowControl, WlClipboard, WtypeKeys, XclipClipboard, XdotoolKeys, XdotoolWindows,
     YdotoolKeys,
 };
 use koru_protocol::{Blocker, WindowTarget};
@@ -31,6 +31,26 @@ pub struct InjectionJob {
     pub window_class: Option<String>,
 }
 
+/// One submit key press for a plugin route whose registry entry has `submit_key`: the
+/// plugin has pasted the prompt into its chat input; the daemon presses the key once into
+/// the plugin's window, and only if that window has focus now.
+#[derive(Debug, Clone)]
+pub struct KeyPressJob {
+    pub drive_id: String,
+    /// The OS-injection interfaces that may press the key, best first (the first that works
+    /// here does), or why none may.
+    pub injectors: Result<Vec<String>, Blocker>,
+    /// The plugin's window (its pid) and `extra_pids` (the plugin's parent).
+    pub window: WindowTarget,
+    pub extra_pids: Vec<u32>,
+    /// The product's window class pattern from the registry policy, if any.
+    pub window_class: Option<String>,
+    /// Whether the plugin last said its window has focus (`None`: it did not say).
+    pub plugin_focused: Option<bool>,
+    /// The key, as the registry writes it (`Return`).
+    pub chord: String,
+}
+
 /// How far an injection got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reached {
@@ -54,6 +74,9 @@ pub trait InjectionRunner: Send + Sync {
     fn probe(&self, interface: &str) -> Result<(), Blocker>;
     /// Starts a delivery; its outcome arrives later as `DaemonEvent::InjectionFinished`.
     fn start(&self, job: InjectionJob);
+    /// Starts a submit key press; its outcome (`reached: Submitted`, or `Pasted` with the
+    /// blocker) arrives later as `DaemonEvent::InjectionFinished`.
+    fn start_key_press(&self, job: KeyPressJob);
 }
 
 /// Runs injections for real on tokio's blocking pool.
@@ -159,6 +182,105 @@ impl InjectionRunner for SystemInjections {
             });
         });
     }
+
+    fn start_key_press(&self, job: KeyPressJob) {
+        let events = self.events.clone();
+        tokio::task::spawn_blocking(move || {
+            let outcome = press_submit_key(&job);
+            let _ = events.blocking_send(DaemonEvent::InjectionFinished {
+                outcome: Box::new(outcome),
+            });
+        });
+    }
+}
+
+/// Presses a route's submit key once into the plugin's window, synchronously: with the
+/// first injector that works here, only when the plugin does not say its window lost focus
+/// and the window that has focus belongs to the plugin's process family (as OS injection
+/// finds it). Never moves focus; any doubt leaves the prompt unsent.
+pub fn press_submit_key(job: &KeyPressJob) -> InjectionOutcome {
+    const NOT_PRESSED: &str = "the submit key was not pressed";
+    let failed = |blocker: Blocker| InjectionOutcome {
+        drive_id: job.drive_id.clone(),
+        reached: Reached::Pasted,
+        error: Some(Blocker::new(
+            &blocker.code,
+            format!("{}; {NOT_PRESSED}", blocker.detail),
+        )),
+    };
+    if job.plugin_focused == Some(false) {
+        return failed(Blocker::new(
+            koru_protocol::blocker::FOCUS_MISMATCH,
+            "the plugin reports that its window does not have focus",
+        ));
+    }
+    let interfaces = match &job.injectors {
+        Ok(interfaces) => interfaces,
+        Err(blocker) => return failed(blocker.clone()),
+    };
+    let mut refusals = Vec::new();
+    let injector =
+        interfaces
+            .iter()
+            .find_map(|interface| match SystemInjections::probe_now(interface) {
+                Ok(()) => injector_for(interface),
+                Err(blocker) => {
+                    refusals.push(blocker);
+                    None
+                }
+            });
+    let Some(injector) = injector else {
+        // The telling refusal: an injector for the display this desktop has but whose
+        // program is missing, rather than one for a display it does not have.
+        let telling = refusals
+            .iter()
+            .position(|b| b.code != koru_protocol::blocker::NO_DISPLAY)
+            .unwrap_or(0);
+        let first = refusals.into_iter().nth(telling).unwrap_or_else(|| {
+            Blocker::new(
+                koru_protocol::blocker::INJECTOR_MISSING,
+                "no OS injector is configured",
+            )
+        });
+        return failed(Blocker::new(
+            &first.code,
+            format!(
+                "no OS injector can press the submit key here ({})",
+                first.detail
+            ),
+        ));
+    };
+    let chord = match job.chord.parse::<Chord>() {
+        Ok(chord) => chord,
+        Err(error) => {
+            return failed(Blocker::new(
+                "injector_failed",
+                format!("the submit key {:?}: {error}", job.chord),
+            ))
+        }
+    };
+    let spec = match target_spec(&job.window, &job.extra_pids, job.window_class.as_deref()) {
+        Ok(spec) => spec,
+        Err(blocker) => return failed(blocker),
+    };
+    if let Some(detail) = screen_locked() {
+        return failed(Blocker::new("screen_locked", detail));
+    }
+    let windows = match injector.windows.find(&spec) {
+        Ok(windows) => windows,
+        Err(error) => return failed(Blocker::new(error.blocker(), error.to_string())),
+    };
+    match press_in_focused(&injector, &windows, &chord) {
+        Ok(window) => {
+            tracing::info!(drive_id = %job.drive_id, injector = injector.name, window = %window.id, title = %window.title, key = %job.chord, "pressed the submit key into the plugin's focused window");
+            InjectionOutcome {
+                drive_id: job.drive_id.clone(),
+                reached: Reached::Submitted,
+                error: None,
+            }
+        }
+        Err(error) => failed(Blocker::new(error.blocker(), error.to_string())),
+    }
 }
 
 /// Finds the target window and delivers, synchronously.
@@ -228,14 +350,13 @@ pub fn run(job: &InjectionJob) -> InjectionOutcome {
     }
 }
 
-/// The one window `window` (pid and/or title, plus `extra_pids` of the same IDE, narrowed by
-/// the product's `window_class`) names, refusing when the screen is locked.
-fn find_target(
-    injector: &Injector,
+/// What identifies the windows of `window` (pid and/or title, plus `extra_pids` of the same
+/// IDE, narrowed by the product's `window_class`).
+fn target_spec(
     window: &WindowTarget,
     extra_pids: &[u32],
     window_class: Option<&str>,
-) -> Result<koru_injectors::Window, Blocker> {
+) -> Result<TargetSpec, Blocker> {
     let mut spec = TargetSpec::default();
     if let Some(pid) = window.pid {
         spec = TargetSpec::for_pid(pid);
@@ -274,6 +395,18 @@ fn find_target(
             "no window pid or title to target",
         ));
     }
+    Ok(spec)
+}
+
+/// The one window `window` (pid and/or title, plus `extra_pids` of the same IDE, narrowed by
+/// the product's `window_class`) names, refusing when the screen is locked.
+fn find_target(
+    injector: &Injector,
+    window: &WindowTarget,
+    extra_pids: &[u32],
+    window_class: Option<&str>,
+) -> Result<koru_injectors::Window, Blocker> {
+    let spec = target_spec(window, extra_pids, window_class)?;
     if let Some(detail) = screen_locked() {
         return Err(Blocker::new("screen_locked", detail));
     }
@@ -346,6 +479,7 @@ pub fn screen_locked() -> Option<String> {
 pub struct RecordingInjections {
     pub usable: Arc<std::sync::Mutex<Vec<String>>>,
     pub started: Arc<std::sync::Mutex<Vec<InjectionJob>>>,
+    pub key_presses: Arc<std::sync::Mutex<Vec<KeyPressJob>>>,
 }
 
 impl InjectionRunner for RecordingInjections {
@@ -366,5 +500,69 @@ impl InjectionRunner for RecordingInjections {
         if let Ok(mut started) = self.started.lock() {
             started.push(job);
         }
+    }
+
+    fn start_key_press(&self, job: KeyPressJob) {
+        if let Ok(mut presses) = self.key_presses.lock() {
+            presses.push(job);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key_job(
+        plugin_focused: Option<bool>,
+        injectors: Result<Vec<String>, Blocker>,
+    ) -> KeyPressJob {
+        KeyPressJob {
+            drive_id: "d_1".into(),
+            injectors,
+            window: WindowTarget {
+                pid: Some(4242),
+                title: None,
+            },
+            extra_pids: Vec::new(),
+            window_class: None,
+            plugin_focused,
+            chord: "Return".into(),
+        }
+    }
+
+    #[test]
+    fn no_key_is_pressed_for_a_window_its_plugin_says_is_unfocused_or_a_policy_forbids() {
+        let unfocused = press_submit_key(&key_job(
+            Some(false),
+            Ok(vec!["os_injector_xdotool".into()]),
+        ));
+        assert_eq!(unfocused.reached, Reached::Pasted);
+        let blocker = unfocused.error.unwrap();
+        assert_eq!(blocker.code, "focus_mismatch");
+        assert!(
+            blocker.detail.contains("does not have focus")
+                && blocker.detail.ends_with("; the submit key was not pressed"),
+            "{}",
+            blocker.detail
+        );
+
+        let forbidden = press_submit_key(&key_job(
+            Some(true),
+            Err(Blocker::new("policy_forbidden", "the policy says no")),
+        ));
+        assert_eq!(forbidden.reached, Reached::Pasted);
+        assert_eq!(forbidden.error.unwrap().code, "policy_forbidden");
+
+        let unknown = press_submit_key(&key_job(None, Ok(vec!["os_injector_teleport".into()])));
+        let blocker = unknown.error.unwrap();
+        assert_eq!(blocker.code, "injector_missing");
+        assert!(
+            blocker
+                .detail
+                .starts_with("no OS injector can press the submit key here"),
+            "{}",
+            blocker.detail
+        );
     }
 }

@@ -13,6 +13,9 @@ pub struct Candidate {
     pub route: Route,
     /// The IDE commands a plugin runs (plugin routes).
     pub steps: Vec<DriveStep>,
+    /// The key the daemon presses after the plugin's steps proved `pasted` (a plugin route
+    /// whose registry entry has `submit_key`, for a drive that submits).
+    pub submit_key: Option<SubmitKey>,
     /// `Err` when the route cannot be tried now.
     pub usable: Result<(), Blocker>,
     /// The registry's recovery hint for the blocker, if any.
@@ -25,6 +28,16 @@ pub struct Candidate {
     /// Window class and title patterns the product's policy requires (OS injection).
     pub window_class: Option<String>,
     pub window_title: Option<String>,
+}
+
+/// A submit key the daemon presses into the plugin's window once the plugin has pasted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubmitKey {
+    /// The chord, as the registry writes it (`Return`).
+    pub chord: String,
+    /// The OS-injection interfaces that may press it, best first; `Err` when none may (the
+    /// policy forbids OS injection for the product, or none applies to this platform).
+    pub injectors: Result<Vec<String>, Blocker>,
 }
 
 /// What the planner knows about the target.
@@ -40,18 +53,22 @@ pub struct PlanInput<'a> {
     pub platform: Platform,
     /// The drive's `submit` option: steps are chosen by it.
     pub submit: bool,
+    /// The drive's `new_chat` option: steps with `when: new_chat` run only with it.
+    pub new_chat: bool,
 }
 
-/// The steps of an interface that run for a drive: those whose `when` matches `submit`;
-/// for a drive that must not submit, never a step that proves `submitted`.
-pub fn steps_for(steps: &[Step], submit: bool) -> Vec<DriveStep> {
+/// The steps of an interface that run for a drive: those whose `when` matches the drive's
+/// options; for a drive that must not submit, never a step that proves `submitted`.
+pub fn steps_for(steps: &[Step], submit: bool, new_chat: bool) -> Vec<DriveStep> {
     steps
         .iter()
         .filter(|step| match step.when {
             Some(StepCondition::Submit) => submit,
             Some(StepCondition::NoSubmit) => !submit,
-            None => submit || step.proves != StepStage::Submitted,
+            Some(StepCondition::NewChat) => new_chat,
+            None => true,
         })
+        .filter(|step| submit || step.proves != StepStage::Submitted)
         .map(|step| DriveStep {
             command: step.command.clone(),
             args: step.args.clone(),
@@ -129,22 +146,8 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
                     None => Ok(()),
                 },
             };
-            let steps = steps_for(&interface.steps, input.submit);
-            let usable = usable.and_then(|()| {
-                let leaves_unsent = steps.iter().any(|step| step.proves == AckStage::Pasted);
-                if !input.submit && !interface.steps.is_empty() && !leaves_unsent {
-                    Err(Blocker::new(
-                        koru_protocol::blocker::CAPABILITY_MISSING,
-                        format!(
-                            "`{}` cannot leave a prompt unsent: none of its steps proves `pasted` \
-                             (give it a step with `when: no_submit`)",
-                            interface.id
-                        ),
-                    ))
-                } else {
-                    Ok(())
-                }
-            });
+            // The registry's hint is for what is wrong with the route here; a route that
+            // does not fit the drive's options has nothing to fix.
             let hint = usable.as_ref().err().and_then(|blocker| {
                 let code: BlockerCode =
                     serde_json::from_value(serde_json::Value::String(blocker.code.clone())).ok()?;
@@ -153,10 +156,22 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
                     .first()
                     .map(|r| format!("{}: {}", r.label, r.does))
             });
+            let steps = steps_for(&interface.steps, input.submit, input.new_chat);
+            let usable = usable.and_then(|()| applies_to_drive(interface, &steps, input));
+            let submit_key = interface
+                .submit_key
+                .as_ref()
+                .filter(|_| input.submit && route != Route::OsInjection)
+                .filter(|_| !steps.iter().any(|s| s.proves == AckStage::Submitted))
+                .map(|chord| SubmitKey {
+                    chord: chord.clone(),
+                    injectors: key_injectors(input, product, policy.allow_os_injection),
+                });
             Candidate {
                 interface: interface.id.clone(),
                 route,
                 steps,
+                submit_key,
                 usable,
                 hint,
                 paste_chord: policy.paste_chord.clone(),
@@ -167,6 +182,74 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
             }
         })
         .collect()
+}
+
+/// Whether a plugin route's steps, as filtered for the drive, can deliver it: a drive that
+/// must not submit needs a step proving `pasted`; any drive needs at least one step.
+fn applies_to_drive(
+    interface: &koru_registry::Interface,
+    steps: &[DriveStep],
+    input: &PlanInput<'_>,
+) -> Result<(), Blocker> {
+    if interface.steps.is_empty() {
+        return Ok(());
+    }
+    let leaves_unsent = steps.iter().any(|step| step.proves == AckStage::Pasted);
+    if !input.submit && !leaves_unsent {
+        return Err(Blocker::new(
+            koru_protocol::blocker::CAPABILITY_MISSING,
+            format!(
+                "`{}` cannot leave a prompt unsent: none of its steps proves `pasted` \
+                 (give it a step with `when: no_submit`)",
+                interface.id
+            ),
+        ));
+    }
+    if steps.is_empty() {
+        let only_new_chat = interface
+            .steps
+            .iter()
+            .all(|step| step.when == Some(StepCondition::NewChat));
+        let why = if only_new_chat && !input.new_chat {
+            "its steps run only for drives that ask for a new chat (`koru send --new-chat`)"
+        } else {
+            "none of its steps applies to this drive's options"
+        };
+        return Err(Blocker::new(
+            koru_protocol::blocker::CAPABILITY_MISSING,
+            format!("`{}` has nothing to run: {why}", interface.id),
+        ));
+    }
+    Ok(())
+}
+
+/// The OS-injection interfaces that may press a route's submit key for `product`, best
+/// first, or why none may.
+fn key_injectors(
+    input: &PlanInput<'_>,
+    product: &str,
+    allow_os_injection: bool,
+) -> Result<Vec<String>, Blocker> {
+    if !allow_os_injection {
+        return Err(Blocker::new(
+            koru_protocol::blocker::POLICY_FORBIDDEN,
+            format!(
+                "the registry policy forbids OS injection for {product}, so Koru may not press the submit key"
+            ),
+        ));
+    }
+    let injectors: Vec<String> = rank_routes(input.registry, product, input.platform)
+        .into_iter()
+        .filter(|interface| interface.route == Some(RouteKind::OsInjection))
+        .map(|interface| interface.id.clone())
+        .collect();
+    if injectors.is_empty() {
+        return Err(Blocker::new(
+            koru_protocol::blocker::INJECTOR_MISSING,
+            format!("no OS injector of the registry applies to {product} on this platform to press the submit key"),
+        ));
+    }
+    Ok(injectors)
 }
 
 #[cfg(test)]
@@ -213,6 +296,7 @@ mod tests {
             plugin_connected: true,
             platform: Platform::Linux,
             submit: true,
+            new_chat: false,
         };
         let probe = |id: &str| {
             if id == "os_injector_xdotool" {
@@ -253,6 +337,7 @@ mod tests {
             plugin_connected: false,
             platform: Platform::Linux,
             submit: true,
+            new_chat: false,
         };
         let candidates = plan(&input, &|_| Ok(()));
         assert!(!candidates.is_empty());
@@ -275,6 +360,7 @@ mod tests {
             plugin_connected: true,
             platform: Platform::Linux,
             submit,
+            new_chat: false,
         }
     }
 
@@ -345,5 +431,104 @@ mod tests {
         );
         input.submit = true;
         assert!(plan(&input, &|_| Ok(()))[0].usable.is_ok());
+    }
+
+    fn cursor_input<'a>(
+        registry: &'a Registry,
+        capabilities: &'a [Capability],
+        submit: bool,
+        new_chat: bool,
+    ) -> PlanInput<'a> {
+        PlanInput {
+            product: Some("cursor"),
+            new_chat,
+            ..vscode_input(registry, capabilities, submit)
+        }
+    }
+
+    #[test]
+    fn cursor_pastes_by_plugin_and_leaves_the_submit_key_to_the_daemon() {
+        let registry = registry("");
+        let capabilities = ["composer.focusComposer", "composer.createNew"]
+            .map(|id| Capability::Command { id: id.into() });
+        let candidates = plan(
+            &cursor_input(&registry, &capabilities, true, false),
+            &|_| Ok(()),
+        );
+        assert_eq!(
+            summary(&candidates)[..2],
+            [
+                "cursor_native_new_chat capability_missing",
+                "cursor_plugin_drive ok"
+            ]
+        );
+        assert_eq!(
+            candidates[0].hint, None,
+            "nothing to fix: the drive did not ask"
+        );
+        let new_chat_only = candidates[0].usable.as_ref().unwrap_err();
+        assert!(
+            new_chat_only
+                .detail
+                .contains("only for drives that ask for a new chat"),
+            "{}",
+            new_chat_only.detail
+        );
+        assert_eq!(
+            commands(&candidates[1]),
+            [
+                "composer.focusComposer [] -> focused",
+                "editor.action.clipboardPasteAction [] -> pasted"
+            ]
+        );
+        let key = candidates[1].submit_key.as_ref().expect("a submit key");
+        assert_eq!(key.chord, "Return");
+        assert_eq!(
+            key.injectors.as_ref().unwrap(),
+            &[
+                "os_injector_wtype",
+                "os_injector_xdotool",
+                "os_injector_enigo",
+                "os_injector_ydotool"
+            ]
+        );
+
+        // A drive that asks for a new chat is submitted by Cursor's own command.
+        let new_chat = plan(&cursor_input(&registry, &capabilities, true, true), &|_| {
+            Ok(())
+        });
+        assert!(new_chat[0].usable.is_ok());
+        assert_eq!(
+            commands(&new_chat[0]),
+            [
+                r#"composer.createNew [Object {"autoSubmit": Bool(true), "focusMainInputBox": Bool(true), "openInNewTab": Bool(true), "partialState": Object {"text": String("$prompt")}}] -> submitted"#
+            ]
+        );
+        assert_eq!(new_chat[0].submit_key, None);
+
+        // A drive left unsent gets no key, and never the submitting new-chat command.
+        let unsent = plan(
+            &cursor_input(&registry, &capabilities, false, true),
+            &|_| Ok(()),
+        );
+        assert_eq!(
+            summary(&unsent)[..2],
+            [
+                "cursor_native_new_chat capability_missing",
+                "cursor_plugin_drive ok"
+            ]
+        );
+        assert_eq!(unsent[1].submit_key, None);
+
+        // A policy without OS injection leaves the key unpressable, and says so.
+        let registry = super::tests::registry(
+            "policy:\n  products:\n    cursor: {allow_os_injection: false}\n",
+        );
+        let forbidden = plan(
+            &cursor_input(&registry, &capabilities, true, false),
+            &|_| Ok(()),
+        );
+        let key = forbidden[1].submit_key.as_ref().unwrap();
+        assert_eq!(key.injectors.as_ref().unwrap_err().code, "policy_forbidden");
     }
 }

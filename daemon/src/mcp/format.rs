@@ -1,6 +1,6 @@
 //! Compact text for MCP tool results: a controller LLM pays for every token, so sessions are one line of facts each and a drive is a few lines — state, route, furthest stage, blockers with hints.
 
-use koru_protocol::{AttemptOutcome, DriveInfo, DriveObservation, DriveState, SessionInfo};
+use koru_protocol::{AttemptOutcome, DriveInfo, DriveState, SessionInfo};
 use koru_registry::Interface;
 
 /// One line per plugin session: `id product version [focused] [busy] folders… (drives: n queued)`.
@@ -50,19 +50,6 @@ pub fn sessions(sessions: &[SessionInfo]) -> String {
         .join("\n")
 }
 
-/// A reply's length and excerpt, or `None` when its source saw only that the reply ended
-/// and not its text (the VS Code plugin: the chat's result carries no text), so that
-/// nothing prints "0 chars" for a reply it did not read.
-pub fn reply_text(observation: &DriveObservation) -> Option<(usize, &str)> {
-    if observation.reply_excerpt.is_none() && observation.reply_length.is_none() {
-        return None;
-    }
-    Some((
-        observation.reply_length.unwrap_or(0),
-        observation.reply_excerpt.as_deref().unwrap_or(""),
-    ))
-}
-
 /// The furthest delivery stage in a drive's history.
 pub fn furthest_stage(drive: &DriveInfo) -> DriveState {
     drive
@@ -72,6 +59,30 @@ pub fn furthest_stage(drive: &DriveInfo) -> DriveState {
         .filter(|state| !state.is_terminal())
         .max_by_key(|state| crate::app::drives::rank(*state))
         .unwrap_or(DriveState::Queued)
+}
+
+/// Where an observation comes from: `STORE chat ID`, or the window's chat through its plugin.
+pub fn observation_place(o: &koru_protocol::DriveObservation) -> String {
+    if o.store == crate::app::PLUGIN_OBSERVATION_STORE {
+        "the window's chat (through its plugin)".to_string()
+    } else {
+        format!("{} chat {}", o.store, o.chat_id)
+    }
+}
+
+/// A completed reply in one line: its length and start, or that the chat gave no text.
+pub fn reply_line(o: &koru_protocol::DriveObservation) -> String {
+    match &o.reply_excerpt {
+        Some(excerpt) => format!(
+            "reply ({} chars) in {}: {excerpt}",
+            o.reply_length.unwrap_or(excerpt.chars().count()),
+            observation_place(o)
+        ),
+        None => format!(
+            "reply finished in {} (the chat gives plugins no reply text; get_drive shows it once the chat's history store has it)",
+            observation_place(o)
+        ),
+    }
 }
 
 /// A drive in a few lines: `drive ID STATE: reached STAGE by ROUTE (INTERFACE)`, then the
@@ -103,6 +114,12 @@ pub fn drive(drive: &DriveInfo) -> String {
     if let (Some(finished), created) = (drive.finished_at_ms, drive.created_at_ms) {
         text.push_str(&format!(", {} ms", finished.saturating_sub(created)));
     }
+    if let Some(evidence) = drive.submit_evidence {
+        text.push_str(&format!("\nsubmitted on evidence {}", evidence.as_str()));
+    }
+    if let Some(waiting) = &drive.waiting {
+        text.push_str(&format!("\nwaiting {}: {}", waiting.code, waiting.detail));
+    }
     if let Some(blocker) = &drive.blocker {
         text.push_str(&format!("\nblocker {}: {}", blocker.code, blocker.detail));
     }
@@ -111,10 +128,14 @@ pub fn drive(drive: &DriveInfo) -> String {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        text.push_str(&format!(
-            "\nchat history: {stage} in chat {}",
-            observed.chat_id
-        ));
+        if observed.store == crate::app::PLUGIN_OBSERVATION_STORE {
+            text.push_str(&format!("\nchat (via plugin): {stage}"));
+        } else {
+            text.push_str(&format!(
+                "\nchat history: {stage} in chat {}",
+                observed.chat_id
+            ));
+        }
         if let Some(excerpt) = &observed.reply_excerpt {
             text.push_str(&format!(
                 " — reply ({} chars): {excerpt}",
@@ -231,26 +252,6 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_whose_text_nobody_reported_has_no_length_rather_than_zero() {
-        let observation = |excerpt: Option<&str>, length: Option<usize>| DriveObservation {
-            store: "plugin".into(),
-            chat_id: "s_1".into(),
-            stage: koru_protocol::ObservedStage::Replied,
-            basis: koru_protocol::ObservationBasis::Explicit,
-            at_ms: 1,
-            reply_excerpt: excerpt.map(str::to_string),
-            reply_length: length,
-            detail: None,
-        };
-        assert_eq!(reply_text(&observation(None, None)), None);
-        assert_eq!(
-            reply_text(&observation(Some("Done"), Some(4))),
-            Some((4, "Done"))
-        );
-        assert_eq!(reply_text(&observation(None, Some(0))), Some((0, "")));
-    }
-
-    #[test]
     fn a_drive_that_fell_back_shows_the_route_used_and_why_the_first_did_not_work() {
         let drive = drive_from(serde_json::json!({
             "drive_id": "d_1", "target": "focused", "session_id": "s_9", "route": "plugin_drive",
@@ -283,6 +284,38 @@ mod tests {
         expect![[r#"
             drive d_2 failed: reached sent by native_send in session s_1
             blocker plugin_disconnected: the window closed"#]]
+        .assert_eq(&super::drive(&drive));
+    }
+
+    #[test]
+    fn a_drive_shows_what_proves_it_was_submitted_and_what_the_chat_said_through_the_plugin() {
+        let drive = drive_from(serde_json::json!({
+            "drive_id": "d_3", "target": "focused", "session_id": "s_1", "route": "native_send",
+            "options": {"submit": true}, "state": "done", "created_at_ms": 0, "finished_at_ms": 40,
+            "prompt_chars": 1, "prompt_excerpt": "x", "submit_evidence": "chat_running",
+            "history": [{"state": "queued", "at_ms": 0}, {"state": "submitted", "at_ms": 39}, {"state": "done", "at_ms": 40}],
+            "observation": {"store": "plugin", "chat_id": "s_1", "stage": "needs_input", "basis": "explicit",
+                "at_ms": 90, "detail": "run_in_terminal waits for approval"}
+        }));
+        expect![[r#"
+            drive d_3 done: reached submitted by native_send in session s_1, 40 ms
+            submitted on evidence chat_running
+            chat (via plugin): needs_input (run_in_terminal waits for approval)"#]]
+        .assert_eq(&super::drive(&drive));
+    }
+
+    #[test]
+    fn a_waiting_drive_says_why() {
+        let drive = drive_from(serde_json::json!({
+            "drive_id": "d_4", "target": "focused", "session_id": "s_1", "route": "plugin_drive",
+            "options": {"submit": true}, "state": "queued", "created_at_ms": 0,
+            "prompt_chars": 1, "prompt_excerpt": "x",
+            "history": [{"state": "queued", "at_ms": 0}],
+            "waiting": {"code": "chat_not_ready", "detail": "waits: the window's chat cannot take a request now (signed out)"}
+        }));
+        expect![[r#"
+            drive d_4 queued: reached queued by plugin_drive in session s_1
+            waiting chat_not_ready: waits: the window's chat cannot take a request now (signed out)"#]]
         .assert_eq(&super::drive(&drive));
     }
 }

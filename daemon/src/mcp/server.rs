@@ -248,10 +248,10 @@ impl KoruMcp {
                 }
                 if wait == WaitFor::Replied && drive.state == koru_protocol::DriveState::Done {
                     match &drive.observation {
-                        Some(o) if o.stage == koru_protocol::ObservedStage::Replied => text.push_str(&match format::reply_text(o) {
-                            Some((length, excerpt)) => format!("\nreply ({length} chars): {excerpt}"),
-                            None => "\nreply: completed (its text was not reported)".to_string(),
-                        }),
+                        Some(o) if o.stage == koru_protocol::ObservedStage::Replied => {
+                            text.push('\n');
+                            text.push_str(&format::reply_line(o));
+                        }
                         Some(o) => text.push_str(&format!("\nchat history: {}", serde_json::to_value(o.stage).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())),
                         None => text.push_str("\nreply: not observed (no chat history showed the prompt within the wait)"),
                     }
@@ -324,18 +324,7 @@ impl KoruMcp {
                     );
                 };
                 match observation.stage {
-                    koru_protocol::ObservedStage::Replied => {
-                        ok(match format::reply_text(observation) {
-                            Some((length, excerpt)) => format!(
-                                "reply ({length} chars) in {} chat {}: {excerpt}",
-                                observation.store, observation.chat_id
-                            ),
-                            None => format!(
-                                "reply in {} chat {} (its text was not reported)",
-                                observation.store, observation.chat_id
-                            ),
-                        })
-                    }
+                    koru_protocol::ObservedStage::Replied => ok(format::reply_line(observation)),
                     stage => {
                         let stage = serde_json::to_value(stage)
                             .ok()
@@ -344,9 +333,8 @@ impl KoruMcp {
                         failed(ToolError::new(
                             &stage,
                             format!(
-                                "drive {drive_id} is {stage} in {} chat {}{}",
-                                observation.store,
-                                observation.chat_id,
+                                "drive {drive_id} is {stage} in {}{}",
+                                format::observation_place(observation),
                                 observation
                                     .detail
                                     .as_deref()

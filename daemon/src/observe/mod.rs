@@ -1,5 +1,6 @@
-//! Chat-store observers: read the AI agents' own history stores, strictly read-only and incrementally, and turn them into one event vocabulary (`ObservedEvent`) for the daemon's stream, `koru observe` and `koru chats`. Parsers are pure (line parsers for JSONL stores, snapshot readers diffed by `snapshot` for the rest); following a file (`follow`, `tail`), knowing where stores keep their files (`stores`) and watching (`watcher`) are separate.
+//! Chat-store observers: read the AI agents' own history stores, strictly read-only and incrementally, and turn them into one event vocabulary (`ObservedEvent`) for the daemon's stream, `koru observe` and `koru chats`. Parsers are pure (line parsers for JSONL stores, snapshot readers diffed by `snapshot` for the rest); following a file (`follow`, `tail`), knowing where stores keep their files (`stores`), the folders plugin sessions announce (`announced`) and watching (`watcher`) are separate.
 
+pub mod announced;
 pub mod claude_code;
 pub mod cline;
 pub mod cline_sdk;

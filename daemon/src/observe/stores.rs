@@ -19,6 +19,9 @@ pub enum Store {
     Codex,
     /// `<root = workspaceStorage>/<hash>/chatSessions/<session>.json|.jsonl`
     Copilot,
+    /// `<root = workspaceStorage/<hash>/chatSessions>/<session>.json|.jsonl`: one window's
+    /// Copilot chat sessions, the folder its plugin announced (same store, same files).
+    CopilotWindow,
     /// `<root = globalStorage>/state.vscdb` (plus `-wal`, `-shm`)
     Cursor,
     /// `<root = workspaceStorage>/<hash>/state.vscdb`: Cursor's chat panel from before
@@ -35,6 +38,8 @@ pub enum Store {
 }
 
 impl Store {
+    /// The stores the registry gives locations for (`CopilotWindow` roots come only from
+    /// plugin sessions' announcements).
     pub const ALL: [Store; 9] = [
         Store::ClaudeCode,
         Store::Codex,
@@ -52,7 +57,7 @@ impl Store {
         match self {
             Store::ClaudeCode => claude_code::STORE,
             Store::Codex => codex::STORE,
-            Store::Copilot => copilot::STORE,
+            Store::Copilot | Store::CopilotWindow => copilot::STORE,
             Store::Cursor => cursor::STORE,
             Store::CursorLegacy => cursor::LEGACY_STORE,
             Store::Cline => cline::STORE,
@@ -65,7 +70,7 @@ impl Store {
     /// Directory levels between the root and a session file's folder.
     pub fn depth(self) -> usize {
         match self {
-            Store::Cursor | Store::Antigravity => 0,
+            Store::Cursor | Store::Antigravity | Store::CopilotWindow => 0,
             Store::ClaudeCode | Store::Cline | Store::ClineSessions | Store::CursorLegacy => 1,
             Store::Copilot | Store::Gemini => 2,
             Store::Codex => 3,
@@ -81,7 +86,7 @@ impl Store {
     /// The name the session file's folder must have, if any.
     fn folder_name(self) -> Option<&'static str> {
         match self {
-            Store::Copilot => Some("chatSessions"),
+            Store::Copilot | Store::CopilotWindow => Some("chatSessions"),
             Store::Gemini => Some("chats"),
             _ => None,
         }
@@ -95,7 +100,9 @@ impl Store {
                 name.starts_with("rollout-")
                     && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst"))
             }
-            Store::Copilot => name.ends_with(".json") || name.ends_with(".jsonl"),
+            Store::Copilot | Store::CopilotWindow => {
+                name.ends_with(".json") || name.ends_with(".jsonl")
+            }
             Store::Cursor | Store::CursorLegacy => name == "state.vscdb",
             Store::Cline => name == "ui_messages.json",
             // The manifest; its messages file and compaction file sit beside it.
@@ -219,8 +226,8 @@ impl Store {
                 path,
                 Box::new(move || Box::new(codex::CodexParser::new(&stem))),
             )),
-            Store::Copilot => {
-                // workspaceStorage/<hash>/chatSessions/<file>
+            Store::Copilot | Store::CopilotWindow => {
+                // workspaceStorage/<hash>/chatSessions/<file>, whichever folder is the root
                 let workspace =
                     side_file_workspace(path, "workspace.json", copilot::workspace_from_json);
                 log_or_document(
@@ -492,6 +499,23 @@ mod tests {
                 "{store:?} {path}"
             );
         }
+        // One window's announced chatSessions folder is itself the root.
+        let chat_sessions = Path::new("/u/workspaceStorage/h1/chatSessions");
+        for (path, yes) in [
+            ("/u/workspaceStorage/h1/chatSessions/s1.jsonl", true),
+            ("/u/workspaceStorage/h1/chatSessions/s1.json", true),
+            ("/u/workspaceStorage/h1/chatSessions/sub/s1.json", false),
+            ("/u/workspaceStorage/h1/workspace.json", false),
+        ] {
+            assert_eq!(
+                Store::CopilotWindow.is_session_under(chat_sessions, Path::new(path)),
+                yes,
+                "{path}"
+            );
+        }
+        assert!(!Store::CopilotWindow.is_session_under(root, Path::new("/r/s1.json")));
+        assert_eq!(Store::CopilotWindow.id(), Store::Copilot.id());
+        assert!(!Store::ALL.contains(&Store::CopilotWindow));
         assert_eq!(
             Store::Cursor.session_path(Path::new("/r/state.vscdb-wal")),
             Path::new("/r/state.vscdb")

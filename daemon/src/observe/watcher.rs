@@ -1,6 +1,6 @@
-//! Watches the chat stores' directories (notify, plus a slow periodic rescan as a safety net for missed events and full inotify tables), reads what changed incrementally, runs the pure parsers, infers quiet completions, and sends the observations to the daemon loop.
+//! Watches the chat stores' directories (notify, plus a slow periodic rescan as a safety net for missed events and full inotify tables), reads what changed incrementally, runs the pure parsers, infers quiet completions, and sends the observations to the daemon loop. Besides the registry's roots it observes the folders plugin sessions announce, for as long as a session that announced them lasts.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -9,6 +9,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::announced::{self, AnnounceConfig, RootsChange};
 use super::follow::{Follower, ReadProblem};
 use super::stores::Store;
 use super::Observation;
@@ -27,6 +28,8 @@ pub struct ObserveConfig {
     pub quiet: Duration,
     /// How often every root is listed again, whatever notify said.
     pub rescan: Duration,
+    /// Which store roots a plugin session's announced `window.storage` maps to.
+    pub announce: AnnounceConfig,
 }
 
 impl Default for ObserveConfig {
@@ -35,6 +38,7 @@ impl Default for ObserveConfig {
             roots: Vec::new(),
             quiet: Duration::from_secs(5),
             rescan: Duration::from_secs(10),
+            announce: AnnounceConfig::default(),
         }
     }
 }
@@ -47,13 +51,32 @@ struct Followed {
     last_change_ms: u64,
 }
 
+/// One store root being observed.
+#[derive(Debug)]
+struct Root {
+    store: Store,
+    path: PathBuf,
+    /// A registry location (observed for the daemon's life), not only announced.
+    registry: bool,
+    /// The sessions that announced it (or a folder inside it that it covers).
+    sessions: BTreeSet<String>,
+    /// Known to be a directory the daemon's user owns. An announced root that did not
+    /// exist when it was announced is checked when it appears; until then nothing under
+    /// it is read.
+    checked: bool,
+}
+
 struct State {
     config: ObserveConfig,
+    roots: Vec<Root>,
+    /// The daemon's user, who must own every announced folder.
+    uid: u32,
     files: HashMap<PathBuf, Followed>,
     /// Files that could not be used at their last read, by path.
     problems: BTreeMap<PathBuf, (Store, PathBuf, StoreProblem)>,
     /// Roots notify refused to watch, with the reason.
     unwatched: HashMap<PathBuf, String>,
+    /// Roots that hold a notify watch of their own.
     watched: Vec<PathBuf>,
     last_health: Vec<ObserverStatus>,
     /// Files or problems changed since the health was last reported.
@@ -65,11 +88,28 @@ impl State {
     /// The store and root `path` is a session file of (after mapping a database's side
     /// files to the database), if any.
     fn store_of(&self, path: &Path) -> Option<(Store, PathBuf, PathBuf)> {
-        self.config.roots.iter().find_map(|(store, root)| {
-            let session = store.session_path(path);
-            store
-                .is_session_under(root, &session)
-                .then(|| (*store, root.clone(), session))
+        self.roots.iter().filter(|r| r.checked).find_map(|root| {
+            let session = root.store.session_path(path);
+            root.store
+                .is_session_under(&root.path, &session)
+                .then(|| (root.store, root.path.clone(), session))
+        })
+    }
+
+    /// Whether change notifications reach `root`: its own watch, or the recursive watch
+    /// of a root it lies inside (inotify keeps one watch per directory, so a second one
+    /// would be the same watch, and removing it would blind the enclosing root).
+    fn notified(&self, root: &Path) -> bool {
+        self.watched.iter().any(|w| w == root) || self.enclosing_watch(root).is_some()
+    }
+
+    /// A recursively watched root that `path` lies strictly inside.
+    fn enclosing_watch(&self, path: &Path) -> Option<&Root> {
+        self.roots.iter().find(|r| {
+            r.store.recursive()
+                && r.path != path
+                && path.starts_with(&r.path)
+                && self.watched.contains(&r.path)
         })
     }
 
@@ -176,7 +216,12 @@ impl State {
     /// Lists every root again, reading each session file (unchanged files cost a stat);
     /// unreadable directories are problems too.
     async fn rescan(&mut self, replay: bool) {
-        let roots = self.config.roots.clone();
+        let roots: Vec<(Store, PathBuf)> = self
+            .roots
+            .iter()
+            .filter(|r| r.checked)
+            .map(|r| (r.store, r.path.clone()))
+            .collect();
         for (store, root) in roots {
             for path in store.session_files(&root) {
                 self.follow(&path, replay).await;
@@ -209,29 +254,30 @@ impl State {
     async fn report_health(&mut self) {
         self.health_changed = false;
         let health: Vec<ObserverStatus> = self
-            .config
             .roots
             .iter()
-            .map(|(store, root)| {
-                let watch_error = self.unwatched.get(root).cloned();
+            .map(|root| {
+                let (store, path) = (root.store, &root.path);
                 ObserverStatus {
                     store: store.id().to_string(),
-                    root: root.display().to_string(),
-                    exists: root.exists(),
-                    watched: self.watched.contains(root),
-                    watch_error,
+                    root: path.display().to_string(),
+                    exists: path.exists(),
+                    watched: self.notified(path),
+                    watch_error: self.unwatched.get(path).cloned(),
                     files: self
                         .files
                         .values()
-                        .filter(|f| f.store == *store && &f.root == root)
+                        .filter(|f| f.store == store && &f.root == path)
                         .count(),
                     problems: self
                         .problems
                         .values()
-                        .filter(|(s, r, _)| s == store && r == root)
+                        .filter(|(s, r, _)| *s == store && r == path)
                         .map(|(_, _, p)| p.clone())
                         .take(PROBLEMS_KEPT)
                         .collect(),
+                    announced_by: root.sessions.iter().cloned().collect(),
+                    announced: !root.registry,
                 }
             })
             .collect();
@@ -244,13 +290,45 @@ impl State {
         }
     }
 
+    /// Checks the announced roots that appeared since they were announced (a root that
+    /// is not a directory the daemon's user owns is dropped, with the reason logged).
+    fn check_appeared(&mut self) {
+        let uid = self.uid;
+        self.roots.retain_mut(|root| {
+            if root.checked || !root.path.exists() {
+                return true;
+            }
+            match announced::check_folder(&root.path, uid) {
+                Ok(()) => {
+                    root.checked = true;
+                    true
+                }
+                Err(reason) => {
+                    tracing::warn!(root = %root.path.display(), sessions = ?root.sessions, %reason,
+                        "not observing a folder a window announced");
+                    false
+                }
+            }
+        });
+    }
+
     /// Watches the roots that exist and are not watched yet.
     fn arm(&mut self, watcher: &mut Option<notify::RecommendedWatcher>) {
+        self.check_appeared();
         let Some(watcher) = watcher.as_mut() else {
             return;
         };
-        for (store, root) in &self.config.roots {
-            if self.watched.contains(root) || !root.is_dir() {
+        let mut to_watch = Vec::new();
+        for root in self.roots.iter().filter(|r| r.checked) {
+            let path = &root.path;
+            if self.notified(path) || !path.is_dir() {
+                continue;
+            }
+            to_watch.push((root.store, path.clone()));
+        }
+        for (store, root) in &to_watch {
+            // An enclosing root watched earlier in this pass covers it now.
+            if self.notified(root) {
                 continue;
             }
             let mode = if store.recursive() {
@@ -260,6 +338,7 @@ impl State {
             };
             match watcher.watch(root, mode) {
                 Ok(()) => {
+                    tracing::debug!(root = %root.display(), "watching a chat store");
                     self.watched.push(root.clone());
                     self.unwatched.remove(root);
                 }
@@ -282,10 +361,114 @@ impl State {
     }
 }
 
-/// Watches until `shutdown`.
+impl State {
+    /// Observes the chat-store folders of the window whose plugin session announced
+    /// `storage`: each derived root is checked, joined to a root that already covers it
+    /// (a registry location, or the same folder announced by another session), or added,
+    /// watched and its history read as history (replay).
+    async fn add_session(
+        &mut self,
+        session_id: &str,
+        storage: &koru_protocol::WindowStorage,
+        watcher: &mut Option<notify::RecommendedWatcher>,
+    ) {
+        let derived = announced::window_store_roots(storage, &self.config.announce, self.uid);
+        for reason in &derived.refused {
+            tracing::warn!(session_id, %reason, "not observing a folder the window announced");
+        }
+        let mut added = Vec::new();
+        for (store, path) in derived.roots {
+            let covering = self.roots.iter_mut().find(|root| {
+                announced::covers(root.store, &announced::resolve(&root.path), store, &path)
+            });
+            if let Some(root) = covering {
+                tracing::debug!(session_id, announced = %path.display(), root = %root.path.display(),
+                    "an announced chat-store folder is already observed");
+                root.sessions.insert(session_id.to_string());
+                continue;
+            }
+            // Inside a recursively observed root, spell it as that root does: its watch
+            // reports changes under that spelling.
+            let path = self
+                .roots
+                .iter()
+                .filter(|r| r.store.recursive())
+                .find_map(|r| {
+                    let resolved = announced::resolve(&r.path);
+                    let rest = path.strip_prefix(&resolved).ok()?;
+                    (!rest.as_os_str().is_empty()).then(|| r.path.join(rest))
+                })
+                .unwrap_or(path);
+            tracing::info!(session_id, store = store.id(), root = %path.display(), "observing a chat-store folder the window announced");
+            if watcher.is_none() {
+                self.unwatched
+                    .insert(path.clone(), "change notifications are unavailable".into());
+            }
+            self.roots.push(Root {
+                store,
+                checked: path.is_dir(),
+                path: path.clone(),
+                registry: false,
+                sessions: BTreeSet::from([session_id.to_string()]),
+            });
+            added.push((store, path));
+        }
+        self.arm(watcher);
+        for (store, root) in added {
+            if !self.roots.iter().any(|r| r.path == root && r.checked) {
+                continue;
+            }
+            for path in store.session_files(&root) {
+                self.follow(&path, true).await;
+            }
+        }
+        self.health_changed = true;
+    }
+
+    /// The session ended: roots only it announced are no longer observed (their watches
+    /// removed, their files forgotten).
+    fn remove_session(
+        &mut self,
+        session_id: &str,
+        watcher: &mut Option<notify::RecommendedWatcher>,
+    ) {
+        let mut gone = Vec::new();
+        for root in &mut self.roots {
+            if root.sessions.remove(session_id) {
+                self.health_changed = true;
+                if !root.registry && root.sessions.is_empty() {
+                    gone.push((root.store, root.path.clone()));
+                }
+            }
+        }
+        self.roots.retain(|r| r.registry || !r.sessions.is_empty());
+        for (store, path) in gone {
+            tracing::info!(session_id, store = store.id(), root = %path.display(), "no longer observing a chat-store folder: the session that announced it ended");
+            let shared = self.roots.iter().any(|r| r.path == path);
+            if let Some(position) = self.watched.iter().position(|w| *w == path) {
+                // A watch an enclosing root shares (it was armed later) stays for that root.
+                if !shared && self.enclosing_watch(&path).is_none() {
+                    if let Some(watcher) = watcher.as_mut() {
+                        let _ = watcher.unwatch(&path);
+                    }
+                }
+                self.watched.remove(position);
+            }
+            self.unwatched.remove(&path);
+            self.files
+                .retain(|_, f| !(f.store == store && f.root == path));
+            self.problems
+                .retain(|_, (s, r, _)| !(*s == store && *r == path));
+        }
+    }
+}
+
+/// Watches until `shutdown`, adding and dropping the roots plugin sessions announce as
+/// `announcements` says.
 pub async fn run(
     config: ObserveConfig,
     events: mpsc::Sender<DaemonEvent>,
+    mut announcements: mpsc::UnboundedReceiver<RootsChange>,
     shutdown: CancellationToken,
 ) {
     let (changed_tx, mut changed_rx) = mpsc::unbounded_channel::<PathBuf>();
@@ -311,8 +494,21 @@ pub async fn run(
             None
         }
     };
+    let roots = config
+        .roots
+        .iter()
+        .map(|(store, path)| Root {
+            store: *store,
+            path: path.clone(),
+            registry: true,
+            sessions: BTreeSet::new(),
+            checked: true,
+        })
+        .collect();
     let mut state = State {
         config,
+        roots,
+        uid: nix::unistd::getuid().as_raw(),
         files: HashMap::new(),
         problems: BTreeMap::new(),
         unwatched: HashMap::new(),
@@ -322,10 +518,11 @@ pub async fn run(
         events,
     };
     if watcher.is_none() {
-        for (_, root) in &state.config.roots {
-            state
-                .unwatched
-                .insert(root.clone(), "change notifications are unavailable".into());
+        for root in &state.roots {
+            state.unwatched.insert(
+                root.path.clone(),
+                "change notifications are unavailable".into(),
+            );
         }
     }
     state.arm(&mut watcher);
@@ -356,6 +553,19 @@ pub async fn run(
             _ = rescan.tick() => {
                 state.arm(&mut watcher);
                 state.rescan(false).await;
+            }
+            Some(change) = announcements.recv() => {
+                match change {
+                    RootsChange::Add { session_id, storage } => {
+                        state.add_session(&session_id, &storage, &mut watcher).await;
+                    }
+                    RootsChange::Remove { session_id } => {
+                        state.remove_session(&session_id, &mut watcher);
+                    }
+                }
+                if state.health_changed {
+                    state.report_health().await;
+                }
             }
             _ = quiet.tick() => state.check_quiet().await,
         }

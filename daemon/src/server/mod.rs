@@ -80,7 +80,7 @@ pub async fn run(
     for diagnostic in &registry.diagnostics {
         tracing::warn!(%diagnostic, "registry problem; that layer is left out");
     }
-    let app = App::new(
+    let mut app = App::new(
         AppConfig {
             socket_display: bound.path().display().to_string(),
             heartbeat_ms: config.heartbeat.as_millis() as u64,
@@ -102,6 +102,14 @@ pub async fn run(
             config.registry_paths.clone(),
         )),
     );
+    // The watcher learns the folders plugin sessions announce through this channel; the
+    // state machine only sends on it.
+    let (announced_tx, announced_rx) = mpsc::unbounded_channel();
+    if config.observe.is_some() {
+        app = app.with_session_store_roots(Box::new(
+            crate::observe::announced::WatcherSessionRoots::new(announced_tx),
+        ));
+    }
     let tick = (config.heartbeat / 4).clamp(Duration::from_millis(20), Duration::from_millis(100));
     let app_stop = CancellationToken::new();
     let app_task = tokio::spawn(run_loop(app, events_rx, tick, app_stop.clone()));
@@ -125,10 +133,13 @@ pub async fn run(
                     .map(move |root| (store, root))
             })
             .collect();
-        tracing::info!(roots = ?observe.roots, "observing chat stores");
+        observe.announce =
+            crate::observe::announced::AnnounceConfig::from_registry(&observe_registry);
+        tracing::info!(roots = ?observe.roots, announced = ?observe.announce, "observing chat stores");
         tracker.spawn(crate::observe::watcher::run(
             observe,
             events_tx.clone(),
+            announced_rx,
             shutdown.clone(),
         ));
     }

@@ -313,7 +313,7 @@ test('8. reply completion, a cancel and a confirmation-waiting result reach `kor
     assert.ok(mcpDrive, sent.text);
     const reply = await mcp.call('wait_for_reply', { drive_id: mcpDrive, timeout_s: 30 });
     assert.ok(!reply.isError, reply.text);
-    assert.match(reply.text, /in plugin chat s_/);
+    assert.match(reply.text, /^reply finished in the window's chat \(through its plugin\)/);
     assert.doesNotMatch(reply.text, /\(0 chars\)/, 'a reply whose text is unknown is not a reply of 0 chars');
     notes.mcp_wait_for_reply = reply.text;
 
@@ -322,7 +322,7 @@ test('8. reply completion, a cancel and a confirmation-waiting result reach `kor
     const confirmStarted = Date.now();
     const confirm = await koru('send', '--workspace', folder, '--wait-reply', confirmPrompt);
     assert.notEqual(confirm.code, 0, 'waiting for the user is not a reply');
-    assert.match(confirm.stderr, /needs_input in plugin chat s_[0-9a-f]+: the chat waits for the user: Koru e2e: go on\?/, confirm.stderr);
+    assert.match(confirm.stderr, /needs_input in the window's chat \(as its plugin reports\): the chat waits for the user: Koru e2e: go on\?/, confirm.stderr);
     const confirmDrive = /^(d_[0-9a-f]+) /.exec(confirm.stdout)?.[1];
     assert.ok(confirmDrive, confirm.stdout);
     const waited = await mcp.call('wait_for_reply', { drive_id: confirmDrive, timeout_s: 10 });

@@ -23,9 +23,15 @@ export const CATALOG_ENTRIES: readonly { id: string; commands: readonly string[]
     ]
   },
   {
+    "id": "cursor_native_new_chat",
+    "commands": [
+      "composer.createNew"
+    ]
+  },
+  {
     "id": "cursor_plugin_drive",
     "commands": [
-      "composer.startComposerPrompt",
+      "composer.focusComposer",
       "editor.action.clipboardPasteAction"
     ]
   },
@@ -41,7 +47,8 @@ export const CATALOG_ENTRIES: readonly { id: string; commands: readonly string[]
 /** Every command above, once: the extension's default allow-list and the commands it reports as capabilities. */
 export const CATALOG_COMMANDS: readonly string[] = [
   "antigravity.sendPromptToAgentPanel",
-  "composer.startComposerPrompt",
+  "composer.createNew",
+  "composer.focusComposer",
   "editor.action.clipboardPasteAction",
   "windsurf.prioritized.chat.openNewConversation",
   "workbench.action.chat.focusInput",

@@ -819,6 +819,16 @@ export interface HttpStatus {
  */
 export interface ObserverStatus {
   /**
+   * True for a root observed only because sessions announced it (no registry location
+   * covers it): it is dropped when the last session in `announced_by` ends.
+   */
+  announced?: boolean;
+  /**
+   * The plugin sessions whose windows announced this root in `window.storage`, or a
+   * folder inside it that this root already covers (so it is not watched twice).
+   */
+  announced_by?: string[];
+  /**
    * Whether the directory exists now.
    */
   exists: boolean;
@@ -832,7 +842,8 @@ export interface ObserverStatus {
    */
   problems?: StoreProblem[];
   /**
-   * The directory watched (a registry `locations` entry, expanded).
+   * The directory watched: a registry `locations` entry, expanded, or a folder a
+   * plugin session announced in its hello's `window.storage` (see `announced`).
    */
   root: string;
   /**

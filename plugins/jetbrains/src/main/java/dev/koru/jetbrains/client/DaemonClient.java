@@ -2,6 +2,7 @@
 package dev.koru.jetbrains.client;
 
 import com.google.gson.JsonElement;
+import com.google.gson.JsonPrimitive;
 
 import java.io.IOException;
 import java.net.StandardProtocolFamily;
@@ -108,6 +109,8 @@ public final class DaemonClient {
         final SocketChannel channel;
         final SocketDiscovery.Location location;
         volatile boolean welcomed;
+        /** The id this connection's hello carried; the welcome must carry it back (or none, from an older daemon). */
+        volatile JsonElement helloId;
         volatile String sessionId;
         volatile long lastReceivedMs = System.currentTimeMillis();
         volatile long heartbeatMs;
@@ -155,6 +158,7 @@ public final class DaemonClient {
     private volatile State state;
     private int attempt;
     private final AtomicInteger drivesRun = new AtomicInteger();
+    private final AtomicInteger hellosSent = new AtomicInteger();
 
     public DaemonClient(Options options) {
         this.options = Objects.requireNonNull(options);
@@ -349,6 +353,10 @@ public final class DaemonClient {
                 outcome.failure = "could not build hello: " + e;
                 return outcome;
             }
+            // The welcome carries this id back (docs/protocol.md "Handshake"), so a welcome is
+            // known to answer this connection's hello.
+            if (hello.id == null || hello.id.isJsonNull()) hello.id = new JsonPrimitive("hello-" + hellosSent.incrementAndGet());
+            current.helloId = hello.id;
             send(current, hello);
             handshakeTimeout = timer.schedule(() -> {
                 if (!current.welcomed) {
@@ -415,6 +423,12 @@ public final class DaemonClient {
             switch (type) {
                 case "welcome": {
                     Messages.Welcome welcome = decoded.as(Messages.Welcome.class);
+                    String mismatch = welcomeIdMismatch(current.helloId, welcome.id);
+                    if (mismatch != null) {
+                        outcome.refusal = mismatch;
+                        current.close();
+                        return;
+                    }
                     if (welcome.protocol == null || !HelloBuilder.acceptsNegotiated(welcome.protocol)) {
                         outcome.refusal = "version_mismatch: the daemon chose protocol " + welcome.protocol
                                 + ", this plugin speaks " + Protocol.MIN_PROTOCOL_VERSION + "–" + Protocol.PROTOCOL_VERSION;
@@ -498,7 +512,7 @@ public final class DaemonClient {
         Consumer<StepExecutor.StageAck> ack = stage -> {
             if (job.cancelled.get()) return;
             options.log.info("drive " + drive.driveId + ": " + stage);
-            send(job.connection, new Messages.Ack(drive.driveId, stage.stage, stage.blocker));
+            send(job.connection, new Messages.Ack(drive.driveId, stage.stage, stage.blocker, stage.evidence));
         };
         try {
             options.runDrive.run(drive, ack, job.cancelled::get);
@@ -571,6 +585,17 @@ public final class DaemonClient {
         } catch (RuntimeException e) {
             options.log.warn("a listener failed: " + e);
         }
+    }
+
+    /**
+     * Why a welcome does not answer the hello that carried {@code helloId}, or {@code null}
+     * when it does: it carries the same id, or none (a daemon from before welcomes carried
+     * the hello's id, which is still protocol v1).
+     */
+    static String welcomeIdMismatch(JsonElement helloId, JsonElement welcomeId) {
+        if (welcomeId == null || welcomeId.isJsonNull() || welcomeId.equals(helloId)) return null;
+        return "unexpected_welcome: the daemon's welcome answers id " + welcomeId + ", but this connection's hello had id "
+                + idOf(helloId);
     }
 
     /** The id of a message, for logs. */

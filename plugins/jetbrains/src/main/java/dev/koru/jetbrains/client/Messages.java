@@ -73,6 +73,39 @@ public final class Messages {
         public String title;
         public Boolean focused;
         public String windowId;
+        /** Every folder as a URI ({@code file:///…}, {@code vscode-remote://ssh-remote+box/…}); optional. */
+        public List<String> workspaceUris;
+        /** The remote the window is connected to ({@code ssh-remote}, {@code wsl}, …); absent for a local window. */
+        public String remoteName;
+        /** Where the IDE keeps this window's storage, so the daemon can observe the chat stores it writes; optional. */
+        public WindowStorage storage;
+    }
+
+    /** {@code window.storage}: absolute local paths of the window's workspace and global storage folders. */
+    public static final class WindowStorage {
+        public String workspaceStorage;
+        public String globalStorage;
+
+        public WindowStorage() {}
+
+        public WindowStorage(String workspaceStorage, String globalStorage) {
+            this.workspaceStorage = workspaceStorage;
+            this.globalStorage = globalStorage;
+        }
+    }
+
+    /** {@code hello.chat}: whether the window's chat can take a request now, and why not. */
+    public static final class ChatReadiness {
+        public boolean ready;
+        /** Why not, for a person (and what to do), when {@code ready} is false. */
+        public String reason;
+
+        public ChatReadiness() {}
+
+        public ChatReadiness(boolean ready, String reason) {
+            this.ready = ready;
+            this.reason = reason;
+        }
     }
 
     /**
@@ -160,6 +193,8 @@ public final class Messages {
         public IdeInfo ide;
         public WindowInfo window;
         public List<Capability> capabilities;
+        /** Plugins: whether the window's chat can take a request now; absent when the plugin cannot tell (drives are sent as before). */
+        public ChatReadiness chat;
 
         public Hello() {
             type = "hello";
@@ -171,7 +206,7 @@ public final class Messages {
         public String version;
     }
 
-    /** {@code welcome}: the daemon's answer to an acceptable hello. */
+    /** {@code welcome}: the daemon's answer to an acceptable hello; its {@code id} is the hello's (absent from daemons older than that rule). */
     public static final class Welcome extends Envelope {
         public Integer protocol;
         public String sessionId;
@@ -290,32 +325,118 @@ public final class Messages {
         }
     }
 
+    /** The values of {@code ack.evidence}: what proves a {@code submitted} ack (docs/protocol.md). */
+    public static final class SubmitEvidence {
+        private SubmitEvidence() {}
+
+        /** The chat's own response ended, or paused for the user, before the ack. */
+        public static final String CHAT_RESPONDED = "chat_responded";
+        /** The chat was still answering, with no refusal, when the plugin stopped waiting. */
+        public static final String CHAT_RUNNING = "chat_running";
+        /** Only the IDE action or key press returned: nothing from the chat confirmed it took the prompt. */
+        public static final String COMMAND_RETURNED = "command_returned";
+        /** The daemon pressed the submit key into a verified window (never sent by a plugin). */
+        public static final String KEY_PRESSED = "key_pressed";
+    }
+
     /** {@code ack} (plugin → daemon): one stage of a drive. */
     public static final class Ack extends Envelope {
         public String driveId;
         public String stage;
         public Blocker blocker;
+        /** With {@code submitted}: one of {@link SubmitEvidence} (absent: the daemon records {@code command_returned}). */
+        public String evidence;
 
         public Ack() {
             type = "ack";
         }
 
         public Ack(String driveId, String stage, Blocker blocker) {
+            this(driveId, stage, blocker, null);
+        }
+
+        public Ack(String driveId, String stage, Blocker blocker, String evidence) {
             this();
             this.driveId = driveId;
             this.stage = stage;
             this.blocker = blocker;
+            this.evidence = evidence;
+        }
+    }
+
+    /**
+     * {@code event.outcome} of a {@code chat_outcome} event, tagged by {@code kind}:
+     * {@code reply_completed {excerpt?, length?}}, {@code needs_input {input, detail?}}
+     * ({@code input}: {@code question}, {@code permission}, {@code tool_approval}, {@code other}),
+     * {@code failed {detail}}, {@code cancelled}.
+     */
+    public static final class ChatOutcome {
+        public String kind;
+        public String excerpt;
+        public Long length;
+        public String input;
+        public String detail;
+
+        public static ChatOutcome replyCompleted(String excerpt, Long length) {
+            ChatOutcome outcome = of("reply_completed");
+            outcome.excerpt = excerpt;
+            outcome.length = length;
+            return outcome;
+        }
+
+        public static ChatOutcome needsInput(String input, String detail) {
+            ChatOutcome outcome = of("needs_input");
+            outcome.input = Objects.requireNonNull(input, "input");
+            outcome.detail = detail;
+            return outcome;
+        }
+
+        public static ChatOutcome failed(String detail) {
+            ChatOutcome outcome = of("failed");
+            outcome.detail = Objects.requireNonNull(detail, "detail");
+            return outcome;
+        }
+
+        public static ChatOutcome cancelled() {
+            return of("cancelled");
+        }
+
+        private static ChatOutcome of(String kind) {
+            ChatOutcome outcome = new ChatOutcome();
+            outcome.kind = kind;
+            return outcome;
         }
     }
 
     /**
      * {@code event.event}: {@code chat_busy}, {@code chat_idle}, {@code focus {focused}},
-     * {@code workspace_changed {workspace_folders}}, {@code window_closing}.
+     * {@code workspace_changed {workspace_folders}}, {@code window_closing},
+     * {@code chat_readiness {ready, reason?}}, {@code chat_outcome {drive_id, outcome}}.
      */
     public static final class PluginEventKind {
         public String kind;
         public Boolean focused;
         public List<String> workspaceFolders;
+        /** {@code chat_readiness}: whether the chat can take a request now, and why not. */
+        public Boolean ready;
+        public String reason;
+        /** {@code chat_outcome}: the drive whose request the chat answered (sent only after its {@code submitted} ack). */
+        public String driveId;
+        public ChatOutcome outcome;
+
+        public static PluginEventKind chatReadiness(boolean ready, String reason) {
+            PluginEventKind event = of("chat_readiness");
+            event.ready = ready;
+            event.reason = reason;
+            return event;
+        }
+
+        public static PluginEventKind chatOutcome(String driveId, ChatOutcome outcome) {
+            PluginEventKind event = of("chat_outcome");
+            event.driveId = Objects.requireNonNull(driveId, "driveId");
+            event.outcome = Objects.requireNonNull(outcome, "outcome");
+            return event;
+        }
 
         public static PluginEventKind focus(boolean focused) {
             PluginEventKind event = new PluginEventKind();

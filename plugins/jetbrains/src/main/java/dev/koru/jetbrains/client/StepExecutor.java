@@ -54,14 +54,29 @@ public final class StepExecutor {
     public static final class StageAck {
         public final String stage;
         public final Messages.Blocker blocker;
+        /** With {@code submitted}: what proves it ({@link Messages.SubmitEvidence}). */
+        public final String evidence;
 
         public StageAck(String stage, Messages.Blocker blocker) {
-            this.stage = stage;
-            this.blocker = blocker;
+            this(stage, blocker, null);
         }
 
+        public StageAck(String stage, Messages.Blocker blocker, String evidence) {
+            this.stage = stage;
+            this.blocker = blocker;
+            this.evidence = evidence;
+        }
+
+        /**
+         * The ack for a step that proved {@code stage}. A step proving {@code submitted} is an
+         * Enter key press posted to the IDE's event queue ({@link #SUBMIT}) or an IDE action
+         * run through ActionManager: it proves only that the key press was posted or the action
+         * returned, not that the chat took the prompt, so it says {@code command_returned}.
+         */
         static StageAck of(String stage) {
-            return new StageAck(stage, null);
+            return "submitted".equals(stage)
+                    ? new StageAck(stage, null, Messages.SubmitEvidence.COMMAND_RETURNED)
+                    : new StageAck(stage, null);
         }
 
         static StageAck failed(String code, String detail) {
@@ -70,7 +85,8 @@ public final class StepExecutor {
 
         @Override
         public String toString() {
-            return blocker == null ? stage : stage + " (" + blocker + ")";
+            if (blocker != null) return stage + " (" + blocker + ")";
+            return evidence == null ? stage : stage + " [" + evidence + "]";
         }
     }
 

@@ -1,4 +1,4 @@
-// Protocol-client tests against a scripted fake daemon on a real Unix socket: hello and welcome, ping/pong, a drive acked stage by stage, refusal, immediate reconnect on `bye reconnect_requested`, backoff otherwise, no re-run after a disconnect, bye on stop.
+// Protocol-client tests against a scripted fake daemon on a real Unix socket: hello (with an id) and welcome (answering it), ping/pong, a drive acked stage by stage (submitted with evidence command_returned), refusal (also of a welcome that answers another hello), immediate reconnect on `bye reconnect_requested`, backoff otherwise, no re-run after a disconnect, bye on stop.
 package dev.koru.jetbrains.client;
 
 import com.google.gson.JsonObject;
@@ -94,6 +94,7 @@ class ClientTest {
         JsonObject hello = peer.welcome();
         assertEquals("jetbrains-idea", hello.getAsJsonObject("ide").get("product").getAsString());
         assertEquals("plugin", hello.get("role").getAsString());
+        assertTrue(hello.has("id") && hello.get("id").getAsJsonPrimitive().isString(), "the hello carries an id: " + hello);
         waitFor(() -> "s_1".equals(client.sessionId()), "connected");
         peer.send("{\"v\":1,\"type\":\"ping\",\"id\":7}");
         JsonObject pong = peer.next();
@@ -101,17 +102,39 @@ class ClientTest {
         assertEquals(7, pong.get("id").getAsInt());
         peer.send(drive("d_1"));
         List<String> stages = new ArrayList<>();
+        JsonObject lastAck = null;
         for (int i = 0; i < 4; i++) {
             JsonObject ack = peer.next();
+            lastAck = ack;
             assertEquals("ack", ack.get("type").getAsString());
             assertEquals("d_1", ack.get("drive_id").getAsString());
             stages.add(ack.get("stage").getAsString());
         }
         assertEquals(List.of("received", "focused", "pasted", "submitted"), stages);
+        assertEquals("command_returned", lastAck.get("evidence").getAsString(), "the Enter key press proves only that it was posted");
         assertTrue(client.sendEvent(Messages.PluginEventKind.focus(false)));
         JsonObject event = peer.next();
         assertEquals("focus", event.getAsJsonObject("event").get("kind").getAsString());
         assertEquals(false, event.getAsJsonObject("event").get("focused").getAsBoolean());
+    }
+
+    @Test
+    void aWelcomeForAnotherHelloIsRefusedAndOneWithoutIdIsAccepted() throws Exception {
+        start(new Backoff(50, 50));
+        FakeDaemon.Peer first = daemon.accept(5000);
+        JsonObject hello = first.next();
+        first.welcomeWithId(new com.google.gson.JsonPrimitive("someone-else"));
+        waitFor(() -> states.contains("refused"), "refused state");
+        assertTrue(client.state().reason.startsWith("unexpected_welcome"), client.state().reason);
+        assertTrue(client.state().reason.contains(hello.get("id").toString()), client.state().reason);
+        assertEquals(null, client.sessionId(), "not connected on a welcome that answers another hello");
+        // A daemon from before welcomes carried the hello's id still speaks protocol v1.
+        FakeDaemon.Peer second = daemon.accept(5000);
+        JsonObject secondHello = second.next();
+        assertTrue(!secondHello.get("id").equals(hello.get("id")), "each connection's hello has its own id");
+        second.welcomeWithId(null);
+        waitFor(() -> client.sessionId() != null, "connected to a daemon whose welcome has no id");
+        assertEquals(null, DaemonClient.welcomeIdMismatch(new com.google.gson.JsonPrimitive(3), new com.google.gson.JsonPrimitive(3)));
     }
 
     @Test

@@ -68,10 +68,31 @@ class ExecutorTest {
     void stepsRunInOrderWithThePromptSubstitutedAndEveryStageAcked() {
         FakeHost host = new FakeHost();
         List<String> acks = run(AI_ASSISTANT, host, true);
-        assertEquals(List.of("received", "focused", "focused", "pasted", "submitted"), acks);
+        assertEquals(List.of("received", "focused", "focused", "pasted", "submitted [command_returned]"), acks);
         assertEquals(List.of("koru.activateToolWindow[\"AIAssistant\"]", "koru.focusInput[\"AIAssistant\"]",
                 "koru.paste[\"Fix the bug\"]", "pasted:Fix the bug", "koru.submit[\"AIAssistant\"]"), host.calls);
         assertEquals("what the user had", host.clipboard, "the clipboard is restored");
+    }
+
+    @Test
+    void onlyTheSubmittedAckCarriesEvidenceAndItIsCommandReturned() {
+        // The submit step posts an Enter key press (or runs an action): that proves the key
+        // press or action returned, not that the chat took the prompt.
+        List<StepExecutor.StageAck> acks = new ArrayList<>();
+        List<Messages.DriveStep> actionSubmit = new ArrayList<>(AI_ASSISTANT.subList(0, 3));
+        actionSubmit.add(step("copilot.chat.show", "submitted"));
+        for (List<Messages.DriveStep> steps : List.of(AI_ASSISTANT, actionSubmit)) {
+            acks.clear();
+            StepExecutor.execute(steps, "p", new FakeHost(), ALLOWED, acks::add, true, () -> false);
+            StepExecutor.StageAck last = acks.get(acks.size() - 1);
+            assertEquals("submitted", last.stage);
+            assertEquals(Messages.SubmitEvidence.COMMAND_RETURNED, last.evidence);
+            assertEquals(List.of(), acks.subList(0, acks.size() - 1).stream().filter(a -> a.evidence != null).collect(Collectors.toList()),
+                    "no other stage carries evidence");
+        }
+        assertEquals(JsonParser.parseString("{\"v\":1,\"type\":\"ack\",\"drive_id\":\"d_1\",\"stage\":\"submitted\",\"evidence\":\"command_returned\"}"),
+                JsonParser.parseString(new String(Codec.encodeLine(new Messages.Ack("d_1", "submitted", null, Messages.SubmitEvidence.COMMAND_RETURNED)),
+                        java.nio.charset.StandardCharsets.UTF_8)));
     }
 
     @Test

@@ -62,13 +62,19 @@ final class FakeDaemon implements AutoCloseable {
             return line;
         }
 
-        /** Answers the hello with a welcome and returns the hello. */
+        /** Answers the hello with a welcome carrying the hello's id, as the daemon does, and returns the hello. */
         JsonObject welcome() throws Exception {
             JsonObject hello = next();
             if (!"hello".equals(hello.get("type").getAsString())) throw new AssertionError("expected hello: " + hello);
-            send("{\"v\":1,\"type\":\"welcome\",\"protocol\":1,\"session_id\":\"s_" + sessions.incrementAndGet()
-                    + "\",\"daemon\":{\"version\":\"fake\"},\"heartbeat_ms\":10000,\"max_line_bytes\":1048576}");
+            welcomeWithId(hello.get("id"));
             return hello;
+        }
+
+        /** Sends a welcome with {@code id} ({@code null}: none, as daemons did before welcomes carried the hello's id). */
+        void welcomeWithId(com.google.gson.JsonElement id) throws IOException {
+            String idField = id == null ? "" : "\"id\":" + id + ",";
+            send("{\"v\":1," + idField + "\"type\":\"welcome\",\"protocol\":1,\"session_id\":\"s_" + sessions.incrementAndGet()
+                    + "\",\"daemon\":{\"version\":\"fake\"},\"heartbeat_ms\":10000,\"max_line_bytes\":1048576}");
         }
 
         void close() throws IOException {

@@ -1,4 +1,4 @@
-// Against the real daemon: the protocol client (without the IDE glue) connects to `koru daemon` on a temp socket, appears in `koru sessions` as a JetBrains product, receives a drive from `koru send` and acks every stage, and reconnects after a daemon restart.
+// Against the real daemon: the protocol client (without the IDE glue) connects to `koru daemon` on a temp socket, appears in `koru sessions` as a JetBrains product, receives a drive from `koru send` and acks every stage (the daemon records submit evidence command_returned), and reconnects after a daemon restart.
 package dev.koru.jetbrains.client;
 
 import com.google.gson.JsonArray;
@@ -123,6 +123,9 @@ class RealDaemonTest {
             assertTrue(text.contains("\"" + stage + "\""), "history has " + stage + ": " + text);
         }
         assertTrue(text.contains("jetbrains_plugin_drive"), "the AI Assistant route ran: " + text);
+        JsonObject drive = JsonParser.parseString(text).getAsJsonObject();
+        assertEquals("command_returned", drive.get("submit_evidence").getAsString(),
+                "the daemon records that only the Enter key press returned: " + text);
         assertEquals(List.of("koru.activateToolWindow", "koru.focusInput", "koru.paste", "koru.submit"), new ArrayList<>(hostCalls));
 
         String before = client.sessionId();

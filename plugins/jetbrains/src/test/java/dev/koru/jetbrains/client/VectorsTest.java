@@ -105,12 +105,13 @@ class VectorsTest {
         return false;
     }
 
-    /** Removes fields whose value is a non-string placeholder slot we cannot type (`$any` for a number). */
+    /** Removes fields whose value is a placeholder slot we cannot type (`$any` for a number, `$absent`). */
     static JsonObject typeable(JsonObject pattern) {
         JsonObject out = new JsonObject();
         for (Map.Entry<String, JsonElement> e : pattern.entrySet()) {
             JsonElement v = e.getValue();
-            if (v.isJsonPrimitive() && v.getAsJsonPrimitive().isString() && v.getAsString().equals("$any")) continue;
+            if (v.isJsonPrimitive() && v.getAsJsonPrimitive().isString()
+                    && (v.getAsString().equals("$any") || v.getAsString().equals("$absent"))) continue;
             out.add(e.getKey(), v.isJsonObject() ? typeable(v.getAsJsonObject()) : v);
         }
         return out;
@@ -196,7 +197,7 @@ class VectorsTest {
                     Object typed = Protocol.GSON.fromJson(pattern, Messages.pluginClassFor(type));
                     assertNotNull(typed, where);
                     JsonObject back = Codec.toTree(typed);
-                    for (String key : new String[] {"type", "drive_id", "prompt", "code", "reason", "route"}) {
+                    for (String key : new String[] {"id", "type", "drive_id", "prompt", "code", "reason", "route"}) {
                         if (pattern.has(key) && !hasPlaceholder(pattern.get(key))) {
                             assertEquals(pattern.get(key), back.get(key), where + ": " + key + " of " + type);
                         }
@@ -229,10 +230,14 @@ class VectorsTest {
         JsonObject schema = JsonParser.parseString(Files.readString(TestPaths.root().resolve("docs").resolve("protocol.schema.json")))
                 .getAsJsonObject();
         JsonObject defs = schema.getAsJsonObject("$defs");
-        Map<String, Class<?>> mirrors = Map.of(
-                "DriveRequest", Messages.Drive.class, "DriveStep", Messages.DriveStep.class, "Blocker", Messages.Blocker.class,
-                "Hello", Messages.Hello.class, "Welcome", Messages.Welcome.class, "IdeInfo", Messages.IdeInfo.class,
-                "WindowInfo", Messages.WindowInfo.class, "ClientInfo", Messages.ClientInfo.class);
+        Map<String, Class<?>> mirrors = Map.ofEntries(
+                Map.entry("DriveRequest", Messages.Drive.class), Map.entry("DriveStep", Messages.DriveStep.class),
+                Map.entry("Blocker", Messages.Blocker.class), Map.entry("Hello", Messages.Hello.class),
+                Map.entry("Welcome", Messages.Welcome.class), Map.entry("IdeInfo", Messages.IdeInfo.class),
+                Map.entry("WindowInfo", Messages.WindowInfo.class), Map.entry("ClientInfo", Messages.ClientInfo.class),
+                Map.entry("WindowStorage", Messages.WindowStorage.class), Map.entry("ChatReadiness", Messages.ChatReadiness.class),
+                Map.entry("Ack", Messages.Ack.class), Map.entry("PluginEventKind", Messages.PluginEventKind.class),
+                Map.entry("ChatOutcome", Messages.ChatOutcome.class));
         for (Map.Entry<String, Class<?>> mirror : mirrors.entrySet()) {
             JsonObject def = defs.getAsJsonObject(mirror.getKey());
             assertNotNull(def, mirror.getKey());
@@ -242,10 +247,45 @@ class VectorsTest {
                     fields.add(com.google.gson.FieldNamingPolicy.LOWER_CASE_WITH_UNDERSCORES.translateName(f));
                 }
             }
-            for (String property : def.getAsJsonObject("properties").keySet()) {
-                assertTrue(fields.contains(property), mirror.getKey() + "." + property + " has no field in " + mirror.getValue().getSimpleName());
+            // A tagged union (`oneOf`, as PluginEventKind) is mirrored by one class with every variant's fields.
+            List<JsonObject> variants = new ArrayList<>();
+            if (def.has("oneOf")) def.getAsJsonArray("oneOf").forEach(v -> variants.add(v.getAsJsonObject()));
+            else variants.add(def);
+            for (JsonObject variant : variants) {
+                for (String property : variant.getAsJsonObject("properties").keySet()) {
+                    assertTrue(fields.contains(property), mirror.getKey() + "." + property + " has no field in " + mirror.getValue().getSimpleName());
+                }
             }
         }
+    }
+
+    @Test
+    void thePluginsNewEventsAndEvidenceEncodeAsTheSchemaSays() {
+        assertEquals(JsonParser.parseString("{\"v\":1,\"type\":\"event\",\"event\":{\"kind\":\"chat_readiness\",\"ready\":false,"
+                        + "\"reason\":\"signed out\"}}"),
+                Codec.toTree(new Messages.Event(Messages.PluginEventKind.chatReadiness(false, "signed out"))));
+        assertEquals(JsonParser.parseString("{\"v\":1,\"type\":\"event\",\"event\":{\"kind\":\"chat_readiness\",\"ready\":true}}"),
+                Codec.toTree(new Messages.Event(Messages.PluginEventKind.chatReadiness(true, null))));
+        assertEquals(JsonParser.parseString("{\"v\":1,\"type\":\"event\",\"event\":{\"kind\":\"chat_outcome\",\"drive_id\":\"d_1\","
+                        + "\"outcome\":{\"kind\":\"needs_input\",\"input\":\"permission\",\"detail\":\"Run it?\"}}}"),
+                Codec.toTree(new Messages.Event(Messages.PluginEventKind.chatOutcome("d_1",
+                        Messages.ChatOutcome.needsInput("permission", "Run it?")))));
+        assertEquals(JsonParser.parseString("{\"kind\":\"reply_completed\",\"excerpt\":\"Done.\",\"length\":5}"),
+                Codec.toTree(Messages.ChatOutcome.replyCompleted("Done.", 5L)));
+        assertEquals(JsonParser.parseString("{\"kind\":\"failed\",\"detail\":\"quota\"}"), Codec.toTree(Messages.ChatOutcome.failed("quota")));
+        assertEquals(JsonParser.parseString("{\"kind\":\"cancelled\"}"), Codec.toTree(Messages.ChatOutcome.cancelled()));
+        // Every SubmitEvidence constant is a value of the schema's enum.
+        JsonObject schema;
+        try {
+            schema = JsonParser.parseString(Files.readString(TestPaths.root().resolve("docs").resolve("protocol.schema.json"))).getAsJsonObject();
+        } catch (IOException e) {
+            throw new AssertionError(e);
+        }
+        Set<String> values = new TreeSet<>();
+        schema.getAsJsonObject("$defs").getAsJsonObject("SubmitEvidence").getAsJsonArray("oneOf")
+                .forEach(v -> values.add(v.getAsJsonObject().get("const").getAsString()));
+        assertEquals(values, new TreeSet<>(List.of(Messages.SubmitEvidence.CHAT_RESPONDED, Messages.SubmitEvidence.CHAT_RUNNING,
+                Messages.SubmitEvidence.COMMAND_RETURNED, Messages.SubmitEvidence.KEY_PRESSED)));
     }
 
     @Test

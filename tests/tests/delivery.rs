@@ -1,0 +1,291 @@
+//! What the real daemon and CLI make of the chat's own word about a drive: submit evidence, refusals, a chat that is not ready, outcomes reported through the plugin, and remote windows as targets — with a scripted protocol peer on the plugin side of the socket.
+
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
+
+use koru_system_tests::{greet, plugin_hello, stdout_json, Raw, Sandbox};
+use serde_json::{json, Value};
+
+/// `koru ARGS` started in the background (its output is read when it ends).
+fn spawn(sandbox: &Sandbox, args: &[&str]) -> Child {
+    sandbox
+        .koru()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("koru runs")
+}
+
+fn finish(child: Child) -> (Output, String, String) {
+    let output = child.wait_with_output().expect("koru ends");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output, stdout, stderr)
+}
+
+fn ack(plugin: &mut Raw, drive_id: &Value, stage: &str, extra: Value) {
+    let mut line = json!({"v": 1, "type": "ack", "drive_id": drive_id, "stage": stage});
+    if let (Some(line), Some(extra)) = (line.as_object_mut(), extra.as_object()) {
+        line.extend(extra.clone());
+    }
+    plugin.send(&line);
+}
+
+fn event(plugin: &mut Raw, event: Value) {
+    plugin.send(&json!({"v": 1, "type": "event", "event": event}));
+}
+
+fn drives(sandbox: &Sandbox) -> Vec<Value> {
+    let listed = stdout_json(&sandbox.run(&["drives", "--json"]));
+    listed.as_array().cloned().unwrap_or_default()
+}
+
+/// A code-server window whose plugin runs the native route.
+fn code_server_window(sandbox: &Sandbox, workspace: &std::path::Path, chat: Option<Value>) -> Raw {
+    let mut hello = plugin_hello("code-server", workspace);
+    if let Some(chat) = chat {
+        hello["chat"] = chat;
+    }
+    let (plugin, _) = greet(&sandbox.socket(), &hello);
+    plugin
+}
+
+#[test]
+fn a_refusing_chat_ends_the_drive_failed_with_its_own_message_and_never_done() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&["--no-observe"]);
+    let workspace = sandbox.workspace("refused");
+    let mut plugin = code_server_window(&sandbox, &workspace, None);
+    let send = spawn(
+        &sandbox,
+        &[
+            "send",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--wait",
+            "hello",
+        ],
+    );
+    let drive = plugin.recv_type("drive");
+    assert_eq!(drive["route"], "native_send");
+    ack(&mut plugin, &drive["drive_id"], "received", json!({}));
+    ack(
+        &mut plugin,
+        &drive["drive_id"],
+        "failed",
+        json!({"blocker": {"code": "chat_refused", "detail": "Language model unavailable"}}),
+    );
+    let (output, stdout, stderr) = finish(send);
+    assert!(!output.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("failed: chat_refused: Language model unavailable"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains(" done "), "{stdout}");
+    plugin.set_read_timeout(Duration::from_millis(500));
+    assert!(
+        plugin.recv().is_none_or(|line| line["type"] != "drive"),
+        "no other route after a refusal"
+    );
+    let listed = drives(&sandbox);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["state"], "failed");
+    assert_eq!(listed[0]["blocker"]["code"], "chat_refused");
+}
+
+#[test]
+fn a_chat_that_is_not_ready_gets_nothing_and_the_drive_fails_with_chat_not_ready_and_the_hint() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&["--no-observe"]);
+    let workspace = sandbox.workspace("not-ready");
+    let mut plugin = code_server_window(
+        &sandbox,
+        &workspace,
+        Some(json!({"ready": false, "reason": "no language model is available to the chat"})),
+    );
+    let (output, stdout, stderr) = finish(spawn(
+        &sandbox,
+        &[
+            "send",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--wait",
+            "--timeout",
+            "1",
+            "hello",
+        ],
+    ));
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("koru: chat_not_ready — waits: the window's chat cannot take a request now (no language model is available to the chat)"),
+        "the wait is explained while it lasts: {stderr}"
+    );
+    assert!(
+        stderr.contains("failed: chat_not_ready:") && stderr.contains("Sign in or pick a model"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains(" done "), "{stdout}");
+    plugin.set_read_timeout(Duration::from_millis(300));
+    while let Some(line) = plugin.recv() {
+        assert_ne!(
+            line["type"], "drive",
+            "nothing is sent into a chat that would refuse it"
+        );
+    }
+    let doctor = sandbox.run(&["doctor"]);
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        doctor.contains("chat: NOT READY — no language model is available to the chat"),
+        "{doctor}"
+    );
+}
+
+#[test]
+fn a_chat_that_becomes_ready_takes_the_waiting_drive() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&["--no-observe"]);
+    let workspace = sandbox.workspace("becomes-ready");
+    let mut plugin = code_server_window(
+        &sandbox,
+        &workspace,
+        Some(json!({"ready": false, "reason": "starting"})),
+    );
+    let created = stdout_json(&sandbox.run(&[
+        "send",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--json",
+        "hello",
+    ]));
+    assert_eq!(created["state"], "queued");
+    let listed = drives(&sandbox);
+    assert_eq!(listed[0]["waiting"]["code"], "chat_not_ready");
+    event(
+        &mut plugin,
+        json!({"kind": "chat_readiness", "ready": true}),
+    );
+    let drive = plugin.recv_type("drive");
+    assert_eq!(drive["drive_id"], created["drive_id"]);
+    assert!(drives(&sandbox)[0].get("waiting").is_none());
+}
+
+#[test]
+fn the_chats_outcome_through_the_plugin_settles_wait_reply_with_no_observer_at_all() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&["--no-observe"]);
+    let workspace = sandbox.workspace("outcome");
+    let mut plugin = code_server_window(&sandbox, &workspace, Some(json!({"ready": true})));
+    let target = workspace.to_str().unwrap();
+
+    // A reply: evidence `chat_running` at submit, the reply's end later.
+    let send = spawn(
+        &sandbox,
+        &[
+            "send",
+            "--workspace",
+            target,
+            "--wait-reply",
+            "--timeout",
+            "10",
+            "first",
+        ],
+    );
+    let drive = plugin.recv_type("drive");
+    ack(&mut plugin, &drive["drive_id"], "received", json!({}));
+    ack(
+        &mut plugin,
+        &drive["drive_id"],
+        "submitted",
+        json!({"evidence": "chat_running"}),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    event(
+        &mut plugin,
+        json!({"kind": "chat_outcome", "drive_id": drive["drive_id"], "outcome": {"kind": "reply_completed"}}),
+    );
+    let (output, stdout, stderr) = finish(send);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("koru: submitted: chat_running"), "{stderr}");
+    assert!(
+        stdout.contains("replied (the chat finished its answer"),
+        "{stdout}"
+    );
+    let listed = drives(&sandbox);
+    assert_eq!(listed[0]["submit_evidence"], "chat_running");
+    assert_eq!(listed[0]["observation"]["stage"], "replied");
+    assert_eq!(listed[0]["observation"]["store"], "plugin");
+
+    // A pause for the user: --wait-reply ends, not zero, saying what the chat waits for.
+    let send = spawn(
+        &sandbox,
+        &[
+            "send",
+            "--workspace",
+            target,
+            "--wait-reply",
+            "--timeout",
+            "10",
+            "second",
+        ],
+    );
+    let drive = plugin.recv_type("drive");
+    ack(&mut plugin, &drive["drive_id"], "received", json!({}));
+    ack(
+        &mut plugin,
+        &drive["drive_id"],
+        "submitted",
+        json!({"evidence": "chat_responded"}),
+    );
+    event(
+        &mut plugin,
+        json!({"kind": "chat_outcome", "drive_id": drive["drive_id"],
+               "outcome": {"kind": "needs_input", "input": "permission", "detail": "run_in_terminal waits for approval"}}),
+    );
+    let (output, _, stderr) = finish(send);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("needs_input in the window's chat (as its plugin reports): run_in_terminal waits for approval"),
+        "{stderr}"
+    );
+    let sessions = stdout_json(&sandbox.run(&["sessions", "--json"]));
+    assert_eq!(
+        sessions[0]["chat"], "busy",
+        "a chat waiting for the user is busy"
+    );
+}
+
+#[test]
+fn a_remote_windows_folder_is_a_target_by_uri_or_short_form() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&["--no-observe"]);
+    let local = sandbox.workspace("local");
+    let mut hello = plugin_hello("vscode", &local);
+    hello["window"]["workspace_folders"] = json!([]);
+    hello["window"]["remote_name"] = json!("ssh-remote");
+    hello["window"]["workspace_uris"] = json!(["vscode-remote://ssh-remote+box/home/me/repo"]);
+    let (mut remote, welcome) = greet(&sandbox.socket(), &hello);
+    for target in [
+        "ssh-remote+box:/home/me/repo/src",
+        "vscode-remote://ssh-remote+box/home/me/repo",
+    ] {
+        let created = stdout_json(&sandbox.run(&["send", "--workspace", target, "--json", "hi"]));
+        assert_eq!(created["session_id"], welcome["session_id"], "{target}");
+        let drive = remote.recv_type("drive");
+        assert_eq!(drive["drive_id"], created["drive_id"]);
+        ack(
+            &mut remote,
+            &drive["drive_id"],
+            "failed",
+            json!({"blocker": {"code": "capability_missing", "detail": "test"}}),
+        );
+    }
+    let other = sandbox.run(&[
+        "send",
+        "--workspace",
+        "ssh-remote+other:/home/me/repo",
+        "hi",
+    ]);
+    assert!(!other.status.success());
+    assert!(String::from_utf8_lossy(&other.stderr).contains("no_target"));
+}

@@ -266,7 +266,7 @@ test('4. --no-submit leaves the prompt in the chat input: the participant receiv
   await clearChatInput();
 });
 
-test('8. reply completion and a confirmation-waiting result reach `koru send --wait-reply` and MCP `wait_for_reply` through the plugin, with no file observer', async () => {
+test('8. reply completion, a cancel and a confirmation-waiting result reach `koru send --wait-reply` and MCP `wait_for_reply` through the plugin, with no file observer', async () => {
   await windowSession();
   const before = requests().length;
   // An answer at once: the ack waited for the chat's response, and the reply came with it.
@@ -289,6 +289,21 @@ test('8. reply completion and a confirmation-waiting result reach `koru send --w
   assert.equal(slow.drive.observation.store, 'plugin');
   const slowSubmitted = slow.drive.history.find((h) => h.state === 'submitted').at_ms;
   assert.ok(slow.drive.observation.at_ms - slowSubmitted >= 2000, 'the reply came after the ack, when the participant answered');
+
+  // A request the user stops (Chat: Cancel, Ctrl+Escape in the chat input) after the ack:
+  // the chat's result is `{}`, reported as cancelled.
+  const cancelPrompt = '[koru-e2e:slow=20000] stop me ✓';
+  const cancelling = send(cancelPrompt, '--wait-reply');
+  await waitFor(async () => {
+    const listed = JSON.parse((await koru('drives', '--json')).stdout);
+    return (listed.drives ?? listed).some((d) => d.prompt_excerpt?.startsWith('[koru-e2e:slow=20000]') && d.submit_evidence === 'chat_running');
+  }, 20_000, 'the request to be submitted with chat_running');
+  await state.wb.page.locator(CHAT_INPUT_SELECTOR).first().click();
+  await state.wb.page.keyboard.press('Control+Escape');
+  const cancelled = await cancelling;
+  assert.notEqual(cancelled.code, 0, 'a cancelled request is not a reply');
+  assert.equal(cancelled.drive.observation?.stage, 'cancelled', JSON.stringify(cancelled.drive.observation));
+  assert.equal(cancelled.drive.observation.store, 'plugin');
 
   const mcp = await McpClient.start(socket);
   try {
@@ -323,7 +338,7 @@ test('8. reply completion and a confirmation-waiting result reach `koru send --w
 
     assert.deepEqual(
       requests().slice(before).map((r) => r.prompt),
-      ['Reply at once ✓', slowPrompt, 'through MCP ✓', confirmPrompt],
+      ['Reply at once ✓', slowPrompt, cancelPrompt, 'through MCP ✓', confirmPrompt],
       'each prompt reached the participant byte-exact',
     );
     // The daemon now holds this window's drives (its chat waits for the user, and the plugin

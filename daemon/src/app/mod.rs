@@ -1820,7 +1820,9 @@ impl<C: Clock> App<C> {
             } else {
                 ChatState::Idle
             };
-            session.chat_running_since_ms = None;
+            // A chat waiting for the user is busy until its next outcome, bounded like a
+            // running answer: the plugin cannot see the user answer in the chat.
+            session.chat_running_since_ms = (stage == ObservedStage::NeedsInput).then_some(now);
         }
         if changed {
             tracing::info!(drive_id, stage = ?stage, "the chat reported the drive's outcome through the plugin");

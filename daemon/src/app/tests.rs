@@ -1694,3 +1694,38 @@ fn a_later_stage_drops_what_was_said_about_the_earlier_one() {
 }
 
 mod submit_key;
+
+#[test]
+fn a_chat_waiting_for_the_user_holds_drives_only_up_to_the_bound() {
+    let mut h = Harness::new();
+    h.app.config.default_drive_timeout_ms = 3_600_000;
+    h.app.config.heartbeat_ms = 120_000;
+    let (mut plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let first = h.create(&mut controller, Target::Session(session_id.clone()), "one");
+    ack_with_evidence(
+        &mut h,
+        &plugin,
+        &first,
+        Some(koru_protocol::SubmitEvidence::ChatResponded),
+    );
+    plugin_event(
+        &mut h,
+        &plugin,
+        koru_protocol::PluginEventKind::ChatOutcome {
+            drive_id: first,
+            outcome: koru_protocol::ChatOutcome::NeedsInput {
+                input: koru_protocol::NeedsInputKind::Permission,
+                detail: None,
+            },
+        },
+    );
+    let second = h.create(&mut controller, Target::Session(session_id), "two");
+    routes_sent(&mut plugin);
+    assert_eq!(h.drive_state(&second), DriveState::Queued);
+    for _ in 0..(super::CHAT_RUNNING_BUSY_MS / 60_000) {
+        h.advance(60_000);
+        h.pong(&plugin);
+    }
+    assert_eq!(h.drive_state(&second), DriveState::Sent);
+}

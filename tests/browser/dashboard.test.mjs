@@ -300,7 +300,8 @@ test('the page at 400 px width still shows sessions, and it is usable', async ()
     const card = page.locator(`#session-${plugin.sessionId}`);
     await card.waitFor();
     assert.ok(await card.isVisible());
-    const box = await card.boundingBox();
+    // Live updates re-render the card; measure the one on the page now.
+    const box = await waitFor(() => card.boundingBox(), 5000, "the session card's box");
     assert.ok(box.x >= 0 && box.x + box.width <= 400, `the card fits: ${JSON.stringify(box)}`);
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
     assert.ok(overflow <= 1, `no horizontal scrolling (${overflow} px too wide)`);

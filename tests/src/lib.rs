@@ -96,6 +96,17 @@ impl Sandbox {
         command
     }
 
+    /// Starts a client command in the background with its output piped (read it with
+    /// `wait_with_output`).
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.koru()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("koru runs")
+    }
+
     /// Runs a client command to completion.
     pub fn run(&self, args: &[&str]) -> Output {
         self.koru().args(args).output().expect("koru runs")

@@ -1,21 +1,10 @@
 //! What the real daemon and CLI make of the chat's own word about a drive: submit evidence, refusals, a chat that is not ready, outcomes reported through the plugin, and remote windows as targets — with a scripted protocol peer on the plugin side of the socket.
 
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::Duration;
 
 use koru_system_tests::{greet, plugin_hello, stdout_json, Raw, Sandbox};
 use serde_json::{json, Value};
-
-/// `koru ARGS` started in the background (its output is read when it ends).
-fn spawn(sandbox: &Sandbox, args: &[&str]) -> Child {
-    sandbox
-        .koru()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("koru runs")
-}
 
 fn finish(child: Child) -> (Output, String, String) {
     let output = child.wait_with_output().expect("koru ends");
@@ -57,16 +46,13 @@ fn a_refusing_chat_ends_the_drive_failed_with_its_own_message_and_never_done() {
     let _daemon = sandbox.start_daemon(&["--no-observe"]);
     let workspace = sandbox.workspace("refused");
     let mut plugin = code_server_window(&sandbox, &workspace, None);
-    let send = spawn(
-        &sandbox,
-        &[
-            "send",
-            "--workspace",
-            workspace.to_str().unwrap(),
-            "--wait",
-            "hello",
-        ],
-    );
+    let send = sandbox.spawn(&[
+        "send",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--wait",
+        "hello",
+    ]);
     let drive = plugin.recv_type("drive");
     assert_eq!(drive["route"], "native_send");
     ack(&mut plugin, &drive["drive_id"], "received", json!({}));
@@ -104,18 +90,15 @@ fn a_chat_that_is_not_ready_gets_nothing_and_the_drive_fails_with_chat_not_ready
         &workspace,
         Some(json!({"ready": false, "reason": "no language model is available to the chat"})),
     );
-    let (output, stdout, stderr) = finish(spawn(
-        &sandbox,
-        &[
-            "send",
-            "--workspace",
-            workspace.to_str().unwrap(),
-            "--wait",
-            "--timeout",
-            "1",
-            "hello",
-        ],
-    ));
+    let (output, stdout, stderr) = finish(sandbox.spawn(&[
+        "send",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--wait",
+        "--timeout",
+        "1",
+        "hello",
+    ]));
     assert!(!output.status.success());
     assert!(
         stderr.contains("koru: chat_not_ready — waits: the window's chat cannot take a request now (no language model is available to the chat)"),
@@ -179,18 +162,15 @@ fn the_chats_outcome_through_the_plugin_settles_wait_reply_with_no_observer_at_a
     let target = workspace.to_str().unwrap();
 
     // A reply: evidence `chat_running` at submit, the reply's end later.
-    let send = spawn(
-        &sandbox,
-        &[
-            "send",
-            "--workspace",
-            target,
-            "--wait-reply",
-            "--timeout",
-            "10",
-            "first",
-        ],
-    );
+    let send = sandbox.spawn(&[
+        "send",
+        "--workspace",
+        target,
+        "--wait-reply",
+        "--timeout",
+        "10",
+        "first",
+    ]);
     let drive = plugin.recv_type("drive");
     ack(&mut plugin, &drive["drive_id"], "received", json!({}));
     ack(
@@ -217,18 +197,15 @@ fn the_chats_outcome_through_the_plugin_settles_wait_reply_with_no_observer_at_a
     assert_eq!(listed[0]["observation"]["store"], "plugin");
 
     // A pause for the user: --wait-reply ends, not zero, saying what the chat waits for.
-    let send = spawn(
-        &sandbox,
-        &[
-            "send",
-            "--workspace",
-            target,
-            "--wait-reply",
-            "--timeout",
-            "10",
-            "second",
-        ],
-    );
+    let send = sandbox.spawn(&[
+        "send",
+        "--workspace",
+        target,
+        "--wait-reply",
+        "--timeout",
+        "10",
+        "second",
+    ]);
     let drive = plugin.recv_type("drive");
     ack(&mut plugin, &drive["drive_id"], "received", json!({}));
     ack(

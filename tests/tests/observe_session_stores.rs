@@ -1,7 +1,6 @@
 //! Chat-store folders a plugin session announces in its hello (`window.storage`): the real daemon observes a code-server window's `chatSessions/` and Roo Code task folder (a layout no registry location names) for exactly as long as the session lasts, reads what is already there as history, matches a drive's prompt recorded there, watches a folder announced twice or already covered by a registry location once (and a folder inside another store's recursive root through that root's watch), and refuses relative paths and other users' folders. The test plays the IDE through a raw plugin connection: running the drive's step records the request in the chat's own store file, in the Copilot Chat mutation-log format.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use koru_system_tests::{
@@ -127,16 +126,6 @@ fn run_next_drive(plugin: &mut Raw, log: &Path, index: usize) -> String {
     prompt
 }
 
-fn spawn_koru(sandbox: &Sandbox, args: &[&str]) -> Child {
-    sandbox
-        .koru()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("koru runs")
-}
-
 /// The one chat `koru chats` lists for `store`.
 fn chat_of(sandbox: &Sandbox, store: &str) -> Value {
     let found: Vec<Value> = sandbox
@@ -228,19 +217,16 @@ fn a_code_server_windows_announced_chat_sessions_are_observed_for_the_life_of_it
     // A drive into the window: the chat records the request, the drive is matched to it
     // through the announced folder, and the reply reaches `koru send --wait-reply`.
     let prompt = "add a --verbose flag to main.rs";
-    let send = spawn_koru(
-        &sandbox,
-        &[
-            "send",
-            "--session",
-            &session_id,
-            "--wait-reply",
-            "--timeout",
-            "20",
-            "--json",
-            prompt,
-        ],
-    );
+    let send = sandbox.spawn(&[
+        "send",
+        "--session",
+        &session_id,
+        "--wait-reply",
+        "--timeout",
+        "20",
+        "--json",
+        prompt,
+    ]);
     assert_eq!(run_next_drive(&mut plugin, &log, 1), prompt);
     let seen = observer.next(Duration::from_secs(5));
     assert_eq!(seen["kind"], "prompt_seen", "{seen}");

@@ -416,6 +416,44 @@ fn an_announced_chat_sessions_folder_that_appears_later_is_picked_up_by_the_resc
 }
 
 #[test]
+fn a_chat_in_a_windows_own_folder_belongs_to_that_window_when_no_workspace_json_says() {
+    let sandbox = Sandbox::new();
+    let workspace = sandbox.workspace("repo");
+    let user_dir = sandbox.path().join("home/.local/share/code-server/User");
+    // code-server 4.139 writes `meta.json` ({id, name}) beside `chatSessions/`, no
+    // `workspace.json`: only the window that announced the folder knows its workspace.
+    let storage = user_dir.join("workspaceStorage/-6559bfe");
+    std::fs::create_dir_all(&storage).unwrap();
+    std::fs::write(
+        storage.join("meta.json"),
+        r#"{"id": "-6559bfe", "name": "repo"}"#,
+    )
+    .unwrap();
+    chat_with_one_turn(&storage, "5e55", "explain the build");
+    // A multi-root window's storage names no single folder: its chats keep none.
+    let multi_storage = user_dir.join("workspaceStorage/77aa");
+    chat_with_one_turn(&multi_storage, "3a11", "two folders, one chat");
+    let daemon = sandbox.start_daemon(&["--observe-quiet-ms", "600000"]);
+    let (_plugin, _) = connect(&daemon, &workspace, json!({"workspace_storage": storage}));
+    let other = sandbox.workspace("other");
+    let mut multi = hello(&workspace, json!({"workspace_storage": multi_storage}));
+    multi["window"]["workspace_folders"] = json!([workspace, other]);
+    let (_multi_plugin, _) = greet(&daemon.socket, &multi);
+    sandbox.status_until("both windows' chats are read", |_| {
+        sandbox.chats().len() == 2
+    });
+    let chats = sandbox.chats();
+    let single = chats.iter().find(|c| c["chat_id"] == "5e55").unwrap();
+    assert_eq!(
+        single["workspace"],
+        workspace.to_str().unwrap(),
+        "{chats:#?}"
+    );
+    let multi_chat = chats.iter().find(|c| c["chat_id"] == "3a11").unwrap();
+    assert!(multi_chat["workspace"].is_null(), "{chats:#?}");
+}
+
+#[test]
 fn a_folder_inside_another_stores_recursive_root_shares_its_watch() {
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("repo");

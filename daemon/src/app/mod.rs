@@ -630,7 +630,12 @@ impl<C: Clock> App<C> {
         if role == Role::Plugin {
             let session = &self.sessions[&session_id];
             if let Some(storage) = &session.window.storage {
-                self.session_store_roots.add(&session_id, storage);
+                let workspace = match session.window.workspace_folders.as_slice() {
+                    [only] => Some(only.as_str()),
+                    _ => None,
+                };
+                self.session_store_roots
+                    .add(&session_id, storage, workspace);
             }
             let session = session.info();
             self.publish(StreamEvent::SessionConnected { session });

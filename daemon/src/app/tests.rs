@@ -1186,7 +1186,8 @@ fn a_plugins_announced_storage_is_handed_on_for_the_life_of_its_session_only() {
         *roots.changes.lock().unwrap(),
         [RootsChange::Add {
             session_id: session_id.clone(),
-            storage
+            storage,
+            workspace: Some("/w".into()),
         }]
     );
     // Sessions that announced nothing have nothing to drop.

@@ -16,7 +16,10 @@ use super::{cline, copilot};
 /// What the state machine tells the chat-store watcher about plugin sessions.
 pub trait SessionStoreRoots: Send {
     /// A plugin session greeted with `storage`: observe its window's chat-store folders.
-    fn add(&self, session_id: &str, storage: &WindowStorage);
+    /// `workspace` is the window's folder when it has exactly one: chats found in the
+    /// window's own folders belong to it when the store does not say (code-server writes
+    /// no `workspace.json`).
+    fn add(&self, session_id: &str, storage: &WindowStorage, workspace: Option<&str>);
     /// The session ended: drop the folders only it announced.
     fn remove(&self, session_id: &str);
 }
@@ -26,7 +29,7 @@ pub trait SessionStoreRoots: Send {
 pub struct NoSessionStoreRoots;
 
 impl SessionStoreRoots for NoSessionStoreRoots {
-    fn add(&self, _session_id: &str, _storage: &WindowStorage) {}
+    fn add(&self, _session_id: &str, _storage: &WindowStorage, _workspace: Option<&str>) {}
     fn remove(&self, _session_id: &str) {}
 }
 
@@ -36,6 +39,7 @@ pub enum RootsChange {
     Add {
         session_id: String,
         storage: WindowStorage,
+        workspace: Option<String>,
     },
     Remove {
         session_id: String,
@@ -56,11 +60,12 @@ impl WatcherSessionRoots {
 }
 
 impl SessionStoreRoots for WatcherSessionRoots {
-    fn add(&self, session_id: &str, storage: &WindowStorage) {
+    fn add(&self, session_id: &str, storage: &WindowStorage, workspace: Option<&str>) {
         // The watcher has stopped only when the daemon is shutting down.
         let _ = self.changes.send(RootsChange::Add {
             session_id: session_id.to_string(),
             storage: storage.clone(),
+            workspace: workspace.map(str::to_string),
         });
     }
 
@@ -80,10 +85,11 @@ pub struct RecordingSessionStoreRoots {
 
 #[cfg(test)]
 impl SessionStoreRoots for RecordingSessionStoreRoots {
-    fn add(&self, session_id: &str, storage: &WindowStorage) {
+    fn add(&self, session_id: &str, storage: &WindowStorage, workspace: Option<&str>) {
         self.changes.lock().unwrap().push(RootsChange::Add {
             session_id: session_id.to_string(),
             storage: storage.clone(),
+            workspace: workspace.map(str::to_string),
         });
     }
 

@@ -203,8 +203,10 @@ impl Store {
         found
     }
 
-    /// A follower for the session file at `path`.
-    pub fn follower(self, path: &Path) -> Box<dyn Follower> {
+    /// A follower for the session file at `path`. `announced_workspace` is the folder of the
+    /// window that announced the file's root: a VS Code chat's workspace when no
+    /// `workspace.json` names it (code-server writes none).
+    pub fn follower(self, path: &Path, announced_workspace: Option<String>) -> Box<dyn Follower> {
         let stem = file_stem(path);
         let jsonl = path.extension().and_then(|e| e.to_str()) == Some("jsonl");
         match self {
@@ -229,7 +231,8 @@ impl Store {
             Store::Copilot | Store::CopilotWindow => {
                 // workspaceStorage/<hash>/chatSessions/<file>, whichever folder is the root
                 let workspace =
-                    side_file_workspace(path, "workspace.json", copilot::workspace_from_json);
+                    side_file_workspace(path, "workspace.json", copilot::workspace_from_json)
+                        .or(announced_workspace);
                 log_or_document(
                     path,
                     jsonl,

@@ -64,6 +64,9 @@ struct Root {
     /// exist when it was announced is checked when it appears; until then nothing under
     /// it is read.
     checked: bool,
+    /// The folder of the window that announced it (when it has one folder): the
+    /// workspace of a chat whose store does not name one.
+    workspace: Option<String>,
 }
 
 struct State {
@@ -123,10 +126,15 @@ impl State {
         if !self.files.contains_key(&path) {
             self.health_changed = true;
         }
+        let announced_workspace = self
+            .roots
+            .iter()
+            .find(|r| r.path == root)
+            .and_then(|r| r.workspace.clone());
         let followed = self.files.entry(path.clone()).or_insert_with(|| Followed {
             store,
             root: root.clone(),
-            follower: store.follower(&path),
+            follower: store.follower(&path, announced_workspace),
             last_change_ms: now,
         });
         let read = match followed.follower.read() {
@@ -370,6 +378,7 @@ impl State {
         &mut self,
         session_id: &str,
         storage: &koru_protocol::WindowStorage,
+        workspace: Option<String>,
         watcher: &mut Option<notify::RecommendedWatcher>,
     ) {
         let derived = announced::window_store_roots(storage, &self.config.announce, self.uid);
@@ -410,6 +419,7 @@ impl State {
                 path: path.clone(),
                 registry: false,
                 sessions: BTreeSet::from([session_id.to_string()]),
+                workspace: workspace.clone(),
             });
             added.push((store, path));
         }
@@ -503,6 +513,7 @@ pub async fn run(
             registry: true,
             sessions: BTreeSet::new(),
             checked: true,
+            workspace: None,
         })
         .collect();
     let mut state = State {
@@ -556,8 +567,8 @@ pub async fn run(
             }
             Some(change) = announcements.recv() => {
                 match change {
-                    RootsChange::Add { session_id, storage } => {
-                        state.add_session(&session_id, &storage, &mut watcher).await;
+                    RootsChange::Add { session_id, storage, workspace } => {
+                        state.add_session(&session_id, &storage, workspace, &mut watcher).await;
                     }
                     RootsChange::Remove { session_id } => {
                         state.remove_session(&session_id, &mut watcher);

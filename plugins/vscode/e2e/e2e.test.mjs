@@ -503,6 +503,108 @@ test(`10. the first prompt, sent the moment the session appears while the chat's
 
 const FIGURE_DRIVES = Number(process.env.KORU_E2E_FIGURES || 0);
 
+test("11. with the chat-store observers on, the window's announced chatSessions/ folder is watched: `koru chats` lists its chat with the last prompt, and the drive's observation is set from the store as well, each fact published once", async () => {
+  // A daemon of its own with the observers on, in a HOME with no chat stores: whatever it
+  // sees, it sees through the folders the window announces.
+  const dir = fs.mkdtempSync(path.join(tmp, 'observed-'));
+  const observedRun = path.join(dir, 'run');
+  fs.mkdirSync(observedRun, { mode: 0o700 });
+  const observedSocket = path.join(observedRun, 'koru.sock');
+  const home = path.join(dir, 'home');
+  fs.mkdirSync(home);
+  const env = { ...process.env, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config'), XDG_DATA_HOME: path.join(home, '.local/share'), XDG_STATE_HOME: path.join(home, '.local/state') };
+  delete env.CLAUDE_CONFIG_DIR;
+  delete env.CODEX_HOME;
+  const logFile = path.join(dir, 'daemon.log');
+  const log = fs.openSync(logFile, 'a');
+  const daemon = spawn(KORU, ['daemon', '--socket', observedSocket], { env, stdio: ['ignore', log, log] });
+  fs.closeSync(log);
+  const at = (...args) =>
+    new Promise((resolve) => {
+      execFile(KORU, [...args, '--socket', observedSocket], { env, timeout: 120_000 }, (error, stdout, stderr) =>
+        resolve({ code: error ? (error.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+  const json = async (...args) => {
+    const { code, stdout, stderr } = await at(...args, '--json');
+    if (code !== 0) throw new Error(`koru ${args.join(' ')} failed (log ${logFile}): ${stderr}`);
+    return JSON.parse(stdout);
+  };
+  let window;
+  let controller;
+  try {
+    await waitFor(async () => (await at('status')).code === 0, 10_000, `the observing daemon to answer (log ${logFile})`);
+    const readyFile = path.join(dir, 'recorder-ready.json');
+    window = await openExtraWindow('observed', { KORU_SOCKET: observedSocket, KORU_E2E_RECORDER_READY_FILE: readyFile }, { extensionsDir: state.cs.extDir });
+    const session = await waitFor(
+      async () => (await json('sessions')).find?.((s) => s.role === 'plugin' && s.window?.workspace_folders?.includes(window.folder)),
+      60_000,
+      'the window in the observing daemon',
+    );
+    await waitFor(() => fs.existsSync(readyFile), 30_000, 'the recorder to select its model');
+    // The window's own chatSessions/ (code-server's profile: no registry location names it).
+    const announced = await waitFor(
+      async () => (await json('status')).observers?.find((o) => o.announced && o.root.endsWith('/chatSessions')),
+      10_000,
+      'the announced chatSessions/ folder in `koru status`',
+    );
+    assert.deepEqual(announced.announced_by, [session.session_id]);
+    assert.equal(announced.store, 'chat_history_copilot_json');
+    assert.ok(announced.root.startsWith(window.cs.userDir), `${announced.root} is in the window's profile ${window.cs.userDir}`);
+
+    controller = await Controller.connect(observedSocket);
+    const stream = [];
+    controller.waiters.push((m) => {
+      if (m.type === 'stream') stream.push(m.event);
+      return false;
+    });
+    const prompt = `observed through the window's own store ✓ ${Date.now()}`;
+    const sent = await at('send', '--workspace', window.folder, '--wait', '--json', prompt);
+    assert.equal(sent.code, 0, sent.stderr);
+    const drive = JSON.parse(sent.stdout);
+    assert.equal(drive.state, 'done');
+    assert.equal(drive.submit_evidence, 'chat_responded');
+    assert.equal(readJsonLines(window.recordFile).at(-1)?.prompt, prompt);
+
+    const chat = await waitFor(
+      async () => (await json('chats')).find((c) => c.store === 'chat_history_copilot_json' && c.last_prompt === prompt),
+      20_000,
+      'the chat with the last prompt in `koru chats`',
+    );
+    assert.equal(chat.workspace, window.folder, 'the chat belongs to the window that announced the folder');
+    const observed = await waitFor(
+      async () => {
+        const listed = await json('drives');
+        const found = (listed.drives ?? listed).find((d) => d.drive_id === drive.drive_id);
+        return found?.observation?.store === 'chat_history_copilot_json' && found;
+      },
+      20_000,
+      "the drive's observation from the store",
+    );
+    assert.equal(observed.observation.stage, 'replied');
+    assert.equal(observed.observation.chat_id, chat.chat_id);
+    // The workbench rewrites the session file on every storage flush (every 5 s in a
+    // browser): wait for another one, then count what was published.
+    await new Promise((r) => setTimeout(r, 7000));
+    const updates = stream.filter((e) => e.kind === 'drive_updated' && e.drive.drive_id === drive.drive_id).map((e) => e.drive.observation).filter(Boolean);
+    const replied = updates.filter((o, i) => o.stage === 'replied' && updates[i - 1]?.stage !== 'replied');
+    assert.equal(replied.length, 1, `the drive is reported replied once: ${JSON.stringify(updates)}`);
+    for (let i = 1; i < updates.length; i++) {
+      assert.notDeepEqual(updates[i], updates[i - 1], `every drive update says something new: ${JSON.stringify(updates)}`);
+    }
+    const storeEvents = stream.filter((e) => e.kind === 'observed' && e.observation.chat_id === chat.chat_id).map((e) => e.observation.kind);
+    for (const kind of ['prompt_seen', 'reply_completed']) {
+      assert.equal(storeEvents.filter((k) => k === kind).length, 1, `the store's ${kind} is published once: ${JSON.stringify(storeEvents)}`);
+    }
+    notes.observed_store_events = storeEvents;
+    notes.observed_drive_updates = updates.map((o) => `${o.store}:${o.stage}`);
+  } finally {
+    controller?.close();
+    await window?.close();
+    daemon.kill('SIGTERM');
+  }
+});
+
 test('figures: native-route drive latency against the fake plugin in the same daemon', { skip: FIGURE_DRIVES === 0 && 'set KORU_E2E_FIGURES=N to measure' }, async () => {
   const fakeFolder = fs.mkdtempSync(path.join(tmp, 'fake-'));
   const fake = spawn(KORU, ['dev', 'fake-plugin', '--socket', socket, '--workspace', fakeFolder, '--behaviour', 'ack'], { stdio: 'ignore' });

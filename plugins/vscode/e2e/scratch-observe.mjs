@@ -1,0 +1,31 @@
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs'; import os from 'node:os'; import path from 'node:path';
+import { E2E_DIR, openWorkbench, packageVsix, startCodeServer, waitFor } from './harness.mjs';
+const ROOT = path.resolve(E2E_DIR, '..', '..', '..');
+const KORU = path.join(ROOT, 'target/debug/koru');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'koru-exp-'));
+const run = path.join(tmp, 'run'); fs.mkdirSync(run, { mode: 0o700 });
+const sock = path.join(run, 'koru.sock');
+const home = path.join(tmp, 'home'); fs.mkdirSync(home);
+const folder = path.join(tmp, 'ws'); fs.mkdirSync(folder);
+const log = fs.openSync(path.join(tmp, 'daemon.log'), 'a');
+const d = spawn(KORU, ['daemon', '--socket', sock], { stdio: ['ignore', log, log], env: { ...process.env, HOME: home, RUST_LOG: 'info,koru=debug' } });
+const k = (...a) => execFileSync(KORU, [...a, '--socket', sock], { encoding: 'utf8', env: { ...process.env, HOME: home } });
+await waitFor(() => { try { k('status'); return true } catch { return false } }, 10000, 'daemon');
+const rec = packageVsix(path.join(E2E_DIR, '..', 'test-fixtures', 'koru-e2e-recorder'), path.join(tmp, 'rec.vsix'));
+const cs = await startCodeServer({ folder, vsixPaths: [path.join(E2E_DIR, '..', 'koru-vscode-0.1.0.vsix'), rec], env: { KORU_SOCKET: sock, KORU_E2E_RECORD_FILE: path.join(tmp, 'rec.jsonl') }, extraArgs: ['--enable-proposed-api', 'koru-e2e.koru-e2e-recorder'] });
+const wb = await openWorkbench(cs.url, folder);
+await waitFor(() => JSON.parse(k('sessions', '--json')).sessions?.some?.(s => s.role === 'plugin') || JSON.parse(k('sessions','--json')).some?.(s=>s.role==='plugin'), 30000, 'session');
+console.log(k('sessions'));
+const t0 = Date.now();
+console.log(k('send', '--workspace', folder, '--wait', '--json', 'hello from the observe experiment'));
+for (let i = 0; i < 30; i++) {
+  await new Promise(r => setTimeout(r, 1000));
+  const chats = k('chats');
+  const drives = k('drives', '--json');
+  console.log(`t=${Date.now() - t0}ms\n${chats}\n${drives.slice(0, 1500)}`);
+  if (chats.includes('observe experiment')) break;
+}
+execFileSync('bash', ['-c', `find ${cs.userDir} -path '*chatSessions*' -ls; find ${cs.userDir} -name '*.json*' -path '*chat*' | head`], { stdio: 'inherit' });
+console.log(k('status', '--json').slice(0, 3000));
+await wb.close(); await cs.stop(); d.kill(); console.log('tmp', tmp);

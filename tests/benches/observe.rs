@@ -1,4 +1,4 @@
-//! Benchmark of the chat-store observers (`cargo bench -p koru-system-tests --bench observe`): store write → `observed` event latency through the real daemon, the cost of reading one appended record from a 1 MB and a 100 MB session log, and the daemon's idle CPU and RSS while it watches 1,000 session files.
+//! Benchmark of the chat-store observers (`cargo bench -p koru-system-tests --bench observe`): store write → `observed` event latency through the real daemon, the time from a store folder's creation after start-up to its first event, the cost of reading one appended record from a 1 MB and a 100 MB session log, and the daemon's idle CPU and RSS while it watches 1,000 session files or waits for 20 missing roots.
 //!
 //! Prints Markdown tables. Without `--bench` (as `cargo test --benches` runs it) it makes a
 //! quick smoke run with small counts.
@@ -90,6 +90,70 @@ async fn write_to_event(samples: usize) -> Result<Vec<Duration>> {
     Ok(times)
 }
 
+/// Waits on a subscribed controller for the `prompt_seen` whose excerpt is `text`.
+async fn prompt_seen(client: &mut Client, text: &str) -> Result<()> {
+    loop {
+        let Some(envelope) = tokio::time::timeout(Duration::from_secs(10), client.next()).await??
+        else {
+            bail!("daemon closed")
+        };
+        if let Message::Stream(item) = envelope.message {
+            if let StreamEvent::Observed { observation } = item.event {
+                if let koru_protocol::ObservedKind::PromptSeen { excerpt, .. } = observation.event {
+                    if excerpt == text {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A daemon that started before `~/.claude` existed: from creating the project folder
+/// (`mkdir -p`, as Claude Code's first run does) and writing the first record to the
+/// `prompt_seen` event, each run on a fresh daemon.
+async fn late_root_to_event(runs: usize) -> Result<Vec<Duration>> {
+    let mut times = Vec::with_capacity(runs);
+    for run in 0..runs {
+        let sandbox = Sandbox::new();
+        let cwd = sandbox.workspace("late").to_str().unwrap().to_string();
+        let _daemon = sandbox.start_daemon(&[]);
+        // The observers have looked at the machine (a file written while the daemon is
+        // still starting is history, not news).
+        let projects = sandbox.path().join("home/.claude/projects");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let observing = || {
+            serde_json::from_slice::<serde_json::Value>(&sandbox.run(&["status", "--json"]).stdout)
+                .ok()
+                .and_then(|s| s["observers"].as_array().cloned())
+                .is_some_and(|all| {
+                    all.iter()
+                        .any(|o| o["root"] == projects.to_str().unwrap() && o["mode"] == "waiting")
+                })
+        };
+        while !observing() {
+            if Instant::now() > deadline {
+                bail!("the daemon never reported its observers");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut client = Client::connect(&sandbox.socket(), controller_hello("bench")).await?;
+        client.request(Message::EventsSubscribe {}).await?;
+        let project = sandbox
+            .path()
+            .join("home/.claude/projects")
+            .join(cwd.replace('/', "-"));
+        let text = format!("first prompt of run {run}");
+        let line = record("late-session", &cwd, &text);
+        let start = Instant::now();
+        std::fs::create_dir_all(&project)?;
+        append(&project.join("late-session.jsonl"), &line);
+        prompt_seen(&mut client, &text).await?;
+        times.push(start.elapsed());
+    }
+    Ok(times)
+}
+
 /// A session log of about `bytes` bytes, read to its end.
 fn big_log(dir: &Path, bytes: usize) -> (PathBuf, JsonlTail, ClaudeCodeParser) {
     let path = dir.join(format!("log-{bytes}.jsonl"));
@@ -145,6 +209,60 @@ fn rss_kib(pid: i32) -> u64 {
         .unwrap_or(0)
 }
 
+/// The chat-store interfaces of the built-in registry.
+const STORES: [&str; 9] = [
+    "chat_history_claude_code_jsonl",
+    "chat_history_copilot_json",
+    "chat_history_cursor_sqlite",
+    "chat_history_cursor_legacy_sqlite",
+    "chat_history_cline_tasks",
+    "chat_history_cline_sessions",
+    "chat_history_codex_jsonl",
+    "chat_history_gemini_cli",
+    "chat_history_antigravity_pb_readonly",
+];
+
+/// Idle CPU (percent of one core) and RSS of a daemon whose observers wait for 20 missing
+/// roots (the built-in registry's 18 in an empty HOME, plus 2 more Claude Code
+/// locations), against the same daemon whose observers have no root at all (every
+/// store's `locations` emptied by a registry layer): (cpu, rss, cpu without, rss
+/// without, roots waiting).
+fn idle_waiting(idle: Duration) -> Result<(f64, u64, f64, u64, usize)> {
+    let measure = |layer_yaml: String| -> Result<(f64, u64, usize)> {
+        let sandbox = Sandbox::new();
+        let layer = sandbox.path().join("config/bench-layer.yaml");
+        std::fs::write(&layer, layer_yaml)?;
+        let daemon = sandbox.start_daemon(&["--registry", layer.to_str().unwrap()]);
+        std::thread::sleep(Duration::from_secs(3));
+        let status: serde_json::Value =
+            serde_json::from_slice(&sandbox.run(&["status", "--json"]).stdout)?;
+        let waiting = status["observers"]
+            .as_array()
+            .map(|all| all.iter().filter(|o| o["mode"] == "waiting").count())
+            .unwrap_or(0);
+        let pid = daemon.pid();
+        let before = cpu_ticks(pid);
+        std::thread::sleep(idle);
+        let ticks = cpu_ticks(pid) - before;
+        let cpu = ticks as f64 / 100.0 / idle.as_secs_f64() * 100.0;
+        Ok((cpu, rss_kib(pid), waiting))
+    };
+    let extra = "interfaces:\n  - id: chat_history_claude_code_jsonl\n    locations: [~/.claude/projects, ~/work/.claude/projects, /nonexistent/koru-bench/projects]\n".to_string();
+    let none = std::iter::once("interfaces:\n".to_string())
+        .chain(
+            STORES
+                .iter()
+                .map(|id| format!("  - id: {id}\n    locations: []\n")),
+        )
+        .collect::<String>();
+    let (cpu, rss, waiting) = measure(extra)?;
+    let (cpu_none, rss_none, left) = measure(none)?;
+    if left != 0 {
+        bail!("the baseline daemon still observes {left} root(s)");
+    }
+    Ok((cpu, rss, cpu_none, rss_none, waiting))
+}
+
 /// Idle CPU (percent of one core) and RSS while watching `files` session files.
 fn idle_watching(files: usize, idle: Duration) -> (f64, u64, u64) {
     let sandbox = Sandbox::new();
@@ -175,10 +293,17 @@ fn idle_watching(files: usize, idle: Duration) -> (f64, u64, u64) {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     let measuring = std::env::args().any(|arg| arg == "--bench");
-    let (latency_samples, update_runs, big, files, idle) = if measuring {
-        (200, 200, 100 * 1024 * 1024, 1000, Duration::from_secs(20))
+    let (latency_samples, update_runs, big, files, idle, late_runs) = if measuring {
+        (
+            200,
+            200,
+            100 * 1024 * 1024,
+            1000,
+            Duration::from_secs(20),
+            20,
+        )
     } else {
-        (5, 5, 2 * 1024 * 1024, 20, Duration::from_secs(1))
+        (5, 5, 2 * 1024 * 1024, 20, Duration::from_secs(1), 2)
     };
 
     let mut latency = write_to_event(latency_samples).await?;
@@ -191,6 +316,21 @@ async fn main() -> Result<()> {
         ms(percentile(&latency, 0.5)),
         ms(percentile(&latency, 0.99)),
         ms(*latency.last().unwrap())
+    );
+
+    let mut late = late_root_to_event(late_runs).await?;
+    late.sort();
+    println!();
+    println!(
+        "| store folder created after start-up → first event | runs | p50 ms | p99 ms | max ms |"
+    );
+    println!("|---|---|---|---|---|");
+    println!(
+        "| `~/.claude/projects/<project>` created, first record written | {} | {} | {} | {} |",
+        late.len(),
+        ms(percentile(&late, 0.5)),
+        ms(percentile(&late, 0.99)),
+        ms(*late.last().unwrap())
     );
 
     let dir = tempfile::tempdir()?;
@@ -217,5 +357,28 @@ async fn main() -> Result<()> {
     );
     println!("|---|---|---|---|");
     println!("| {files} session files | {cpu:.2} | {rss} | {baseline} |");
+
+    let (cpu, rss, cpu_off, rss_off, waiting) = idle_waiting(idle)?;
+    let cpu_met = if cpu - cpu_off <= 1.0 {
+        "met"
+    } else {
+        "missed"
+    };
+    let rss_met = if rss.saturating_sub(rss_off) <= 1024 {
+        "met"
+    } else {
+        "missed"
+    };
+    println!();
+    println!(
+        "| idle, waiting for missing roots | CPU (% of a core, over {} s) | RSS KiB | no root: CPU / RSS KiB | target +1 % CPU / +1 MB |",
+        idle.as_secs()
+    );
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {waiting} roots waiting | {cpu:.2} | {rss} | {cpu_off:.2} / {rss_off} | {cpu_met} (+{:.2} %) / {rss_met} (+{} KiB) |",
+        cpu - cpu_off,
+        rss as i64 - rss_off as i64
+    );
     Ok(())
 }

@@ -41,6 +41,9 @@ pub struct ObserveConfig {
     pub rescan: Duration,
     /// Which store roots a plugin session's announced `window.storage` maps to.
     pub announce: AnnounceConfig,
+    /// When the daemon started (before its socket accepted anyone): files last written
+    /// before it are history. `None`: when the watcher starts.
+    pub started_ms: Option<u64>,
 }
 
 impl Default for ObserveConfig {
@@ -50,6 +53,7 @@ impl Default for ObserveConfig {
             quiet: Duration::from_secs(5),
             rescan: Duration::from_secs(10),
             announce: AnnounceConfig::default(),
+            started_ms: None,
         }
     }
 }
@@ -209,19 +213,18 @@ impl State {
         })
     }
 
-    /// Reads what is new in `path` and forwards its observations. `replay` marks history
-    /// read at start-up or when a window announced a folder (applied to the chats table,
-    /// not published as news); a file met for the first time later is history too when it
-    /// was last written before the daemon followed its root (a folder moved into place),
-    /// and news otherwise. History's quiet-period conclusions are drawn at once, from the
-    /// file's own time, and are history as well.
-    async fn follow(&mut self, path: &Path, replay: bool) {
+    /// Reads what is new in `path` and forwards its observations. A file met for the first
+    /// time is history when it was last written before the daemon followed its root (at
+    /// start-up, when a window announced it, when it appeared; a folder moved into place
+    /// keeps its files' times): applied to the chats table, not published as news, and its
+    /// quiet-period conclusions are drawn at once, from the file's own time, as history
+    /// too. A file written since is news, even if the daemon is still starting.
+    async fn follow(&mut self, path: &Path) {
         let Some((store, root, path)) = self.store_of(path) else {
             return;
         };
         let now = SystemClock.now_ms();
         let first_read = !self.files.contains_key(&path);
-        let mut history = replay;
         if first_read {
             self.health_changed = true;
             let root_since = self
@@ -230,7 +233,7 @@ impl State {
                 .find(|r| r.path == root)
                 .map_or(0, |r| r.since_ms);
             let written = mtime_ms(&path);
-            history = replay || written.is_some_and(|ms| ms < root_since);
+            let history = written.is_some_and(|ms| ms < root_since);
             let announced_workspace = self
                 .roots
                 .iter()
@@ -291,8 +294,7 @@ impl State {
                 followed.last_change_ms = now;
                 followed.history = false;
             }
-            history = followed.history;
-            if history {
+            if followed.history {
                 // Its state comes from its own time at once, not after a quiet period
                 // counted from the moment the daemon happened to read it.
                 let quiet_ms = self.config.quiet.as_millis() as u64;
@@ -303,6 +305,7 @@ impl State {
                 ));
             }
         }
+        let history = self.files.get(&path).is_some_and(|f| f.history);
         self.forward(store, observations, history).await;
     }
 
@@ -354,7 +357,7 @@ impl State {
 
     /// Lists every root again, reading each session file (unchanged files cost a stat);
     /// unreadable directories are problems too.
-    async fn rescan(&mut self, replay: bool) {
+    async fn rescan(&mut self) {
         let roots: Vec<(Store, PathBuf)> = self
             .roots
             .iter()
@@ -363,7 +366,7 @@ impl State {
             .collect();
         for (store, root) in roots {
             for path in store.session_files(&root) {
-                self.follow(&path, replay).await;
+                self.follow(&path).await;
             }
         }
         // Files that disappeared without an event.
@@ -667,7 +670,7 @@ impl State {
     /// folder created inside one: files written before its watch was armed are not missed).
     async fn scan(&mut self, store: Store, root: &Path, folder: &Path) {
         for path in store.session_files_in(root, folder) {
-            self.follow(&path, false).await;
+            self.follow(&path).await;
         }
     }
 
@@ -704,7 +707,7 @@ impl State {
             }
             return;
         }
-        self.follow(path, false).await;
+        self.follow(path).await;
     }
 }
 
@@ -764,7 +767,7 @@ impl State {
                 continue;
             }
             for path in store.session_files(&root) {
-                self.follow(&path, true).await;
+                self.follow(&path).await;
             }
         }
         self.health_changed = true;
@@ -853,7 +856,7 @@ pub async fn run(
             None
         }
     };
-    let started_ms = SystemClock.now_ms();
+    let started_ms = config.started_ms.unwrap_or_else(|| SystemClock.now_ms());
     let roots = config
         .roots
         .iter()
@@ -881,7 +884,7 @@ pub async fn run(
         }
     }
     state.arm(&mut watcher, false);
-    state.rescan(true).await;
+    state.rescan().await;
 
     let mut rescan = tokio::time::interval(state.config.rescan);
     rescan.tick().await;
@@ -921,7 +924,7 @@ pub async fn run(
             }
             _ = rescan.tick() => {
                 state.refresh_roots(&mut watcher, true).await;
-                state.rescan(false).await;
+                state.rescan().await;
             }
             Some(change) = announcements.recv() => {
                 match change {

@@ -67,6 +67,9 @@ pub async fn run(
     ready: impl FnOnce(&std::path::Path),
 ) -> Result<(), SocketError> {
     raise_open_files_limit();
+    // What the chat stores held before anyone could connect is history; what is written
+    // from now on is news, even while the observers are still starting.
+    let started_ms = crate::clock::Clock::now_ms(&SystemClock);
     // Watch the registry files before anyone can connect, so no later edit is missed.
     let registry_watch =
         crate::registry::watch::RegistryWatcher::start(config.registry_paths.clone());
@@ -135,6 +138,7 @@ pub async fn run(
             .collect();
         observe.announce =
             crate::observe::announced::AnnounceConfig::from_registry(&observe_registry);
+        observe.started_ms = Some(started_ms);
         tracing::info!(roots = ?observe.roots, announced = ?observe.announce, "observing chat stores");
         tracker.spawn(crate::observe::watcher::run(
             observe,

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use koru_protocol::SessionInfo;
+use koru_protocol::{ObserverMode, SessionInfo};
 use koru_registry::{
     effective_policy, rank_routes, BlockerCode, DisplayServer, Family, Interface, Platform,
     Registry, RouteKind, Transport,
@@ -497,10 +497,25 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
             found.push(format!("{} (created on first use)", expanded.join(", ")));
             return Verdict::ok(found);
         }
+        // The running daemon reads the store the moment it appears: say so.
+        let waiting = facts
+            .daemon
+            .status
+            .iter()
+            .flat_map(|status| status.observers.iter())
+            .any(|o| o.store == interface.id && o.mode == Some(ObserverMode::Waiting));
+        let detail = if waiting {
+            format!(
+                "nothing at {} yet; the running daemon is waiting for it to appear and will read it at once",
+                expanded.join(", ")
+            )
+        } else {
+            format!("nothing at {}", expanded.join(", "))
+        };
         return Verdict::blocked(
             Status::NotApplicable,
             BlockerCode::StoreMissing,
-            format!("nothing at {}", expanded.join(", ")),
+            detail,
             found,
         );
     }
@@ -513,11 +528,8 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
             .flat_map(|status| status.observers.iter())
             .filter(|o| o.store == interface.id)
         {
-            if let Some(error) = &observer.watch_error {
-                unreadable.push(format!(
-                    "{}: not watched ({error}); the daemon rescans it every few seconds instead",
-                    observer.root
-                ));
+            if let (true, Some(error)) = (observer.exists, &observer.watch_error) {
+                unreadable.push(format!("{}: not watched: {error}", observer.root));
             }
             for problem in &observer.problems {
                 let kind = match problem.kind {

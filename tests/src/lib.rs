@@ -771,6 +771,11 @@ impl Observer {
             .expect("an observation within the time limit")
     }
 
+    /// The next observation, or None when nothing came within `within`.
+    pub fn try_next(&self, within: Duration) -> Option<Value> {
+        self.lines.recv_timeout(within).ok()
+    }
+
     /// The next `count` observations as `kind` or `kind (inferred)`.
     pub fn kinds(&self, count: usize) -> Vec<String> {
         (0..count)

@@ -6,9 +6,17 @@
 //! or a list of blocks (`text`, `tool_use`, `tool_result`, `thinking`). A turn ends on a
 //! `system` record with `subtype` `turn_duration` or `stop_hook_summary` where the version
 //! writes one — never on `stop_reason`, which is null on final replies in several
-//! versions. Without such a record completion is inferred: the last assistant record has
-//! text and no pending tool use, and then a quiet period passes or the next prompt comes.
-//! A user record `[Request interrupted by user…]` ends the turn as cancelled.
+//! versions. A user record `[Request interrupted by user…]` ends the turn as cancelled.
+//!
+//! Since 2.1 one API message is written as several records, one per content block
+//! (`thinking`, `text`, `tool_use`), each when its block is complete: a text record can be
+//! followed a minute later by the `tool_use` of the same message (seen in real 2.1.39
+//! transcripts, tests/corpus/claude_code). Nothing in a text record says whether more
+//! blocks follow, so a version that writes end records (2.1 on, or any file that has
+//! shown one) never gets an inferred end. Older versions (one record per message) get
+//! one when the last assistant record has text and no `tool_use`, nothing of the turn
+//! came after it (a tool result or a thinking-only record means it goes on), and then a
+//! quiet period passes or the next prompt comes.
 
 use koru_protocol::ObservationBasis;
 use serde_json::Value;
@@ -54,6 +62,14 @@ impl LineParser for ClaudeCodeParser {
                 chat.workspace = Some(cwd.to_string());
             }
         }
+        if !chat.ends_recorded
+            && record
+                .get("version")
+                .and_then(Value::as_str)
+                .is_some_and(writes_end_records)
+        {
+            chat.ends_recorded = true;
+        }
         if let Some(session) = record.get("sessionId").and_then(Value::as_str) {
             if !chat.seen() {
                 chat.chat_id = session.to_string();
@@ -77,7 +93,7 @@ impl LineParser for ClaudeCodeParser {
                 let blocks = Blocks::of(content);
                 if blocks.tool_results > 0 && blocks.text.is_empty() {
                     // The result of a tool the assistant asked for: the turn goes on.
-                    chat.tool_pending = false;
+                    chat.reply_ready = false;
                     return Ok(out);
                 }
                 if blocks.text.starts_with("[Request interrupted by user") {
@@ -89,12 +105,13 @@ impl LineParser for ClaudeCodeParser {
                     "<command-message>",
                     "<local-command-stdout>",
                     "<system-reminder>",
+                    "<task-notification>",
                 ]
                 .iter()
                 .any(|tag| blocks.text.trim_start().starts_with(tag));
-                if blocks.text.is_empty() || injected || flag("isCompactSummary") {
-                    // Slash commands, their output, reminders and compaction summaries are
-                    // not prompts a person typed.
+                if blocks.text.trim().is_empty() || injected || flag("isCompactSummary") {
+                    // Slash commands, their output, reminders, background-task notices and
+                    // compaction summaries are not prompts a person typed.
                     return Ok(out);
                 }
                 chat.prompt(&mut out, &blocks.text);
@@ -106,17 +123,21 @@ impl LineParser for ClaudeCodeParser {
                 }
                 chat.answering(&mut out, true);
                 let blocks = Blocks::of(content);
-                if !blocks.text.is_empty() {
+                let has_text = !blocks.text.trim().is_empty();
+                if has_text {
                     chat.last_text = blocks.text;
                 }
-                chat.tool_pending = blocks.tool_uses > 0;
+                // Only a record of text asking for no tool may be the turn's last; a
+                // thinking-only or tool-use record means the turn goes on.
+                chat.reply_ready = has_text && blocks.tool_uses == 0;
             }
             "system" => {
                 let subtype = record.get("subtype").and_then(Value::as_str).unwrap_or("");
-                if matches!(subtype, "turn_duration" | "stop_hook_summary")
-                    && chat.turn != Turn::Idle
-                {
-                    chat.complete(&mut out, ObservationBasis::Explicit);
+                if matches!(subtype, "turn_duration" | "stop_hook_summary") {
+                    chat.ends_recorded = true;
+                    if chat.turn != Turn::Idle {
+                        chat.complete(&mut out, ObservationBasis::Explicit);
+                    }
                 }
             }
             _ => {}
@@ -164,6 +185,17 @@ impl Blocks {
             _ => {}
         }
         blocks
+    }
+}
+
+/// Whether Claude Code `version` ("2.1.39") writes end-of-turn records: 2.1 and later.
+/// They were absent from the 2.0.x transcripts examined and are present in 2.1.x ones
+/// (docs/research/chat-store-formats.md §1; tests/corpus/claude_code).
+fn writes_end_records(version: &str) -> bool {
+    let mut parts = version.split('.').map(|part| part.parse::<u64>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (2, 1),
+        _ => false,
     }
 }
 
@@ -238,6 +270,118 @@ mod tests {
         assert_eq!(
             kinds(&feed(&mut parser, &[PROMPT])),
             ["reply_completed (inferred)", "prompt_seen"]
+        );
+    }
+
+    /// `line` with its `"version"` replaced (the constants above are 1.0.51).
+    fn at_version(line: &str, version: &str) -> String {
+        let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+        record["version"] = serde_json::json!(version);
+        record.to_string()
+    }
+
+    const THINKING: &str = r#"{"parentUuid":"u2","isSidechain":false,"cwd":"/home/me/repo","sessionId":"s-1","type":"assistant","message":{"role":"assistant","content":[{"type":"thinking","thinking":"Now the fix.","signature":"x"}],"stop_reason":null},"uuid":"a3","timestamp":"2025-07-14T10:00:04.000Z"}"#;
+    const TEXT_FIRST: &str = r#"{"parentUuid":"u1","isSidechain":false,"cwd":"/home/me/repo","sessionId":"s-1","type":"assistant","message":{"id":"msg_1","role":"assistant","content":[{"type":"text","text":"Let me write the fix."}],"stop_reason":null},"uuid":"a1","timestamp":"2025-07-14T10:00:01.000Z"}"#;
+
+    #[test]
+    fn a_version_that_writes_end_records_is_never_inferred() {
+        // 2.1 writes a message's blocks as separate records: the text record comes first
+        // and its tool_use can follow a minute later. Quiet means nothing there.
+        let mut parser = ClaudeCodeParser::new("s-1");
+        let lines = [
+            at_version(PROMPT, "2.1.39"),
+            at_version(TEXT_FIRST, "2.1.39"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        assert_eq!(
+            kinds(&feed(&mut parser, &lines)),
+            ["chat_seen", "prompt_seen", "reply_started"]
+        );
+        assert!(parser.on_quiet(600_000, 0, 1_000).is_empty());
+        // A prompt typed meanwhile (queued) does not end it either.
+        assert_eq!(
+            kinds(&feed(&mut parser, &[&at_version(PROMPT, "2.1.39")])),
+            ["prompt_seen"]
+        );
+        let events = feed(&mut parser, &[FINAL, TURN_END]);
+        assert_eq!(kinds(&events), ["reply_started", "reply_completed"]);
+        assert_eq!(
+            events[1].event,
+            ObservedKind::ReplyCompleted {
+                excerpt: "Fixed: the test expected UTC.".into(),
+                length: 29
+            }
+        );
+
+        // A file with no version that has shown an end record: later turns wait for
+        // theirs too.
+        let mut parser = ClaudeCodeParser::new("s-1");
+        let unversioned = |line: &str| {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record.as_object_mut().unwrap().remove("version");
+            record.to_string()
+        };
+        let lines: Vec<String> = [PROMPT, FINAL, TURN_END, PROMPT, FINAL]
+            .iter()
+            .map(|line| unversioned(line))
+            .collect();
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        feed(&mut parser, &lines);
+        assert!(parser.on_quiet(600_000, 0, 1_000).is_empty());
+    }
+
+    #[test]
+    fn an_inferred_end_needs_a_last_record_of_text_without_tool_use() {
+        // After a tool result the turn goes on, whatever text came before.
+        let mut parser = ClaudeCodeParser::new("s-1");
+        feed(&mut parser, &[PROMPT, TOOL_USE, TOOL_RESULT]);
+        assert!(parser.on_quiet(600_000, 0, 1_000).is_empty(), "tool result");
+        // A thinking-only record after a text: the older text is not the reply.
+        let mut parser = ClaudeCodeParser::new("s-1");
+        feed(&mut parser, &[PROMPT, TEXT_FIRST, THINKING]);
+        assert!(parser.on_quiet(600_000, 0, 1_000).is_empty(), "thinking");
+        assert_eq!(
+            kinds(&feed(&mut parser, &[PROMPT])),
+            ["prompt_seen"],
+            "nor at the next prompt"
+        );
+        // A whitespace-only text record is not reply text.
+        let blank = TEXT_FIRST.replace("Let me write the fix.", "  ");
+        let mut parser = ClaudeCodeParser::new("s-1");
+        feed(&mut parser, &[PROMPT, &blank]);
+        assert!(parser.on_quiet(600_000, 0, 1_000).is_empty(), "blank");
+        // Text with nothing after it: complete after quiet, with that text.
+        let mut parser = ClaudeCodeParser::new("s-1");
+        feed(
+            &mut parser,
+            &[PROMPT, TOOL_USE, TOOL_RESULT, THINKING, FINAL],
+        );
+        let events = parser.on_quiet(600_000, 0, 1_000);
+        assert_eq!(
+            events[0].event,
+            ObservedKind::ReplyCompleted {
+                excerpt: "Fixed: the test expected UTC.".into(),
+                length: 29
+            }
+        );
+    }
+
+    #[test]
+    fn a_background_task_notice_is_not_a_prompt() {
+        let mut parser = ClaudeCodeParser::new("s-1");
+        let notice = r#"{"type":"user","sessionId":"s-1","version":"2.1.39","message":{"role":"user","content":"<task-notification>\n<task-id>b7636e2</task-id>\n<status>completed</status>\n</task-notification>"},"timestamp":"2026-02-12T21:03:25.950Z"}"#;
+        let end = r#"{"type":"system","subtype":"stop_hook_summary","sessionId":"s-1","version":"2.1.39","timestamp":"2026-02-12T21:03:34.206Z"}"#;
+        let lines = [PROMPT, FINAL, TURN_END, notice, FINAL, end];
+        assert_eq!(
+            kinds(&feed(&mut parser, &lines)),
+            [
+                "chat_seen",
+                "prompt_seen",
+                "reply_started",
+                "reply_completed",
+                "reply_started",
+                "reply_completed"
+            ]
         );
     }
 

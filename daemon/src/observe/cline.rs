@@ -53,6 +53,7 @@ pub fn parse_ui_messages(
         chat_id: task_id.to_string(),
         workspace: workspace.map(str::to_string),
         turns: turns.finish(),
+        updated_ms: None,
     })
 }
 

@@ -93,6 +93,7 @@ pub fn parse_session(
             .unwrap_or_else(|| fallback_chat_id.to_string()),
         workspace: manifest.cwd.or(manifest.workspace_root),
         turns,
+        updated_ms: None,
     })
 }
 

@@ -3,9 +3,16 @@
 //! Format facts (docs/research/chat-store-formats.md §2): every line is
 //! `{timestamp, type, payload}`. `session_meta.payload` has the thread `id` and the `cwd`.
 //! `event_msg` payloads carry the turn: `user_message {message}`, `agent_message {message,
-//! phase?}`, `task_started`, `task_complete {last_agent_message, error?}` (persisted since
-//! early 2026; older rollouts have no explicit end, so the end is inferred as for Claude
-//! Code) and `turn_aborted {reason}`. Approval requests are never written to rollouts.
+//! phase?}`, `task_started`, `task_complete {last_agent_message, error?}` and `turn_aborted
+//! {reason}`. Approval requests are never written to rollouts.
+//!
+//! `task_started` and `task_complete` are persisted together (both were left out of
+//! rollouts by openai/codex `rollout/policy.rs` until early 2026). A rollout that has
+//! either records the end of every turn, so its ends are never inferred: a turn with
+//! `task_started` and no `task_complete` is still running, however long it is quiet and
+//! whatever it runs. Only older rollouts, with no task events, get the inferred end
+//! (quiet period or next prompt), and only after an agent message that is not
+//! commentary, with no reasoning or tool call after it.
 
 use koru_protocol::ObservationBasis;
 use serde_json::Value;
@@ -68,7 +75,11 @@ impl LineParser for CodexParser {
                             chat.prompt(&mut out, &prompt);
                         }
                     }
-                    "agent_reasoning" => chat.answering(&mut out, false),
+                    "task_started" => chat.ends_recorded = true,
+                    "agent_reasoning" => {
+                        chat.answering(&mut out, false);
+                        chat.reply_ready = false;
+                    }
                     "item_completed" => {
                         let item = payload.get("item").unwrap_or(&Value::Null);
                         let item_text = || item_text(item);
@@ -81,42 +92,45 @@ impl LineParser for CodexParser {
                             }
                             "AgentMessage" => {
                                 chat.answering(&mut out, false);
-                                let message = item_text();
-                                if !message.is_empty() {
-                                    chat.last_text = message;
-                                }
+                                agent_text(chat, item_text(), item.get("phase"));
                             }
-                            "Reasoning" => chat.answering(&mut out, false),
+                            "Reasoning" => {
+                                chat.answering(&mut out, false);
+                                chat.reply_ready = false;
+                            }
                             _ => {}
                         }
                     }
                     "agent_message" => {
                         chat.answering(&mut out, false);
-                        let message = text("message");
-                        if !message.is_empty() {
-                            chat.last_text = message;
-                        }
+                        agent_text(chat, text("message"), payload.get("phase"));
                     }
-                    "task_complete" if chat.turn != Turn::Idle => {
-                        if let Some(last) =
-                            payload.get("last_agent_message").and_then(Value::as_str)
-                        {
-                            chat.last_text = last.to_string();
-                        }
-                        match payload.get("error").filter(|e| !e.is_null()) {
-                            Some(error) => {
-                                let reason = error
-                                    .get("message")
-                                    .and_then(Value::as_str)
-                                    .unwrap_or("the turn failed");
-                                chat.fail(&mut out, reason);
-                            }
-                            None => chat.complete(&mut out, ObservationBasis::Explicit),
+                    "task_complete" => {
+                        chat.ends_recorded = true;
+                        if chat.turn != Turn::Idle {
+                            task_complete(chat, &payload, &mut out);
                         }
                     }
                     "turn_aborted" => chat.cancel(&mut out),
                     _ => {}
                 }
+            }
+            // The agent's tool calls and their output: the turn goes on.
+            "response_item"
+                if matches!(
+                    payload.get("type").and_then(Value::as_str),
+                    Some(
+                        "function_call"
+                            | "function_call_output"
+                            | "custom_tool_call"
+                            | "custom_tool_call_output"
+                            | "local_shell_call"
+                            | "web_search_call"
+                            | "reasoning"
+                    )
+                ) =>
+            {
+                chat.reply_ready = false;
             }
             _ => {}
         }
@@ -126,6 +140,34 @@ impl LineParser for CodexParser {
     fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
         self.chat.on_quiet(now_ms, last_change_ms, quiet_ms)
     }
+}
+
+/// The turn ended on `task_complete`: failed when it carries an error, else complete with
+/// its `last_agent_message` (or the last agent message read).
+fn task_complete(chat: &mut ChatTurns, payload: &Value, out: &mut Vec<Observation>) {
+    if let Some(last) = payload.get("last_agent_message").and_then(Value::as_str) {
+        chat.last_text = last.to_string();
+    }
+    match payload.get("error").filter(|e| !e.is_null()) {
+        Some(error) => {
+            let reason = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("the turn failed");
+            chat.fail(out, reason);
+        }
+        None => chat.complete(out, ObservationBasis::Explicit),
+    }
+}
+
+/// An agent message: the reply so far. Commentary (`phase: commentary`, said while the
+/// agent keeps working) is never the end of a turn.
+fn agent_text(chat: &mut ChatTurns, message: String, phase: Option<&Value>) {
+    if message.is_empty() {
+        return;
+    }
+    chat.last_text = message;
+    chat.reply_ready = phase.and_then(Value::as_str) != Some("commentary");
 }
 
 /// The text of a paginated-mode item: its `content` parts' `text`, joined, or its own
@@ -180,6 +222,56 @@ mod tests {
             }
         );
         assert_eq!(events[3].store_ts_ms, Some(1_772_359_220_050));
+    }
+
+    const COMMENTARY: &str = r#"{"timestamp":"2026-03-01T10:00:05.000Z","type":"event_msg","payload":{"type":"agent_message","message":"Running the test suite now.","phase":"commentary"}}"#;
+    const CALL: &str = r#"{"timestamp":"2026-03-01T10:00:05.100Z","type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"cargo test\"}","call_id":"call_1"}}"#;
+
+    #[test]
+    fn a_rollout_with_task_events_is_never_inferred_and_its_real_end_is_kept() {
+        let mut parser = CodexParser::new("rollout-x");
+        let events = feed(&mut parser, &[META, STARTED, USER, COMMENTARY, CALL]);
+        assert_eq!(
+            kinds(&events),
+            ["chat_seen", "prompt_seen", "reply_started"]
+        );
+        // A command runs for ten minutes: still replying.
+        assert!(parser.on_quiet(600_000, 0, 1_000).is_empty());
+        // Even an agent message that is not commentary is not the end without
+        // task_complete.
+        feed(&mut parser, &[AGENT]);
+        assert!(parser.on_quiet(600_000, 0, 1_000).is_empty());
+        let events = feed(&mut parser, &[COMPLETE]);
+        assert_eq!(kinds(&events), ["reply_completed"]);
+        assert_eq!(events[0].basis, ObservationBasis::Explicit);
+        assert_eq!(
+            events[0].event,
+            ObservedKind::ReplyCompleted {
+                excerpt: "Fixed: off-by-one in parse().".into(),
+                length: 29
+            }
+        );
+        // A prompt steered into a running turn does not end it.
+        let mut parser = CodexParser::new("rollout-x");
+        feed(&mut parser, &[META, STARTED, USER, AGENT]);
+        assert_eq!(kinds(&feed(&mut parser, &[USER])), ["prompt_seen"]);
+    }
+
+    #[test]
+    fn without_task_events_commentary_and_tool_calls_are_not_an_end() {
+        let mut parser = CodexParser::new("r");
+        feed(&mut parser, &[META, USER, COMMENTARY]);
+        assert!(parser.on_quiet(600_000, 0, 1_000).is_empty(), "commentary");
+        feed(&mut parser, &[AGENT, CALL]);
+        assert!(
+            parser.on_quiet(600_000, 0, 1_000).is_empty(),
+            "a tool call after it"
+        );
+        feed(&mut parser, &[AGENT]);
+        assert_eq!(
+            kinds(&parser.on_quiet(600_000, 0, 1_000)),
+            ["reply_completed (inferred)"]
+        );
     }
 
     #[test]

@@ -405,6 +405,7 @@ fn session_snapshot(
         chat_id,
         workspace: workspace.map(str::to_string),
         turns,
+        updated_ms: None,
     }
 }
 

@@ -643,6 +643,7 @@ pub fn legacy_chat_snapshots(chatdata: &Value, workspace: Option<&str>) -> Vec<C
                 chat_id,
                 workspace: workspace.map(str::to_string),
                 turns,
+                updated_ms: None,
             })
         })
         .collect()
@@ -826,13 +827,20 @@ fn read_composer(
         .get("composerId")
         .and_then(Value::as_str)
         .filter(|id| !id.is_empty())?;
-    let updated_ms = composer.get("lastUpdatedAt").and_then(ms_of);
+    let updated_ms = composer
+        .get("lastUpdatedAt")
+        .and_then(ms_of)
+        .or_else(|| composer.get("createdAt").and_then(ms_of));
+    let entries = entries(composer, composer_id, bubbles);
+    if entries.is_empty() && is_empty_draft(composer) {
+        return None;
+    }
     let mut turns: Vec<TurnInProgress> = Vec::new();
     let mut bubble_workspace = None;
     let mut missing = false;
     let mut truncated = false;
     let mut seen_ids = std::collections::HashSet::new();
-    for entry in entries(composer, composer_id, bubbles) {
+    for entry in entries {
         if !seen_ids.insert(entry.bubble_id.clone()) {
             continue;
         }
@@ -923,9 +931,24 @@ fn read_composer(
             chat_id: composer_id.to_string(),
             workspace: bubble_workspace.or_else(|| workspace.map(str::to_string)),
             turns,
+            updated_ms,
         },
         in_flight: (generating && last_in_flight) || missing,
     })
+}
+
+/// A composer Cursor creates for an empty chat tab: no name, and a `status` of `none` (or
+/// none at all). With no conversation either, it is a draft, not a chat.
+fn is_empty_draft(composer: &Value) -> bool {
+    let unnamed = composer
+        .get("name")
+        .and_then(Value::as_str)
+        .is_none_or(|name| name.trim().is_empty());
+    let idle = matches!(
+        composer.get("status").and_then(Value::as_str),
+        None | Some("none")
+    );
+    unnamed && idle
 }
 
 /// The last turn's state from the composer's `status` and `generatingBubbleIds`.
@@ -1165,6 +1188,7 @@ mod tests {
                         T0_MS + 60_000
                     ),
                 ],
+                updated_ms: Some(1_766_700_090_000),
             }
         );
     }
@@ -1324,12 +1348,40 @@ mod tests {
             );
         }
         let empty = composer_snapshot(
-            &json!({"composerId": "c", "status": 3, "fullConversationHeadersOnly": "x"}),
+            &json!({"composerId": "c", "name": "c", "status": 3, "fullConversationHeadersOnly": "x"}),
             &HashMap::new(),
             None,
         )
         .unwrap();
         assert!(empty.turns.is_empty());
+    }
+
+    #[test]
+    fn an_empty_draft_is_not_a_chat_and_a_chat_is_dated_by_the_store() {
+        // What Cursor writes for a new, empty chat tab.
+        let draft = json!({"_v": 10, "composerId": "d1", "richText": "", "text": "",
+            "fullConversationHeadersOnly": [], "conversationMap": {}, "status": "none",
+            "context": {}, "createdAt": 1_766_700_000_000u64, "hasLoaded": true});
+        assert_eq!(composer_snapshot(&draft, &HashMap::new(), None), None);
+        let mut unset = draft.clone();
+        unset.as_object_mut().unwrap().remove("status");
+        assert_eq!(composer_snapshot(&unset, &HashMap::new(), None), None);
+        // A named composer is a chat even before its first message, dated by the store:
+        // its `lastUpdatedAt`, else its `createdAt` — never the time it was read.
+        let mut named = draft.clone();
+        named["name"] = json!("Plan the migration");
+        let snapshot = composer_snapshot(&named, &HashMap::new(), None).unwrap();
+        assert!(snapshot.turns.is_empty());
+        assert_eq!(snapshot.updated_ms, Some(1_766_700_000_000));
+        let events = crate::observe::snapshot::SnapshotDiffer::new().update(&snapshot);
+        assert_eq!(events[0].store_ts_ms, Some(1_766_700_000_000));
+        named["lastUpdatedAt"] = json!(1_766_700_050_000u64);
+        let snapshot = composer_snapshot(&named, &HashMap::new(), None).unwrap();
+        assert_eq!(snapshot.updated_ms, Some(1_766_700_050_000));
+        // A draft that is generating has had its prompt sent: it is a chat.
+        let mut sent = draft;
+        sent["status"] = json!("generating");
+        assert!(composer_snapshot(&sent, &HashMap::new(), None).is_some());
     }
 
     #[test]
@@ -1723,7 +1775,7 @@ mod tests {
         writer.put("composerData:a", &composer("a", "completed", &[]));
         let mut db = CursorDb::open(&path).unwrap();
         assert_eq!(db.changed_chats().unwrap().len(), 1);
-        writer.sql("BEGIN EXCLUSIVE; INSERT INTO cursorDiskKV VALUES ('composerData:b', '{\"composerId\":\"b\"}')");
+        writer.sql("BEGIN EXCLUSIVE; INSERT INTO cursorDiskKV VALUES ('composerData:b', '{\"composerId\":\"b\",\"name\":\"b\"}')");
         let started = Instant::now();
         let error = db.changed_chats().unwrap_err();
         assert!(

@@ -488,6 +488,7 @@ mod tests {
             chat_id: "doc".into(),
             workspace: None,
             turns,
+            updated_ms: None,
         })
     }
 

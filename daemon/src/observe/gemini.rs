@@ -13,7 +13,8 @@
 //! messages with `functionResponse` parts), `gemini` (reply text, `toolCalls[]` recorded
 //! once they complete, `thoughts`), `info` ("Request cancelled." on a user cancel),
 //! `error`, `warning`. Gemini records no turn end: a reply with no pending tool is `Open`
-//! and the differ infers completion after a quiet period.
+//! and the differ infers completion after a quiet period. The reply is the turn's last
+//! `gemini` message with text, as for the other stores' final reply text.
 
 use std::collections::HashMap;
 
@@ -53,6 +54,7 @@ pub fn parse_session_json(
         chat_id: chat_id.to_string(),
         workspace: workspace.map(str::to_string),
         turns: turns_of(messages),
+        updated_ms: None,
     })
 }
 
@@ -140,6 +142,7 @@ impl GeminiLog {
             chat_id: chat_id.to_string(),
             workspace: workspace.map(str::to_string),
             turns: turns_of(&self.messages),
+            updated_ms: None,
         })
     }
 
@@ -290,12 +293,11 @@ fn turns_of(messages: &[Value]) -> Vec<TurnSnapshot> {
             "gemini" => {
                 let text = text_of(content);
                 // Only new text reopens a cancelled or failed turn; tool calls recorded
-                // after a cancel (as `cancelled`) do not.
+                // after a cancel (as `cancelled`) do not. The reply is the turn's latest
+                // message with text (the final answer), not every message joined: the
+                // ones before it are what the agent said while it worked.
                 if !text.trim().is_empty() {
-                    if !turn.reply.is_empty() {
-                        turn.reply.push('\n');
-                    }
-                    turn.reply.push_str(&text);
+                    turn.reply = text;
                 } else if was_ended {
                     turn.ts_ms = ts_ms.or(turn.ts_ms);
                     continue;
@@ -398,12 +400,34 @@ mod tests {
             TurnSnapshot {
                 id: "m1".into(),
                 prompt: Some("list the TODOs in src/".into()),
-                reply: "Searching.\nThere are 3 TODOs.".into(),
+                reply: "There are 3 TODOs.".into(),
                 state: TurnState::Open {
                     tool_pending: false
                 },
                 ts_ms: Some(1_777_626_012_000),
             }
+        );
+    }
+
+    #[test]
+    fn the_reply_is_the_turns_final_message() {
+        let mut differ = SnapshotDiffer::new();
+        let log = log_of(&[META, PROMPT, CALLED, RESULT, ANSWER]);
+        differ.update(&log.snapshot("f", None).unwrap());
+        let events = differ.on_quiet(10_000, 0, 1_000);
+        assert_eq!(
+            events[0].event,
+            ObservedKind::ReplyCompleted {
+                excerpt: "There are 3 TODOs.".into(),
+                length: 18
+            }
+        );
+        // A later message of the turn without text (a tool call) keeps the last text.
+        let calling = r#"{"id":"m9","timestamp":"2026-05-01T09:00:13.000Z","type":"gemini","content":"","toolCalls":[{"id":"c2","name":"grep","status":"success"}]}"#;
+        let log = log_of(&[META, PROMPT, CALLED, RESULT, ANSWER, calling]);
+        assert_eq!(
+            log.snapshot("f", None).unwrap().turns[0].reply,
+            "There are 3 TODOs."
         );
     }
 

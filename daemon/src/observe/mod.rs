@@ -61,8 +61,14 @@ pub struct ChatTurns {
     pub last_text: String,
     /// The last record's store timestamp.
     pub last_ts_ms: Option<u64>,
-    /// A tool call waits for its result: the turn is not over, however quiet.
-    pub tool_pending: bool,
+    /// The agent's last record carried reply text and asked for no tool, and nothing of
+    /// the turn came after it. Only then may an end be inferred: after a tool call, a tool
+    /// result or a thinking-only record the turn is still going, and an older text is not
+    /// the reply.
+    pub reply_ready: bool,
+    /// The store records the end of every turn of this chat (its version writes end
+    /// records): an end is never inferred, however quiet, nor when the next prompt comes.
+    pub ends_recorded: bool,
     seen: bool,
 }
 
@@ -74,7 +80,8 @@ impl ChatTurns {
             turn: Turn::Idle,
             last_text: String::new(),
             last_ts_ms: None,
-            tool_pending: false,
+            reply_ready: false,
+            ends_recorded: false,
             seen: false,
         }
     }
@@ -113,10 +120,19 @@ impl ChatTurns {
         }
     }
 
-    /// A user prompt. A reply still open with text and no pending tool is ended first
+    /// Whether the open turn may be taken as ended without an end record: the store does
+    /// not write them, and the agent's last record was reply text asking for no tool.
+    fn end_inferable(&self) -> bool {
+        self.turn == Turn::Replying
+            && !self.ends_recorded
+            && self.reply_ready
+            && !self.last_text.trim().is_empty()
+    }
+
+    /// A user prompt. A reply still open that may be inferred as ended is ended first
     /// (`inferred`: the store wrote no end record).
     pub fn prompt(&mut self, out: &mut Vec<Observation>, text: &str) {
-        if self.turn == Turn::Replying && !self.tool_pending && !self.last_text.is_empty() {
+        if self.end_inferable() {
             self.complete(out, ObservationBasis::Inferred);
         }
         let (excerpt, length) = excerpt_and_length(text);
@@ -131,7 +147,7 @@ impl ChatTurns {
         );
         self.turn = Turn::Prompted;
         self.last_text.clear();
-        self.tool_pending = false;
+        self.reply_ready = false;
     }
 
     /// The agent answers: `reply_started` when the turn was waiting for it (or, with
@@ -150,7 +166,7 @@ impl ChatTurns {
         let (excerpt, length) = excerpt_and_length(&self.last_text);
         self.emit(out, basis, ObservedKind::ReplyCompleted { excerpt, length });
         self.turn = Turn::Idle;
-        self.tool_pending = false;
+        self.reply_ready = false;
     }
 
     /// The turn was interrupted (reported only if one was open).
@@ -159,7 +175,7 @@ impl ChatTurns {
             self.emit(out, ObservationBasis::Explicit, ObservedKind::Cancelled);
         }
         self.turn = Turn::Idle;
-        self.tool_pending = false;
+        self.reply_ready = false;
     }
 
     /// The turn failed.
@@ -171,11 +187,11 @@ impl ChatTurns {
             ObservedKind::Failed { reason },
         );
         self.turn = Turn::Idle;
-        self.tool_pending = false;
+        self.reply_ready = false;
     }
 
-    /// Quiet since `last_change_ms`: an open reply with text and no pending tool is taken
-    /// as complete after `quiet_ms` (`inferred`).
+    /// Quiet since `last_change_ms`: an open reply that may be inferred as ended
+    /// (`end_inferable`) is taken as complete after `quiet_ms` (`inferred`).
     pub fn on_quiet(
         &mut self,
         now_ms: u64,
@@ -183,11 +199,7 @@ impl ChatTurns {
         quiet_ms: u64,
     ) -> Vec<Observation> {
         let mut out = Vec::new();
-        if self.turn == Turn::Replying
-            && !self.tool_pending
-            && !self.last_text.is_empty()
-            && now_ms.saturating_sub(last_change_ms) >= quiet_ms
-        {
+        if self.end_inferable() && now_ms.saturating_sub(last_change_ms) >= quiet_ms {
             self.complete(&mut out, ObservationBasis::Inferred);
         }
         out

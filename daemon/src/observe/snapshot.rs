@@ -54,6 +54,9 @@ pub struct ChatSnapshot {
     pub chat_id: String,
     pub workspace: Option<String>,
     pub turns: Vec<TurnSnapshot>,
+    /// The store's own time for the chat (its creation or last change, in ms since the
+    /// epoch), for a chat whose turns carry none; never the time Koru read it.
+    pub updated_ms: Option<u64>,
 }
 
 /// The last state reported for a turn, to report each change once.
@@ -115,7 +118,11 @@ impl SnapshotDiffer {
         }
         if !self.seen {
             self.seen = true;
-            let ts = snapshot.turns.first().and_then(|t| t.ts_ms);
+            let ts = snapshot
+                .turns
+                .first()
+                .and_then(|t| t.ts_ms)
+                .or(snapshot.updated_ms);
             self.emit(
                 &mut out,
                 ts,
@@ -303,6 +310,7 @@ mod tests {
             chat_id: "c".into(),
             workspace: Some("/w".into()),
             turns,
+            updated_ms: None,
         }
     }
 

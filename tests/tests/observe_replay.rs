@@ -1,0 +1,397 @@
+//! Replays the real store files of `tests/corpus/<store>/` where the tools write them, under a sandbox HOME, on the real daemon: in place before it starts, copied in while it runs, appended line by line, and appended with the records' own time gaps; checks what each file's `<file>.expect.json` (written by hand) says, and that nothing on disk changed.
+//!
+//! Checked at each placement: the chat is found (its id, workspace), its last prompt, its
+//! state and last activity (`koru chats`), and — for files written while the daemon runs —
+//! the exact events on the live stream in order (so exactly one end per turn) with the
+//! reply excerpts; for files already there at start, that nothing is published as news.
+//! Afterwards every placed file's bytes and its folder's listing are what the test wrote:
+//! the daemon only reads.
+//!
+//! The records' own timing is scaled so that a file's gaps add up to at most
+//! `OWN_TIMING_BUDGET` (a long session's minutes become a few hundred milliseconds), and
+//! the daemon's quiet period is scaled with it (`OWN_TIMING_QUIET_MS`), so a pause that
+//! was long next to the quiet period in real life is long next to it here too.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use koru_system_tests::{Observer, Sandbox};
+use serde_json::Value;
+
+/// The sum of a file's scaled gaps when it is appended with its records' own timing.
+const OWN_TIMING_BUDGET: Duration = Duration::from_millis(400);
+/// The daemon's quiet period while files are appended with their own (scaled) timing.
+const OWN_TIMING_QUIET_MS: &str = "100";
+/// The daemon's quiet period otherwise.
+const QUIET_MS: &str = "300";
+/// How long the stream must stay silent after the expected events (several quiet
+/// periods: a late inferred end would show up).
+const SILENCE: Duration = Duration::from_millis(1_500);
+
+/// One corpus file and what reading it by hand says.
+struct CorpusFile {
+    source: PathBuf,
+    bytes: Vec<u8>,
+    expect: Expect,
+}
+
+struct Expect {
+    store: String,
+    /// Where the tool writes it, relative to HOME.
+    place: PathBuf,
+    chat_id: String,
+    workspace: Option<String>,
+    last_prompt: Option<String>,
+    state: String,
+    last_activity_ms: u64,
+    /// The live events, in order, when the file is written while the daemon runs.
+    events: Vec<String>,
+    /// The excerpt of each `reply_completed`, in order.
+    replies: Vec<String>,
+}
+
+fn corpus() -> Vec<CorpusFile> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    let mut files = Vec::new();
+    for store in std::fs::read_dir(&root).expect("tests/corpus exists") {
+        let store = store.unwrap().path();
+        assert!(
+            store.join("PROVENANCE.md").is_file(),
+            "{} has no PROVENANCE.md",
+            store.display()
+        );
+        for entry in std::fs::read_dir(&store).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            let Some(file_name) = name.strip_suffix(".expect.json") else {
+                continue;
+            };
+            let source = store.join(file_name);
+            let bytes = std::fs::read(&source)
+                .unwrap_or_else(|error| panic!("{}: {error}", source.display()));
+            assert!(bytes.len() < 200_000, "{} is too big", source.display());
+            let expect: Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
+                .unwrap_or_else(|error| panic!("{name}: {error}"));
+            files.push(CorpusFile {
+                source,
+                bytes,
+                expect: Expect::from_json(&expect, &name),
+            });
+        }
+    }
+    files.sort_by(|a, b| a.source.cmp(&b.source));
+    assert!(!files.is_empty(), "the corpus has files");
+    files
+}
+
+impl Expect {
+    fn from_json(value: &Value, name: &str) -> Expect {
+        let text = |key: &str| {
+            value[key]
+                .as_str()
+                .unwrap_or_else(|| panic!("{name}: `{key}` is a string"))
+                .to_string()
+        };
+        let texts = |key: &str| -> Vec<String> {
+            value[key]
+                .as_array()
+                .unwrap_or_else(|| panic!("{name}: `{key}` is an array"))
+                .iter()
+                .map(|item| item.as_str().unwrap().to_string())
+                .collect()
+        };
+        let last_activity = text("last_activity");
+        Expect {
+            store: text("store"),
+            place: PathBuf::from(text("place")),
+            chat_id: text("chat_id"),
+            workspace: value["workspace"].as_str().map(str::to_string),
+            last_prompt: value["last_prompt"].as_str().map(str::to_string),
+            state: text("state"),
+            last_activity_ms: koru_daemon::observe::claude_code::parse_ts(&last_activity)
+                .unwrap_or_else(|| panic!("{name}: last_activity {last_activity}")),
+            events: texts("events"),
+            replies: texts("replies"),
+        }
+    }
+}
+
+/// How a file reaches its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// Already there when the daemon starts: history.
+    BeforeStart,
+    /// Copied in whole while the daemon runs.
+    CopiedIn,
+    /// Appended one line at a time.
+    LineByLine,
+    /// Appended one line at a time with the records' own gaps, scaled.
+    WithOwnTiming,
+}
+
+/// A file's lines (each with its newline).
+fn lines_of(bytes: &[u8]) -> Vec<&[u8]> {
+    bytes.split_inclusive(|byte| *byte == b'\n').collect()
+}
+
+/// The records' own gaps before each line (0 for a line without a readable `timestamp`),
+/// scaled to add up to at most `OWN_TIMING_BUDGET`.
+fn scaled_gaps(lines: &[&[u8]]) -> Vec<Duration> {
+    let mut previous: Option<u64> = None;
+    let gaps: Vec<u64> = lines
+        .iter()
+        .map(|line| {
+            let ts = serde_json::from_slice::<Value>(line)
+                .ok()
+                .and_then(|record| {
+                    record["timestamp"]
+                        .as_str()
+                        .and_then(koru_daemon::observe::claude_code::parse_ts)
+                });
+            let gap = match (previous, ts) {
+                (Some(before), Some(now)) => now.saturating_sub(before),
+                _ => 0,
+            };
+            if ts.is_some() {
+                previous = ts;
+            }
+            gap
+        })
+        .collect();
+    let total: u64 = gaps.iter().sum();
+    let budget = OWN_TIMING_BUDGET.as_millis() as f64;
+    let factor = if total as f64 > budget {
+        budget / total as f64
+    } else {
+        1.0
+    };
+    gaps.iter()
+        .map(|gap| Duration::from_secs_f64(*gap as f64 * factor / 1000.0))
+        .collect()
+}
+
+/// Writes `file` to its place under `home` the way `placement` says.
+fn place(home: &Path, file: &CorpusFile, placement: Placement) -> PathBuf {
+    use std::io::Write as _;
+    let target = home.join(&file.expect.place);
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    match placement {
+        Placement::BeforeStart | Placement::CopiedIn => {
+            std::fs::copy(&file.source, &target).unwrap();
+        }
+        Placement::LineByLine | Placement::WithOwnTiming => {
+            let lines = lines_of(&file.bytes);
+            let gaps = if placement == Placement::WithOwnTiming {
+                scaled_gaps(&lines)
+            } else {
+                vec![Duration::from_millis(2); lines.len()]
+            };
+            let mut out = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&target)
+                .unwrap();
+            for (line, gap) in lines.iter().zip(gaps) {
+                std::thread::sleep(gap);
+                out.write_all(line).unwrap();
+            }
+        }
+    }
+    target
+}
+
+/// Each file's folder listing (name, size, mtime) and bytes, to prove the daemon wrote
+/// nothing.
+fn disk_state(targets: &[PathBuf]) -> BTreeMap<PathBuf, (u64, SystemTime, Vec<u8>)> {
+    let mut state = BTreeMap::new();
+    for target in targets {
+        for entry in std::fs::read_dir(target.parent().unwrap()).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::metadata(&path).unwrap();
+            let bytes = if meta.is_file() {
+                std::fs::read(&path).unwrap()
+            } else {
+                Vec::new()
+            };
+            state.insert(path, (meta.len(), meta.modified().unwrap(), bytes));
+        }
+    }
+    state
+}
+
+/// The stream's events for each chat until `expected` of them arrived (at most 20 s),
+/// and whatever else comes before the stream has been silent for `SILENCE`.
+fn collect_events(observer: &Observer, expected: usize) -> BTreeMap<String, Vec<Value>> {
+    let mut by_chat: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut keep = |event: Value| {
+        let chat = event["chat_id"].as_str().unwrap_or("").to_string();
+        by_chat.entry(chat).or_default().push(event);
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for _ in 0..expected {
+        match observer.try_next(deadline.saturating_duration_since(Instant::now())) {
+            Some(event) => keep(event),
+            None => break,
+        }
+    }
+    while let Some(event) = observer.try_next(SILENCE) {
+        keep(event);
+    }
+    by_chat
+}
+
+fn kind_of(event: &Value) -> String {
+    let kind = event["kind"].as_str().unwrap_or("?");
+    if event["basis"] == "inferred" {
+        format!("{kind} (inferred)")
+    } else {
+        kind.to_string()
+    }
+}
+
+/// `koru chats --json` until every corpus chat is listed (at most 20 s).
+fn chats_listing(sandbox: &Sandbox, files: &[CorpusFile]) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let chats = sandbox.chats();
+        let all_there = files.iter().all(|file| {
+            chats
+                .iter()
+                .any(|chat| chat["chat_id"] == file.expect.chat_id)
+        });
+        if all_there || Instant::now() >= deadline {
+            return chats;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Checks the listing against each file's expected chat.
+fn check_listing(chats: &[Value], files: &[CorpusFile], placement: Placement) {
+    for file in files {
+        let expect = &file.expect;
+        let what = format!("{} ({placement:?})", file.source.display());
+        let chat = chats
+            .iter()
+            .find(|chat| chat["chat_id"] == expect.chat_id && chat["store"] == expect.store)
+            .unwrap_or_else(|| panic!("{what}: chat {} not listed: {chats:#?}", expect.chat_id));
+        assert_eq!(
+            chat["workspace"].as_str(),
+            expect.workspace.as_deref(),
+            "{what}"
+        );
+        assert_eq!(
+            chat["last_prompt"].as_str(),
+            expect.last_prompt.as_deref(),
+            "{what}"
+        );
+        assert_eq!(chat["state"], expect.state.as_str(), "{what}");
+        assert_eq!(
+            chat["last_activity_ms"].as_u64(),
+            Some(expect.last_activity_ms),
+            "{what}: last activity is the records' own time"
+        );
+    }
+}
+
+fn replay(placement: Placement) {
+    let files = corpus();
+    let sandbox = Sandbox::new();
+    let home = sandbox.path().join("home");
+    let mut targets = Vec::new();
+    if placement == Placement::BeforeStart {
+        for file in &files {
+            targets.push(place(&home, file, placement));
+        }
+    }
+    let quiet = if placement == Placement::WithOwnTiming {
+        OWN_TIMING_QUIET_MS
+    } else {
+        QUIET_MS
+    };
+    let _daemon = sandbox.start_daemon(&["--observe-quiet-ms", quiet]);
+    let observer = Observer::start(&sandbox);
+
+    if placement == Placement::BeforeStart {
+        // History is history: listed at once with its state from its own records…
+        check_listing(&chats_listing(&sandbox, &files), &files, placement);
+        // …and never published as news.
+        let events = collect_events(&observer, 0);
+        for file in &files {
+            let published: Vec<String> = events
+                .get(&file.expect.chat_id)
+                .map(|events| events.iter().map(kind_of).collect())
+                .unwrap_or_default();
+            assert!(
+                published.is_empty(),
+                "{}: history published as live events: {published:?}",
+                file.source.display()
+            );
+        }
+    } else {
+        for file in &files {
+            targets.push(place(&home, file, placement));
+        }
+        let expected: usize = files.iter().map(|file| file.expect.events.len()).sum();
+        let events = collect_events(&observer, expected);
+        for file in &files {
+            let expect = &file.expect;
+            let what = format!("{} ({placement:?})", file.source.display());
+            let chat_events = events.get(&expect.chat_id).cloned().unwrap_or_default();
+            let kinds: Vec<String> = chat_events.iter().map(kind_of).collect();
+            assert_eq!(kinds, expect.events, "{what}: the live events");
+            for event in &chat_events {
+                assert_eq!(event["store"], expect.store.as_str(), "{what}");
+                assert_eq!(
+                    event["workspace"].as_str(),
+                    expect.workspace.as_deref(),
+                    "{what}"
+                );
+            }
+            let replies: Vec<&str> = chat_events
+                .iter()
+                .filter(|event| event["kind"] == "reply_completed")
+                .map(|event| event["excerpt"].as_str().unwrap_or(""))
+                .collect();
+            assert_eq!(replies, expect.replies, "{what}: the reply excerpts");
+        }
+        check_listing(&chats_listing(&sandbox, &files), &files, placement);
+    }
+
+    // Read-only: what the test wrote is what is on disk, a while after the last write.
+    let written = disk_state(&targets);
+    for (file, target) in files.iter().zip(&targets) {
+        assert_eq!(
+            std::fs::read(target).unwrap(),
+            file.bytes,
+            "{}",
+            target.display()
+        );
+    }
+    std::thread::sleep(SILENCE);
+    assert!(
+        written == disk_state(&targets),
+        "the daemon changed a store file or folder listing"
+    );
+}
+
+#[test]
+fn history_in_place_before_start_is_listed_from_its_records_and_not_published() {
+    replay(Placement::BeforeStart);
+}
+
+#[test]
+fn files_copied_in_while_running_give_each_turn_once() {
+    replay(Placement::CopiedIn);
+}
+
+#[test]
+fn files_appended_line_by_line_give_each_turn_once() {
+    replay(Placement::LineByLine);
+}
+
+#[test]
+fn files_appended_with_their_records_own_timing_give_each_turn_once() {
+    replay(Placement::WithOwnTiming);
+}

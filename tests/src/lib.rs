@@ -68,6 +68,17 @@ impl Sandbox {
         self.root.path()
     }
 
+    /// `$HOME` of every koru the sandbox starts.
+    pub fn home(&self) -> PathBuf {
+        self.path().join("home")
+    }
+
+    /// `$XDG_CONFIG_HOME` of every koru the sandbox starts: where the VS Code family keeps
+    /// its user data (`<product>/User`), as it does on a machine that sets the variable.
+    pub fn xdg_config_home(&self) -> PathBuf {
+        self.path().join("config")
+    }
+
     /// The socket path daemons of this sandbox use.
     pub fn socket(&self) -> PathBuf {
         self.path().join("run").join("koru").join("koru.sock")

@@ -500,7 +500,7 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
         return Verdict::blocked(
             Status::NotApplicable,
             BlockerCode::StoreMissing,
-            format!("nothing at {}", expanded.join(", ")),
+            format!("nothing at {}", some_of(&expanded, 3)),
             found,
         );
     }
@@ -546,6 +546,19 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
         );
     }
     Verdict::ok(found)
+}
+
+/// The first `shown` items, then how many more (a store with one location per install
+/// layout has dozens, all listed by `koru registry show`).
+fn some_of(items: &[String], shown: usize) -> String {
+    if items.len() <= shown + 1 {
+        return items.join(", ");
+    }
+    format!(
+        "{} and {} more (`koru registry show` lists every location)",
+        items[..shown].join(", "),
+        items.len() - shown
+    )
 }
 
 fn ago(now_ms: u64, then_ms: u64) -> String {

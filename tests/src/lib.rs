@@ -230,6 +230,16 @@ pub fn stdout_json(output: &Output) -> Value {
     })
 }
 
+/// The check of interface `id` in a `koru doctor --json` report.
+pub fn doctor_check<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["interfaces"]
+        .as_array()
+        .expect("a doctor report lists its interfaces")
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check for {id}"))
+}
+
 /// The stages `koru send --wait` printed, in order (its stdout lines are `DRIVE STAGE +MS`).
 pub fn stages_printed(output: &Output) -> Vec<String> {
     String::from_utf8_lossy(&output.stdout)

@@ -9,7 +9,9 @@ use koru_registry::{Platform, Registry};
 
 use crate::client::{controller_hello, Client};
 
-/// Features this build of koru has, for `requires.features`.
+/// Features this build of koru has, for `requires.features`: every build has them all
+/// (the daemon links the enigo injector and serves MCP, the REST API and the dashboard
+/// from its HTTP server); whether the running daemon serves them is in its status.
 pub const BUILD_FEATURES: &[&str] = &["cli", "plugin_socket", "enigo", "mcp_stdio", "http"];
 
 /// What a probe found about one program.

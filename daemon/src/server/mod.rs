@@ -90,6 +90,7 @@ pub async fn run(
             drive_history: config.drive_history,
             daemon_pid: std::process::id(),
             http: config.http.clone(),
+            observing: config.observe.is_some(),
         },
         SystemClock,
         registry,

@@ -33,7 +33,7 @@ pub use handshake::{
 pub use observe::{
     ChatInfo, ChatsList, ChatsListResult, DriveObservation, NeedsInputKind, ObservationBasis,
     ObserveReport, ObserveReported, ObservedChatState, ObservedEvent, ObservedKind, ObservedStage,
-    ObserverStatus, StoreProblem, StoreProblemKind,
+    ObserverMode, ObserverStatus, StoreProblem, StoreProblemKind,
 };
 pub use product::IdeProduct;
 pub use recovery::{RecoveryAction, RecoveryResult, RecoveryRun, RECOVERY_ACTIONS};

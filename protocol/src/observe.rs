@@ -182,9 +182,20 @@ pub struct ObserverStatus {
     /// Whether change notifications arrive for it (false: inotify refused a watch, e.g.
     /// `fs.inotify.max_user_watches` reached; the periodic rescan still reads it).
     pub watched: bool,
+    /// How the daemon follows it now (absent from daemons before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ObserverMode>,
+    /// While it does not exist: the nearest existing folder above it, watched so that the
+    /// root is read the moment it appears.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_on: Option<String>,
     /// Why it is not watched, when it is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch_error: Option<String>,
+    /// When the inotify watch limit refused it: the folders it needs watches for (one
+    /// each), to size `fs.inotify.max_user_watches`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watches_needed: Option<u64>,
     /// Session files being followed.
     pub files: usize,
     /// Files that cannot be read or hold something that is not the store's format (the
@@ -199,6 +210,20 @@ pub struct ObserverStatus {
     /// covers it): it is dropped when the last session in `announced_by` ends.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub announced: bool,
+}
+
+/// How the daemon follows a chat-store root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ObserverMode {
+    /// Change notifications arrive for it: changes are read as they happen.
+    Watched,
+    /// It does not exist yet: the daemon waits for it to appear (through a watch on
+    /// `waiting_on`, and a check every second) and then reads it from the start.
+    Waiting,
+    /// It exists but cannot be watched (`watch_error` says why): it is re-read every
+    /// few seconds instead.
+    Polled,
 }
 
 /// A store file Koru cannot use.

@@ -93,7 +93,12 @@ impl Sandbox {
 
     /// A `koru` command with this sandbox's environment and socket.
     pub fn koru(&self) -> Command {
-        let mut command = Command::new(koru_bin());
+        self.command(koru_bin())
+    }
+
+    /// `program` with this sandbox's environment (HOME, XDG folders, socket).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = Command::new(program);
         command
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -695,6 +700,35 @@ impl Sandbox {
         }
         let daemon = Daemon {
             child: command.spawn().expect("the daemon starts"),
+            log,
+            socket: self.socket(),
+        };
+        daemon.wait_ready();
+        daemon
+    }
+}
+
+impl Sandbox {
+    /// Starts `koru daemon ARGS` in a user namespace of its own (`unshare --user
+    /// --map-root-user`) whose inotify watch limit is `max_inotify_watches`: the kernel's
+    /// real refusal, without touching the machine's limit. The daemon's user maps to the
+    /// test's, so clients outside pass its peer check.
+    pub fn start_daemon_with_watch_limit(&self, args: &[&str], max_inotify_watches: u32) -> Daemon {
+        let log = self.path().join(format!("daemon-{}.log", unique()));
+        let script = format!(
+            "echo {max_inotify_watches} > /proc/sys/user/max_inotify_watches && exec \"$0\" daemon \"$@\""
+        );
+        let mut command = self.command("unshare");
+        command
+            .args(["--user", "--map-root-user", "sh", "-c", &script])
+            .arg(koru_bin())
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        let daemon = Daemon {
+            child: command
+                .spawn()
+                .expect("unshare (util-linux) starts the daemon in a user namespace"),
             log,
             socket: self.socket(),
         };

@@ -394,7 +394,7 @@ fn relative_paths_and_other_users_folders_are_refused_with_a_logged_reason() {
 }
 
 #[test]
-fn an_announced_chat_sessions_folder_that_appears_later_is_picked_up_by_the_rescan() {
+fn an_announced_chat_sessions_folder_that_appears_later_is_read_the_moment_it_appears() {
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("repo");
     let user_dir = custom_code_server_user(&sandbox);
@@ -409,14 +409,23 @@ fn an_announced_chat_sessions_folder_that_appears_later_is_picked_up_by_the_resc
             .is_some_and(|r| r["exists"] == false && r["announced_by"] == json!([session_id]))
     });
     assert_eq!(roots_at(&status, &chat_sessions)[0]["watched"], false);
-    // The first chat creates the folder; the watcher's periodic rescan (every 10 s) finds
-    // it, watches it and reads the chat as it is now.
+    assert_eq!(roots_at(&status, &chat_sessions)[0]["mode"], "waiting");
+    assert_eq!(
+        roots_at(&status, &chat_sessions)[0]["waiting_on"],
+        storage.to_str().unwrap()
+    );
+    // The first chat creates the folder: the watch on the storage folder above it sees it
+    // appear, and the chat is read at once.
     let started = Instant::now();
     chat_with_one_turn(&storage, "f1a7", "first chat in a new window");
     sandbox.status_until("the folder is watched once it exists", |s| {
         announced_root(s, &chat_sessions, &[&session_id], 1)
     });
-    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     let chats = sandbox.chats();
     assert_eq!(chats.len(), 1, "{chats:#?}");
     assert_eq!(chats[0]["last_prompt"], "first chat in a new window");

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use koru_protocol::SessionInfo;
+use koru_protocol::{ObserverMode, SessionInfo};
 use koru_registry::{
     effective_policy, rank_routes, BlockerCode, DisplayServer, Family, Interface, Platform,
     Registry, RouteKind, Transport,
@@ -500,10 +500,31 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
             found.push(format!("{} (created on first use)", expanded.join(", ")));
             return Verdict::ok(found);
         }
+        // The running daemon reads the store the moment it appears: say so.
+        let waiting = facts
+            .daemon
+            .status
+            .iter()
+            .flat_map(|status| status.observers.iter())
+            .any(|o| o.store == interface.id && o.mode == Some(ObserverMode::Waiting));
+        let listed = some_of(&expanded, 3);
+        let mut detail = if waiting {
+            format!(
+                "nothing at {listed} yet; the running daemon is waiting for it to appear and will read it at once"
+            )
+        } else {
+            format!("nothing at {listed}")
+        };
+        if listed.len() < expanded.join(", ").len() {
+            detail.push_str(&format!(
+                " (`koru registry show {}` lists every location)",
+                interface.id
+            ));
+        }
         return Verdict::blocked(
             Status::NotApplicable,
             BlockerCode::StoreMissing,
-            format!("nothing at {}", some_of(&expanded, 3)),
+            detail,
             found,
         );
     }
@@ -516,11 +537,8 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
             .flat_map(|status| status.observers.iter())
             .filter(|o| o.store == interface.id)
         {
-            if let Some(error) = &observer.watch_error {
-                unreadable.push(format!(
-                    "{}: not watched ({error}); the daemon rescans it every few seconds instead",
-                    observer.root
-                ));
+            if let (true, Some(error)) = (observer.exists, &observer.watch_error) {
+                unreadable.push(format!("{}: not watched: {error}", observer.root));
             }
             for problem in &observer.problems {
                 let kind = match problem.kind {
@@ -552,13 +570,13 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
 }
 
 /// The first `shown` items, then how many more (a store with one location per install
-/// layout has dozens, all listed by `koru registry show`).
+/// layout has dozens).
 fn some_of(items: &[String], shown: usize) -> String {
     if items.len() <= shown + 1 {
         return items.join(", ");
     }
     format!(
-        "{} and {} more (`koru registry show` lists every location)",
+        "{} and {} more",
         items[..shown].join(", "),
         items.len() - shown
     )

@@ -185,13 +185,27 @@ impl Store {
 
     /// The session files under `root`.
     pub fn session_files(self, root: &Path) -> Vec<PathBuf> {
+        self.session_files_in(root, root)
+    }
+
+    /// The session files of `root` that lie in `folder` (the root itself, or a folder
+    /// inside it that just appeared); none when `folder` is not inside `root` or lies
+    /// deeper than the store's session files.
+    pub fn session_files_in(self, root: &Path, folder: &Path) -> Vec<PathBuf> {
+        let Ok(rest) = folder.strip_prefix(root) else {
+            return Vec::new();
+        };
+        let level = rest.components().count();
+        if level > self.depth() {
+            return Vec::new();
+        }
         let list = |dir: &PathBuf| -> Vec<PathBuf> {
             std::fs::read_dir(dir)
                 .map(|entries| entries.flatten().map(|e| e.path()).collect())
                 .unwrap_or_default()
         };
-        let mut dirs = vec![root.to_path_buf()];
-        for _ in 0..self.depth() {
+        let mut dirs = vec![folder.to_path_buf()];
+        for _ in level..self.depth() {
             dirs = dirs.iter().flat_map(list).filter(|p| p.is_dir()).collect();
         }
         let mut found: Vec<PathBuf> = dirs
@@ -454,6 +468,41 @@ fn cursor_problem(error: cursor::CursorError) -> ReadProblem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_inside_a_root_lists_only_its_own_session_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for day in ["2026/11/24", "2026/11/25"] {
+            std::fs::create_dir_all(root.join(day)).unwrap();
+            std::fs::write(root.join(day).join("rollout-a.jsonl"), "").unwrap();
+        }
+        let month = root.join("2026/11");
+        let mut found = Store::Codex.session_files_in(root, &month);
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                root.join("2026/11/24/rollout-a.jsonl"),
+                root.join("2026/11/25/rollout-a.jsonl")
+            ]
+        );
+        let day = root.join("2026/11/25");
+        assert_eq!(
+            Store::Codex.session_files_in(root, &day),
+            [day.join("rollout-a.jsonl")]
+        );
+        assert_eq!(Store::Codex.session_files_in(root, root).len(), 2);
+        // Deeper than the store's files, or outside the root: nothing.
+        std::fs::create_dir_all(day.join("deeper")).unwrap();
+        std::fs::write(day.join("deeper/rollout-b.jsonl"), "").unwrap();
+        assert!(Store::Codex
+            .session_files_in(root, &day.join("deeper"))
+            .is_empty());
+        assert!(Store::Codex
+            .session_files_in(root, Path::new("/elsewhere"))
+            .is_empty());
+    }
 
     #[test]
     fn each_store_recognises_its_session_files_and_only_those() {

@@ -1,10 +1,10 @@
-//! Watches the chat stores' directories (notify, plus a slow periodic rescan as a safety net for missed events and full inotify tables), reads what changed incrementally, runs the pure parsers, infers quiet completions, and sends the observations to the daemon loop. Besides the registry's roots it observes the folders plugin sessions announce, for as long as a session that announced them lasts.
+//! Watches the chat stores' directories (notify, plus a slow periodic rescan as a safety net for missed events), reads what changed incrementally, runs the pure parsers, infers quiet completions, and sends the observations to the daemon loop. Roots follow the machine: a missing root is waited for through its nearest existing folder and read the moment it appears; a root deleted, replaced or re-pointed through a symbolic link is picked up again by itself; a root the inotify limits refuse is polled. Besides the registry's roots it observes the folders plugin sessions announce, for as long as a session that announced them lasts.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use koru_protocol::{ObservedEvent, ObserverStatus, StoreProblem, StoreProblemKind};
+use koru_protocol::{ObservedEvent, ObserverMode, ObserverStatus, StoreProblem, StoreProblemKind};
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +18,17 @@ use crate::clock::{Clock, SystemClock};
 
 /// Problems kept per root for `status` and doctor.
 const PROBLEMS_KEPT: usize = 20;
+
+/// How often every root is checked (one `stat` each): a missing one that appeared, a
+/// watched one deleted, replaced or re-pointed through a symbolic link. Change
+/// notifications usually tell first; this is the safety net.
+const ROOT_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// How often a root that exists but cannot be watched is read again.
+const POLL_EVERY: Duration = Duration::from_secs(2);
+
+/// Folders counted at most when sizing the watches a refused root needs.
+const WATCHES_COUNTED_MAX: u64 = 1_000_000;
 
 /// What to watch and how.
 #[derive(Debug, Clone)]
@@ -48,7 +59,11 @@ struct Followed {
     store: Store,
     root: PathBuf,
     follower: Box<dyn Follower>,
+    /// The file's last change: its mtime while it is history, then when a change was read.
     last_change_ms: u64,
+    /// Everything read so far was written before the daemon could know it: what the
+    /// quiet period concludes from it is history too, never news.
+    history: bool,
 }
 
 /// One store root being observed.
@@ -67,6 +82,79 @@ struct Root {
     /// The folder of the window that announced it (when it has one folder): the
     /// workspace of a chat whose store does not name one.
     workspace: Option<String>,
+    /// Since when the daemon has been following it (or waiting for it): a file found
+    /// under it that was last written before then is history, anything later is news.
+    since_ms: u64,
+    /// The watched directory's `(device, inode)`, symbolic links followed, when its watch
+    /// was added: another identity means it was replaced or re-pointed.
+    identity: Option<(u64, u64)>,
+    /// The folders its watch needs, when the inotify limit refused it.
+    watches_needed: Option<u64>,
+}
+
+impl Root {
+    fn new(store: Store, path: PathBuf, registry: bool, since_ms: u64) -> Self {
+        Root {
+            checked: registry || path.is_dir(),
+            store,
+            path,
+            registry,
+            sessions: BTreeSet::new(),
+            workspace: None,
+            since_ms,
+            identity: None,
+            watches_needed: None,
+        }
+    }
+}
+
+/// `(device, inode)` of the directory at `path`, symbolic links followed.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    meta.is_dir().then(|| (meta.dev(), meta.ino()))
+}
+
+/// The file's last modification, in ms since the epoch.
+fn mtime_ms(path: &Path) -> Option<u64> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(since.as_millis() as u64)
+}
+
+/// The nearest folder above `path` that exists.
+fn nearest_existing_ancestor(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .skip(1)
+        .find(|a| a.is_dir())
+        .map(Path::to_path_buf)
+}
+
+/// The folders under `root`, itself included (one inotify watch each when watched
+/// recursively), counted up to `WATCHES_COUNTED_MAX`.
+fn count_folders(root: &Path) -> u64 {
+    let mut count = 0u64;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        count += 1;
+        if count >= WATCHES_COUNTED_MAX {
+            break;
+        }
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(entry.path());
+                }
+            }
+        }
+    }
+    count
+}
+
+/// A sysctl value, when it can be read.
+fn sysctl(name: &str) -> Option<u64> {
+    let path = format!("/proc/sys/{}", name.replace('.', "/"));
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 struct State {
@@ -81,6 +169,11 @@ struct State {
     unwatched: HashMap<PathBuf, String>,
     /// Roots that hold a notify watch of their own.
     watched: Vec<PathBuf>,
+    /// Folders watched (not recursively) only because a missing root lies below them:
+    /// the root is read the moment it is created.
+    ancestor_watches: BTreeSet<PathBuf>,
+    /// Why no root can be watched, when notify could not start.
+    no_notifications: String,
     last_health: Vec<ObserverStatus>,
     /// Files or problems changed since the health was last reported.
     health_changed: bool,
@@ -116,27 +209,51 @@ impl State {
         })
     }
 
-    /// Reads what is new in `path` and forwards its observations; `replay` marks history
-    /// read at start-up (applied to the chats table, not published as news).
+    /// Reads what is new in `path` and forwards its observations. `replay` marks history
+    /// read at start-up or when a window announced a folder (applied to the chats table,
+    /// not published as news); a file met for the first time later is history too when it
+    /// was last written before the daemon followed its root (a folder moved into place),
+    /// and news otherwise. History's quiet-period conclusions are drawn at once, from the
+    /// file's own time, and are history as well.
     async fn follow(&mut self, path: &Path, replay: bool) {
         let Some((store, root, path)) = self.store_of(path) else {
             return;
         };
         let now = SystemClock.now_ms();
-        if !self.files.contains_key(&path) {
+        let first_read = !self.files.contains_key(&path);
+        let mut history = replay;
+        if first_read {
             self.health_changed = true;
+            let root_since = self
+                .roots
+                .iter()
+                .find(|r| r.path == root)
+                .map_or(0, |r| r.since_ms);
+            let written = mtime_ms(&path);
+            history = replay || written.is_some_and(|ms| ms < root_since);
+            let announced_workspace = self
+                .roots
+                .iter()
+                .find(|r| r.path == root)
+                .and_then(|r| r.workspace.clone());
+            self.files.insert(
+                path.clone(),
+                Followed {
+                    store,
+                    root: root.clone(),
+                    follower: store.follower(&path, announced_workspace),
+                    last_change_ms: if history {
+                        written.unwrap_or(now).min(now)
+                    } else {
+                        now
+                    },
+                    history,
+                },
+            );
         }
-        let announced_workspace = self
-            .roots
-            .iter()
-            .find(|r| r.path == root)
-            .and_then(|r| r.workspace.clone());
-        let followed = self.files.entry(path.clone()).or_insert_with(|| Followed {
-            store,
-            root: root.clone(),
-            follower: store.follower(&path, announced_workspace),
-            last_change_ms: now,
-        });
+        let Some(followed) = self.files.get_mut(&path) else {
+            return;
+        };
         let read = match followed.follower.read() {
             Ok(read) => read,
             Err(ReadProblem::Gone) => {
@@ -167,12 +284,26 @@ impl State {
                 self.note_problem(store, root, &path, StoreProblemKind::Malformed, detail);
             }
         }
-        if read.changed {
-            if let Some(followed) = self.files.get_mut(&path) {
+        let mut observations = read.observations;
+        if let Some(followed) = self.files.get_mut(&path) {
+            if read.changed && !first_read {
+                // Written while the daemon follows it: news from now on.
                 followed.last_change_ms = now;
+                followed.history = false;
+            }
+            history = followed.history;
+            if history {
+                // Its state comes from its own time at once, not after a quiet period
+                // counted from the moment the daemon happened to read it.
+                let quiet_ms = self.config.quiet.as_millis() as u64;
+                observations.extend(followed.follower.on_quiet(
+                    now,
+                    followed.last_change_ms,
+                    quiet_ms,
+                ));
             }
         }
-        self.forward(store, read.observations, replay).await;
+        self.forward(store, observations, history).await;
     }
 
     fn note_problem(
@@ -250,11 +381,11 @@ impl State {
                 .follower
                 .on_quiet(now, followed.last_change_ms, quiet_ms);
             if !observations.is_empty() {
-                found.push((followed.store, observations));
+                found.push((followed.store, observations, followed.history));
             }
         }
-        for (store, observations) in found {
-            self.forward(store, observations, false).await;
+        for (store, observations, history) in found {
+            self.forward(store, observations, history).await;
         }
     }
 
@@ -266,12 +397,31 @@ impl State {
             .iter()
             .map(|root| {
                 let (store, path) = (root.store, &root.path);
+                let exists = path.is_dir();
+                let watched = exists && self.notified(path);
+                let mode = if !exists {
+                    ObserverMode::Waiting
+                } else if watched {
+                    ObserverMode::Watched
+                } else {
+                    ObserverMode::Polled
+                };
                 ObserverStatus {
                     store: store.id().to_string(),
                     root: path.display().to_string(),
-                    exists: path.exists(),
-                    watched: self.notified(path),
-                    watch_error: self.unwatched.get(path).cloned(),
+                    exists,
+                    watched,
+                    mode: Some(mode),
+                    waiting_on: (!exists)
+                        .then(|| nearest_existing_ancestor(path))
+                        .flatten()
+                        .map(|a| a.display().to_string()),
+                    watch_error: if watched {
+                        None
+                    } else {
+                        self.unwatched.get(path).cloned()
+                    },
+                    watches_needed: if watched { None } else { root.watches_needed },
                     files: self
                         .files
                         .values()
@@ -320,52 +470,241 @@ impl State {
         });
     }
 
-    /// Watches the roots that exist and are not watched yet.
-    fn arm(&mut self, watcher: &mut Option<notify::RecommendedWatcher>) {
+    /// Watches the roots that exist and are not watched yet (`retry_refused`: also those
+    /// a watch was refused for, which are polled meanwhile), then the folders that missing
+    /// roots wait on. Returns the roots that became watched.
+    fn arm(
+        &mut self,
+        watcher: &mut Option<notify::RecommendedWatcher>,
+        retry_refused: bool,
+    ) -> Vec<(Store, PathBuf)> {
         self.check_appeared();
+        let mut armed = Vec::new();
+        if let Some(watcher) = watcher.as_mut() {
+            let mut to_watch = Vec::new();
+            for root in self.roots.iter().filter(|r| r.checked) {
+                let path = &root.path;
+                if self.notified(path) || !path.is_dir() {
+                    continue;
+                }
+                if self.unwatched.contains_key(path) && !retry_refused {
+                    continue;
+                }
+                to_watch.push((root.store, path.clone()));
+            }
+            for (store, root) in to_watch {
+                // An enclosing root watched earlier in this pass covers it now.
+                if self.notified(&root) {
+                    armed.push((store, root));
+                    continue;
+                }
+                let mode = if store.recursive() {
+                    RecursiveMode::Recursive
+                } else {
+                    RecursiveMode::NonRecursive
+                };
+                let before = identity(&root);
+                match watcher.watch(&root, mode) {
+                    Ok(()) => {
+                        tracing::debug!(root = %root.display(), "watching a chat store");
+                        self.watched.push(root.clone());
+                        self.unwatched.remove(&root);
+                        self.ancestor_watches.remove(&root);
+                        if let Some(r) = self.roots.iter_mut().find(|r| r.path == root) {
+                            r.identity = before;
+                            r.watches_needed = None;
+                        }
+                        armed.push((store, root));
+                    }
+                    Err(error) => {
+                        // A recursive watch that failed half-way leaves some watches behind.
+                        let _ = watcher.unwatch(&root);
+                        let (reason, needed) = match &error.kind {
+                            notify::ErrorKind::MaxFilesWatch => {
+                                let needed = if store.recursive() {
+                                    count_folders(&root)
+                                } else {
+                                    1
+                                };
+                                let raise = sysctl("fs.inotify.max_user_watches")
+                                    .map(|limit| format!(
+                                        "; raise it with `sudo sysctl fs.inotify.max_user_watches={}`",
+                                        limit.saturating_add(needed).max(limit.saturating_mul(2))
+                                    ))
+                                    .unwrap_or_default();
+                                (
+                                    format!(
+                                        "the inotify watch limit (fs.inotify.max_user_watches) is reached: this folder needs {needed} watch(es){raise}; polled every {} s meanwhile",
+                                        POLL_EVERY.as_secs()
+                                    ),
+                                    Some(needed),
+                                )
+                            }
+                            _ => (
+                                format!(
+                                    "{error}; polled every {} s meanwhile",
+                                    POLL_EVERY.as_secs()
+                                ),
+                                None,
+                            ),
+                        };
+                        if self.unwatched.get(&root) != Some(&reason) {
+                            tracing::warn!(root = %root.display(), %reason, "cannot watch a chat store");
+                        }
+                        if let Some(r) = self.roots.iter_mut().find(|r| r.path == root) {
+                            r.watches_needed = needed;
+                        }
+                        self.unwatched.insert(root, reason);
+                        self.health_changed = true;
+                    }
+                }
+            }
+        }
+        self.watch_ancestors(watcher);
+        if !armed.is_empty() {
+            self.health_changed = true;
+        }
+        armed
+    }
+
+    /// Keeps one watch (not recursive) on the nearest existing folder above each missing
+    /// root, unless change notifications already reach that folder.
+    fn watch_ancestors(&mut self, watcher: &mut Option<notify::RecommendedWatcher>) {
         let Some(watcher) = watcher.as_mut() else {
             return;
         };
-        let mut to_watch = Vec::new();
-        for root in self.roots.iter().filter(|r| r.checked) {
-            let path = &root.path;
-            if self.notified(path) || !path.is_dir() {
-                continue;
+        let wanted: BTreeSet<PathBuf> = self
+            .roots
+            .iter()
+            .filter(|r| !r.path.is_dir())
+            .filter_map(|r| nearest_existing_ancestor(&r.path))
+            .filter(|a| !self.notified(a))
+            .collect();
+        let gone: Vec<PathBuf> = self.ancestor_watches.difference(&wanted).cloned().collect();
+        for folder in gone {
+            self.ancestor_watches.remove(&folder);
+            // A root's own watch, or an enclosing recursive one, is the same inotify watch.
+            if !self.watched.contains(&folder) && self.enclosing_watch(&folder).is_none() {
+                let _ = watcher.unwatch(&folder);
             }
-            to_watch.push((root.store, path.clone()));
         }
-        for (store, root) in &to_watch {
-            // An enclosing root watched earlier in this pass covers it now.
-            if self.notified(root) {
+        for folder in wanted {
+            if self.ancestor_watches.contains(&folder) {
                 continue;
             }
-            let mode = if store.recursive() {
-                RecursiveMode::Recursive
-            } else {
-                RecursiveMode::NonRecursive
-            };
-            match watcher.watch(root, mode) {
+            match watcher.watch(&folder, RecursiveMode::NonRecursive) {
                 Ok(()) => {
-                    tracing::debug!(root = %root.display(), "watching a chat store");
-                    self.watched.push(root.clone());
-                    self.unwatched.remove(root);
+                    tracing::debug!(folder = %folder.display(), "waiting for a chat store to appear below");
+                    self.ancestor_watches.insert(folder);
                 }
                 Err(error) => {
-                    let reason = match &error.kind {
-                        notify::ErrorKind::MaxFilesWatch => {
-                            "the inotify watch limit (fs.inotify.max_user_watches) is reached"
-                                .to_string()
-                        }
-                        _ => error.to_string(),
-                    };
-                    tracing::warn!(root = %root.display(), %reason,
-                        "cannot watch a chat store; the periodic rescan still reads it");
-                    // A recursive watch that failed half-way leaves some watches behind.
-                    let _ = watcher.unwatch(root);
-                    self.unwatched.insert(root.clone(), reason);
+                    // The check every second still finds the root when it appears.
+                    tracing::debug!(folder = %folder.display(), %error, "cannot watch the folder a missing chat store would appear in");
                 }
             }
         }
+    }
+
+    /// Roots deleted, replaced or re-pointed since their watch was added lose it (and the
+    /// files followed under them); they are then waited for, or watched again, like any
+    /// other root. Returns whether anything changed.
+    fn check_lost(&mut self, watcher: &mut Option<notify::RecommendedWatcher>) -> bool {
+        let now = SystemClock.now_ms();
+        let mut lost = Vec::new();
+        for root in self.roots.iter_mut() {
+            if !self.watched.contains(&root.path) {
+                continue;
+            }
+            let current = identity(&root.path);
+            if current.is_some() && current == root.identity {
+                continue;
+            }
+            tracing::info!(root = %root.path.display(), exists = current.is_some(),
+                "a chat-store folder was deleted, replaced or re-pointed; following it again");
+            root.identity = None;
+            root.since_ms = now;
+            lost.push((root.store, root.path.clone()));
+        }
+        for (store, path) in &lost {
+            if let Some(position) = self.watched.iter().position(|w| w == path) {
+                self.watched.remove(position);
+            }
+            if let Some(watcher) = watcher.as_mut() {
+                let _ = watcher.unwatch(path);
+            }
+            self.files
+                .retain(|_, f| !(f.store == *store && f.root == *path));
+            self.problems
+                .retain(|_, (s, r, _)| !(*s == *store && r == path));
+        }
+        // Roots that were polled or waited for and vanished: their files are gone too.
+        let before = self.files.len();
+        self.files.retain(|path, _| path.exists());
+        !lost.is_empty() || self.files.len() != before
+    }
+
+    /// Everything a root check does: lost roots dropped, appeared ones watched and read
+    /// (`retry_refused`: roots the watch limit refused are tried again).
+    async fn refresh_roots(
+        &mut self,
+        watcher: &mut Option<notify::RecommendedWatcher>,
+        retry_refused: bool,
+    ) {
+        if self.check_lost(watcher) {
+            self.health_changed = true;
+        }
+        for (store, root) in self.arm(watcher, retry_refused) {
+            self.scan(store, &root, &root).await;
+        }
+        let exists: Vec<bool> = self.roots.iter().map(|r| r.path.is_dir()).collect();
+        let reported: Vec<bool> = self.last_health.iter().map(|h| h.exists).collect();
+        if exists != reported {
+            self.health_changed = true;
+        }
+    }
+
+    /// Reads the session files of `root` that lie in `folder` (a root that appeared, or a
+    /// folder created inside one: files written before its watch was armed are not missed).
+    async fn scan(&mut self, store: Store, root: &Path, folder: &Path) {
+        for path in store.session_files_in(root, folder) {
+            self.follow(&path, false).await;
+        }
+    }
+
+    /// Roots that exist but are not watched (the watch was refused, or notifications are
+    /// unavailable) are read again.
+    async fn poll_unwatched(&mut self) {
+        let polled: Vec<(Store, PathBuf)> = self
+            .roots
+            .iter()
+            .filter(|r| r.checked && r.path.is_dir() && !self.notified(&r.path))
+            .map(|r| (r.store, r.path.clone()))
+            .collect();
+        for (store, root) in polled {
+            self.scan(store, &root, &root).await;
+        }
+    }
+
+    /// A change notification for `path`.
+    async fn on_change(&mut self, path: &Path, watcher: &mut Option<notify::RecommendedWatcher>) {
+        if self.roots.iter().any(|r| r.path.starts_with(path)) {
+            // A root, or a folder above one: created, deleted, moved or re-pointed.
+            self.refresh_roots(watcher, false).await;
+            return;
+        }
+        if path.is_dir() {
+            let inside: Vec<(Store, PathBuf)> = self
+                .roots
+                .iter()
+                .filter(|r| r.checked && path.starts_with(&r.path))
+                .map(|r| (r.store, r.path.clone()))
+                .collect();
+            for (store, root) in inside {
+                self.scan(store, &root, path).await;
+            }
+            return;
+        }
+        self.follow(path, false).await;
     }
 }
 
@@ -411,19 +750,15 @@ impl State {
             tracing::info!(session_id, store = store.id(), root = %path.display(), "observing a chat-store folder the window announced");
             if watcher.is_none() {
                 self.unwatched
-                    .insert(path.clone(), "change notifications are unavailable".into());
+                    .insert(path.clone(), self.no_notifications.clone());
             }
-            self.roots.push(Root {
-                store,
-                checked: path.is_dir(),
-                path: path.clone(),
-                registry: false,
-                sessions: BTreeSet::from([session_id.to_string()]),
-                workspace: workspace.clone(),
-            });
+            let mut root = Root::new(store, path.clone(), false, SystemClock.now_ms());
+            root.sessions.insert(session_id.to_string());
+            root.workspace = workspace.clone();
+            self.roots.push(root);
             added.push((store, path));
         }
-        self.arm(watcher);
+        self.arm(watcher, false);
         for (store, root) in added {
             if !self.roots.iter().any(|r| r.path == root && r.checked) {
                 continue;
@@ -470,6 +805,7 @@ impl State {
             self.problems
                 .retain(|_, (s, r, _)| !(*s == store && *r == path));
         }
+        self.watch_ancestors(watcher);
     }
 }
 
@@ -497,24 +833,31 @@ pub async fn run(
             }
         }
     });
+    let mut no_notifications = String::new();
     let mut watcher = match watcher {
         Ok(watcher) => Some(watcher),
         Err(error) => {
-            tracing::warn!(%error, "cannot watch chat stores; relying on the periodic rescan");
+            let raise = sysctl("fs.inotify.max_user_instances")
+                .map(|limit| {
+                    format!(
+                        " (if fs.inotify.max_user_instances is reached, raise it with `sudo sysctl fs.inotify.max_user_instances={}`)",
+                        limit.saturating_mul(2)
+                    )
+                })
+                .unwrap_or_default();
+            no_notifications = format!(
+                "change notifications are unavailable: {error}{raise}; polled every {} s",
+                POLL_EVERY.as_secs()
+            );
+            tracing::warn!(reason = %no_notifications, "cannot watch chat stores");
             None
         }
     };
+    let started_ms = SystemClock.now_ms();
     let roots = config
         .roots
         .iter()
-        .map(|(store, path)| Root {
-            store: *store,
-            path: path.clone(),
-            registry: true,
-            sessions: BTreeSet::new(),
-            checked: true,
-            workspace: None,
-        })
+        .map(|(store, path)| Root::new(*store, path.clone(), true, started_ms))
         .collect();
     let mut state = State {
         config,
@@ -524,23 +867,28 @@ pub async fn run(
         problems: BTreeMap::new(),
         unwatched: HashMap::new(),
         watched: Vec::new(),
+        ancestor_watches: BTreeSet::new(),
+        no_notifications,
         last_health: Vec::new(),
         health_changed: true,
         events,
     };
     if watcher.is_none() {
         for root in &state.roots {
-            state.unwatched.insert(
-                root.path.clone(),
-                "change notifications are unavailable".into(),
-            );
+            state
+                .unwatched
+                .insert(root.path.clone(), state.no_notifications.clone());
         }
     }
-    state.arm(&mut watcher);
+    state.arm(&mut watcher, false);
     state.rescan(true).await;
 
     let mut rescan = tokio::time::interval(state.config.rescan);
     rescan.tick().await;
+    let mut root_check = tokio::time::interval(ROOT_CHECK_EVERY);
+    root_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    root_check.tick().await;
+    let mut last_poll = std::time::Instant::now();
     let quiet_every =
         (state.config.quiet / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
     let mut quiet = tokio::time::interval(quiet_every);
@@ -555,14 +903,24 @@ pub async fn run(
                     }
                 }
                 for path in paths {
-                    state.follow(&path, false).await;
+                    state.on_change(&path, &mut watcher).await;
+                }
+                if state.health_changed {
+                    state.report_health().await;
+                }
+            }
+            _ = root_check.tick() => {
+                state.refresh_roots(&mut watcher, false).await;
+                if last_poll.elapsed() >= POLL_EVERY {
+                    last_poll = std::time::Instant::now();
+                    state.poll_unwatched().await;
                 }
                 if state.health_changed {
                     state.report_health().await;
                 }
             }
             _ = rescan.tick() => {
-                state.arm(&mut watcher);
+                state.refresh_roots(&mut watcher, true).await;
                 state.rescan(false).await;
             }
             Some(change) = announcements.recv() => {

@@ -252,6 +252,10 @@ export type ChatOutcome =
  */
 export type NeedsInputKind = "question" | "permission" | "tool_approval" | "other";
 /**
+ * How the daemon follows a chat-store root.
+ */
+export type ObserverMode = "watched" | "waiting" | "polled";
+/**
  * What the plugin last said about its chat.
  */
 export type ChatState = "unknown" | "idle" | "busy";
@@ -842,6 +846,10 @@ export interface ObserverStatus {
    */
   files: number;
   /**
+   * How the daemon follows it now (absent from daemons before this field).
+   */
+  mode?: ObserverMode | null;
+  /**
    * Files that cannot be read or hold something that is not the store's format (the
    * first few; never data).
    */
@@ -856,6 +864,11 @@ export interface ObserverStatus {
    */
   store: string;
   /**
+   * While it does not exist: the nearest existing folder above it, watched so that the
+   * root is read the moment it appears.
+   */
+  waiting_on?: string | null;
+  /**
    * Why it is not watched, when it is not.
    */
   watch_error?: string | null;
@@ -864,6 +877,11 @@ export interface ObserverStatus {
    * `fs.inotify.max_user_watches` reached; the periodic rescan still reads it).
    */
   watched: boolean;
+  /**
+   * When the inotify watch limit refused it: the folders it needs watches for (one
+   * each), to size `fs.inotify.max_user_watches`.
+   */
+  watches_needed?: number | null;
 }
 /**
  * A store file Koru cannot use.

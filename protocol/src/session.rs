@@ -150,6 +150,10 @@ pub struct StatusInfo {
     /// observing is off).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub observers: Vec<crate::ObserverStatus>,
+    /// Whether the daemon observes the chat-history stores (`koru daemon --no-observe`
+    /// turns it off), so that doctor can tell observing off from nothing to observe.
+    #[serde(default)]
+    pub observing: bool,
 }
 
 /// Where the daemon serves HTTP and how to authenticate there. Shown only to peers of the

@@ -3,11 +3,13 @@
 //! No I/O beyond reading layer files. The daemon decides when to load and what to do
 //! with diagnostics; this crate only says what the files mean.
 
+mod alternatives;
 mod load;
 mod model;
 mod routes;
 mod spans;
 
+pub use alternatives::expand_alternatives;
 pub use load::{
     file_schema, load, Diagnostic, InterfaceEntry, Layer, LayerReport, LayerSource, Loaded, Origin,
     PolicyEntry, Registry, RegistryFile,

@@ -144,6 +144,8 @@ pub struct InterfaceEntry {
     pub applies_to: Option<AppliesTo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires: Option<Requires>,
+    /// Where its data lives: `~`, `$VAR`, `${VAR}`, `${VAR:-default}` (the default used
+    /// when the variable is unset or empty) and `{a,b}` alternatives (one location each).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locations: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -548,6 +550,23 @@ fn parse_layer(source: &LayerSource, diagnostics: &mut Vec<Diagnostic>) -> Optio
                                 ),
                             ));
                         }
+                    }
+                    let mut entry = entry;
+                    if let Some(locations) = entry.locations.take() {
+                        let mut expanded = Vec::new();
+                        for (location_index, location) in locations.iter().enumerate() {
+                            match crate::alternatives::expand_alternatives(location) {
+                                Ok(paths) => expanded.extend(paths),
+                                Err(problem) => diagnostics.push(diagnostic_at(
+                                    name,
+                                    parsed
+                                        .spans
+                                        .find(&format!("{prefix}.locations[{location_index}]")),
+                                    format!("location: {problem}"),
+                                )),
+                            }
+                        }
+                        entry.locations = Some(expanded);
                     }
                     let object = match serde_json::to_value(&entry) {
                         Ok(Value::Object(object)) => object,

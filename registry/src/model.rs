@@ -341,7 +341,9 @@ pub struct Interface {
     pub applies_to: AppliesTo,
     #[serde(default)]
     pub requires: Requires,
-    /// Where the interface's data lives (chat stores), `~` and `$VAR` expanded.
+    /// Where the interface's data lives (chat stores). A layer may write `{a,b}`
+    /// alternatives (expanded into one entry each when the layer is read); `~`, `$VAR`,
+    /// `${VAR}` and `${VAR:-default}` are expanded where the path is used.
     #[serde(default)]
     pub locations: Vec<String>,
     /// Other interfaces this one works through.

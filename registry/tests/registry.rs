@@ -155,3 +155,51 @@ fn routes_rank_by_policy_order_then_authority_then_priority() {
     assert!(loaded.is_clean(), "{:#?}", loaded.diagnostics);
     assert!(koru_registry::rank_routes(&loaded.registry, "cursor", Platform::Linux).is_empty());
 }
+
+#[test]
+fn the_built_in_vs_code_family_stores_name_every_product_in_every_layout() {
+    let loaded = load(&[LayerSource::built_in()]);
+    let locations = |id: &str| loaded.registry.get(id).unwrap().locations.clone();
+    let copilot = locations("chat_history_copilot_json");
+    let cline = locations("chat_history_cline_tasks");
+    // Alternatives are expanded when the layer is read: no consumer sees a brace group.
+    for location in copilot.iter().chain(&cline) {
+        let groups = location.matches('{').count() - location.matches("${").count();
+        assert!(groups == 0 && !location.contains(','), "{location}");
+    }
+    let user_dirs = [
+        "${XDG_CONFIG_HOME:-~/.config}/Code/User",
+        "${XDG_CONFIG_HOME:-~/.config}/Code - Insiders/User",
+        "${XDG_CONFIG_HOME:-~/.config}/Code - OSS/User",
+        "${XDG_CONFIG_HOME:-~/.config}/VSCodium/User",
+        "${XDG_CONFIG_HOME:-~/.config}/VSCodium - Insiders/User",
+        "${XDG_CONFIG_HOME:-~/.config}/Windsurf/User",
+        "${XDG_DATA_HOME:-~/.local/share}/code-server/User",
+        "~/.var/app/com.visualstudio.code/config/Code/User",
+        "~/.var/app/com.visualstudio.code.insiders/config/Code - Insiders/User",
+        "~/.var/app/com.visualstudio.code-oss/config/Code - OSS/User",
+        "~/.var/app/com.vscodium.codium/config/VSCodium/User",
+        "~/.var/app/com.vscodium.codium-insiders/config/VSCodium - Insiders/User",
+    ];
+    for user in user_dirs {
+        let sessions = format!("{user}/workspaceStorage");
+        assert!(
+            copilot.contains(&sessions),
+            "{sessions} missing: {copilot:#?}"
+        );
+        for extension in [
+            "saoudrizwan.claude-dev",
+            "rooveterinaryinc.roo-cline",
+            "kilocode.kilo-code",
+        ] {
+            let tasks = format!("{user}/globalStorage/{extension}/tasks");
+            assert!(cline.contains(&tasks), "{tasks} missing: {cline:#?}");
+        }
+    }
+    // Cursor runs the Cline family too, but writes no Copilot chat sessions.
+    assert!(cline.contains(
+        &"${XDG_CONFIG_HOME:-~/.config}/Cursor/User/globalStorage/kilocode.kilo-code/tasks".into()
+    ));
+    assert_eq!(copilot.len(), user_dirs.len());
+    assert_eq!(cline.len(), (user_dirs.len() + 1) * 3);
+}

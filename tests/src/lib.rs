@@ -68,6 +68,17 @@ impl Sandbox {
         self.root.path()
     }
 
+    /// `$HOME` of every koru the sandbox starts.
+    pub fn home(&self) -> PathBuf {
+        self.path().join("home")
+    }
+
+    /// `$XDG_CONFIG_HOME` of every koru the sandbox starts: where the VS Code family keeps
+    /// its user data (`<product>/User`), as it does on a machine that sets the variable.
+    pub fn xdg_config_home(&self) -> PathBuf {
+        self.path().join("config")
+    }
+
     /// The socket path daemons of this sandbox use.
     pub fn socket(&self) -> PathBuf {
         self.path().join("run").join("koru").join("koru.sock")
@@ -222,6 +233,16 @@ pub fn stdout_json(output: &Output) -> Value {
             String::from_utf8_lossy(&output.stderr)
         )
     })
+}
+
+/// The check of interface `id` in a `koru doctor --json` report.
+pub fn doctor_check<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["interfaces"]
+        .as_array()
+        .expect("a doctor report lists its interfaces")
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check for {id}"))
 }
 
 /// The stages `koru send --wait` printed, in order (its stdout lines are `DRIVE STAGE +MS`).

@@ -4,8 +4,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use expect_test::expect_file;
-use koru_system_tests::{bin_dir_with, Sandbox, SessionBus, Xvfb};
-use serde_json::Value;
+use koru_system_tests::{bin_dir_with, doctor_check as check, Sandbox, SessionBus, Xvfb};
 
 /// `koru doctor ARGS` with exactly this environment (plus the sandbox's).
 fn doctor(sandbox: &Sandbox, path_dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
@@ -18,15 +17,6 @@ fn doctor(sandbox: &Sandbox, path_dir: &Path, env: &[(&str, &str)], args: &[&str
 }
 
 use koru_system_tests::stdout_json as json;
-
-fn check<'a>(report: &'a Value, id: &str) -> &'a Value {
-    report["interfaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == id)
-        .unwrap_or_else(|| panic!("no check for {id}"))
-}
 
 /// Replaces what differs between runs (paths, ids, pids, display numbers, ages).
 fn normalize(text: &str, sandbox: &Sandbox) -> String {

@@ -95,19 +95,20 @@ fn age_file(path: &Path, age: Duration) {
 /// How one store family's first chat lands on a machine where its folders do not exist.
 struct Family {
     store: &'static str,
-    /// The registry root, relative to HOME.
+    /// The registry root, relative to the sandbox (HOME is its `home/`, XDG_CONFIG_HOME
+    /// its `config/`).
     root: &'static str,
     /// Creates every folder down to the session file and writes a prompt and its reply.
-    write: fn(home: &Path, workspace: &Path),
+    write: fn(sandbox: &Path, workspace: &Path),
 }
 
 fn families() -> Vec<Family> {
     vec![
         Family {
             store: CLAUDE,
-            root: ".claude/projects",
-            write: |home, ws| {
-                let dir = home.join(".claude/projects/-ws-late");
+            root: "home/.claude/projects",
+            write: |sandbox, ws| {
+                let dir = sandbox.join("home/.claude/projects/-ws-late");
                 std::fs::create_dir_all(&dir).unwrap();
                 claude_turn(
                     &dir.join("5b1d.jsonl"),
@@ -120,9 +121,9 @@ fn families() -> Vec<Family> {
         },
         Family {
             store: CODEX,
-            root: ".codex/sessions",
-            write: |home, ws| {
-                let day = home.join(".codex/sessions/2026/11/25");
+            root: "home/.codex/sessions",
+            write: |sandbox, ws| {
+                let day = sandbox.join("home/.codex/sessions/2026/11/25");
                 std::fs::create_dir_all(&day).unwrap();
                 codex_turn(
                     &day.join("rollout-2026-11-25T10-00-00-0199aa.jsonl"),
@@ -135,9 +136,9 @@ fn families() -> Vec<Family> {
         },
         Family {
             store: "chat_history_copilot_json",
-            root: ".config/Code/User/workspaceStorage",
-            write: |home, ws| {
-                let storage = home.join(".config/Code/User/workspaceStorage/77ab");
+            root: "config/Code/User/workspaceStorage",
+            write: |sandbox, ws| {
+                let storage = sandbox.join("config/Code/User/workspaceStorage/77ab");
                 std::fs::create_dir_all(storage.join("chatSessions")).unwrap();
                 std::fs::write(
                     storage.join("workspace.json"),
@@ -167,10 +168,10 @@ fn families() -> Vec<Family> {
         },
         Family {
             store: "chat_history_cline_tasks",
-            root: ".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks",
-            write: |home, _ws| {
-                let task = home.join(
-                    ".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks/1767000000000",
+            root: "config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks",
+            write: |sandbox, _ws| {
+                let task = sandbox.join(
+                    "config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks/1767000000000",
                 );
                 std::fs::create_dir_all(&task).unwrap();
                 std::fs::write(
@@ -186,9 +187,9 @@ fn families() -> Vec<Family> {
         },
         Family {
             store: "chat_history_gemini_cli",
-            root: ".gemini/tmp",
-            write: |home, ws| {
-                let project = home.join(".gemini/tmp/late");
+            root: "home/.gemini/tmp",
+            write: |sandbox, ws| {
+                let project = sandbox.join("home/.gemini/tmp/late");
                 std::fs::create_dir_all(project.join("chats")).unwrap();
                 std::fs::write(project.join(".project_root"), ws.to_str().unwrap()).unwrap();
                 let log = project.join("chats/session-2026-11-25T10-00-4d5e.jsonl");
@@ -210,9 +211,9 @@ fn families() -> Vec<Family> {
         },
         Family {
             store: "chat_history_cursor_sqlite",
-            root: ".config/Cursor/User/globalStorage",
-            write: |home, ws| {
-                let global = home.join(".config/Cursor/User/globalStorage");
+            root: "config/Cursor/User/globalStorage",
+            write: |sandbox, ws| {
+                let global = sandbox.join("config/Cursor/User/globalStorage");
                 std::fs::create_dir_all(&global).unwrap();
                 let db = rusqlite::Connection::open(global.join("state.vscdb")).unwrap();
                 db.execute_batch(
@@ -250,14 +251,13 @@ fn families() -> Vec<Family> {
 #[test]
 fn every_store_family_whose_folder_appears_after_the_daemon_started_is_observed_at_once() {
     let sandbox = Sandbox::new();
-    let home = sandbox.path().join("home");
     let workspace = sandbox.workspace("late");
     // The daemon starts at login, before any of the tools has ever run.
     let _daemon = sandbox.start_daemon(&["--observe-quiet-ms", "400"]);
     let observer = Observer::start(&sandbox);
     let mut took = Vec::new();
     for family in families() {
-        let root = home.join(family.root);
+        let root = sandbox.path().join(family.root);
         let waiting = root_status(&sandbox, &root);
         assert_eq!(waiting["mode"], "waiting", "{waiting:#}");
         assert_eq!(waiting["exists"], false);
@@ -267,7 +267,7 @@ fn every_store_family_whose_folder_appears_after_the_daemon_started_is_observed_
                 .is_some_and(|a| root.starts_with(a)),
             "{waiting:#}"
         );
-        (family.write)(&home, &workspace);
+        (family.write)(sandbox.path(), &workspace);
         let (prompt, to_prompt) = next_of(
             &observer,
             family.store,

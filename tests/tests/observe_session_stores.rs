@@ -1,4 +1,4 @@
-//! Chat-store folders a plugin session announces in its hello (`window.storage`): the real daemon observes a code-server window's `chatSessions/` and Roo Code task folder (a layout no registry location names) for exactly as long as the session lasts, reads what is already there as history, matches a drive's prompt recorded there, watches a folder announced twice or already covered by a registry location once (and a folder inside another store's recursive root through that root's watch), and refuses relative paths and other users' folders. The test plays the IDE through a raw plugin connection: running the drive's step records the request in the chat's own store file, in the Copilot Chat mutation-log format.
+//! Chat-store folders a plugin session announces in its hello (`window.storage`): the real daemon observes the `chatSessions/` and Roo Code task folder of a code-server window started with `--user-data-dir` (a layout no registry location names) for exactly as long as the session lasts, reads what is already there as history, matches a drive's prompt recorded there, watches a folder announced twice or already covered by a registry location once (and a folder inside another store's recursive root through that root's watch), and refuses relative paths and other users' folders. The test plays the IDE through a raw plugin connection: running the drive's step records the request in the chat's own store file, in the Copilot Chat mutation-log format.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -61,6 +61,14 @@ fn record_reply(log: &Path, index: usize, reply: &str) {
         log,
         &json!({"kind": 1, "k": ["requests", index, "modelState"], "v": {"value": 1, "completedAt": 1763727300000u64}}),
     );
+}
+
+/// The user folder of a code-server started with `--user-data-dir ~/code-server-data`: a
+/// layout no registry location names (code-server's default one, under
+/// `$XDG_DATA_HOME/code-server`, is a registry location), so only the window's
+/// announcement tells the daemon about it.
+fn custom_code_server_user(sandbox: &Sandbox) -> PathBuf {
+    sandbox.home().join("code-server-data/User")
 }
 
 /// A code-server window's hello with its storage folders.
@@ -149,8 +157,7 @@ fn drive_json(sandbox: &Sandbox, drive_id: &str) -> Value {
 fn a_code_server_windows_announced_chat_sessions_are_observed_for_the_life_of_its_session() {
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("repo");
-    // code-server keeps its user data here; no registry location names it.
-    let user_dir = sandbox.path().join("home/.local/share/code-server/User");
+    let user_dir = custom_code_server_user(&sandbox);
     let storage = workspace_storage(&user_dir, "8d1f0c3a", &workspace);
     let log = chat_with_one_turn(&storage, "c0ffee01", "explain main.rs");
     // Roo Code in the same code-server keeps its tasks in globalStorage.
@@ -270,10 +277,10 @@ fn a_folder_announced_twice_or_covered_by_a_registry_location_is_watched_once() 
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("repo");
     // VS Code's default layout: the registry's Copilot location already covers it.
-    let vscode_user = sandbox.path().join("home/.config/Code/User");
+    let vscode_user = sandbox.xdg_config_home().join("Code/User");
     let vscode_storage = workspace_storage(&vscode_user, "aa11", &workspace);
     std::fs::create_dir_all(vscode_storage.join("chatSessions")).unwrap();
-    let code_server_user = sandbox.path().join("home/.local/share/code-server/User");
+    let code_server_user = custom_code_server_user(&sandbox);
     let shared = workspace_storage(&code_server_user, "bb22", &workspace);
     let log = chat_with_one_turn(&shared, "5e55", "first question");
     let daemon = sandbox.start_daemon(&["--observe-quiet-ms", "600000"]);
@@ -390,7 +397,7 @@ fn relative_paths_and_other_users_folders_are_refused_with_a_logged_reason() {
 fn an_announced_chat_sessions_folder_that_appears_later_is_read_the_moment_it_appears() {
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("repo");
-    let user_dir = sandbox.path().join("home/.local/share/code-server/User");
+    let user_dir = custom_code_server_user(&sandbox);
     // A fresh window: its storage folder exists, no chat has been written yet.
     let storage = workspace_storage(&user_dir, "dd44", &workspace);
     let daemon = sandbox.start_daemon(&["--observe-quiet-ms", "600000"]);
@@ -428,7 +435,7 @@ fn an_announced_chat_sessions_folder_that_appears_later_is_read_the_moment_it_ap
 fn a_chat_in_a_windows_own_folder_belongs_to_that_window_when_no_workspace_json_says() {
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("repo");
-    let user_dir = sandbox.path().join("home/.local/share/code-server/User");
+    let user_dir = custom_code_server_user(&sandbox);
     // code-server 4.139 writes `meta.json` ({id, name}) beside `chatSessions/`, no
     // `workspace.json`: only the window that announced the folder knows its workspace.
     let storage = user_dir.join("workspaceStorage/-6559bfe");
@@ -468,7 +475,7 @@ fn a_folder_inside_another_stores_recursive_root_shares_its_watch() {
     let workspace = sandbox.workspace("repo");
     // A Cursor window: the registry watches Cursor's workspaceStorage recursively for its
     // legacy chat panel; the window's chatSessions folder lies inside it.
-    let cursor_user = sandbox.path().join("home/.config/Cursor/User");
+    let cursor_user = sandbox.xdg_config_home().join("Cursor/User");
     let storage = workspace_storage(&cursor_user, "ee55", &workspace);
     let log = chat_with_one_turn(&storage, "0c0c", "first question");
     let daemon = sandbox.start_daemon(&["--observe-quiet-ms", "600000"]);

@@ -32,8 +32,8 @@ fn cline_tasks_rewritten_whole_are_diffed_into_turns_and_a_half_written_file_is_
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("cline");
     let extension = sandbox
-        .path()
-        .join("home/.config/Code/User/globalStorage/rooveterinaryinc.roo-cline");
+        .xdg_config_home()
+        .join("Code/User/globalStorage/rooveterinaryinc.roo-cline");
     let task_dir = extension.join("tasks/0198c4cf-task");
     roo_task_folder(&task_dir, "add a health endpoint", &workspace, "active");
     let _daemon = sandbox.start_daemon(&["--observe-quiet-ms", "600000"]);
@@ -114,8 +114,8 @@ fn copilot_mutation_logs_are_replayed_line_by_line_including_a_compaction() {
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("copilot");
     let storage = sandbox
-        .path()
-        .join("home/.config/Code/User/workspaceStorage/5f1c9e");
+        .xdg_config_home()
+        .join("Code/User/workspaceStorage/5f1c9e");
     std::fs::create_dir_all(storage.join("chatSessions")).unwrap();
     std::fs::write(
         storage.join("workspace.json"),
@@ -272,9 +272,7 @@ fn cursor_composers_are_read_from_the_live_sqlite_database_without_writing_it() 
     use rusqlite::Connection;
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("cursor");
-    let global = sandbox
-        .path()
-        .join("home/.config/Cursor/User/globalStorage");
+    let global = sandbox.xdg_config_home().join("Cursor/User/globalStorage");
     std::fs::create_dir_all(&global).unwrap();
     let db_path = global.join("state.vscdb");
     // Cursor keeps the database open in WAL mode while it runs.
@@ -494,8 +492,8 @@ fn cursor_legacy_chat_panels_are_read_per_workspace() {
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("cursor-legacy");
     let storage = sandbox
-        .path()
-        .join("home/.config/Cursor/User/workspaceStorage/9f2c41");
+        .xdg_config_home()
+        .join("Cursor/User/workspaceStorage/9f2c41");
     std::fs::create_dir_all(&storage).unwrap();
     std::fs::write(
         storage.join("workspace.json"),

@@ -179,6 +179,8 @@ pub struct AppConfig {
     pub daemon_pid: u32,
     /// The HTTP endpoint, for `status`.
     pub http: Option<koru_protocol::HttpStatus>,
+    /// Whether the chat-store observers run, for `status`.
+    pub observing: bool,
 }
 
 #[derive(Debug)]
@@ -1918,6 +1920,7 @@ impl<C: Clock> App<C> {
             refused_handshakes: self.refused_handshakes.iter().cloned().collect(),
             http: self.config.http.clone(),
             observers: self.observers.clone(),
+            observing: self.config.observing,
         }
     }
 

@@ -75,6 +75,7 @@ impl Harness {
                 drive_history: 100,
                 daemon_pid: 1,
                 http: None,
+                observing: false,
             },
             clock.clone(),
             loaded,

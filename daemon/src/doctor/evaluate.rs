@@ -298,12 +298,15 @@ fn environment_verdict(interface: &Interface, facts: &Facts) -> Verdict {
     }
     for feature in &interface.requires.features {
         if !facts.features.contains(feature) {
+            // Only a registry layer can name a feature no build has: the built-in
+            // registry's are all in every build (a unit test keeps it so).
             return Verdict::blocked(
                 Status::Unavailable,
                 BlockerCode::FeatureMissing,
                 format!(
-                    "this koru build ({}) does not include `{feature}` yet",
-                    env!("CARGO_PKG_VERSION")
+                    "this koru build ({}) has no `{feature}` (it has {})",
+                    env!("CARGO_PKG_VERSION"),
+                    facts.features.join(", ")
                 ),
                 found,
             );
@@ -504,14 +507,20 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
             .iter()
             .flat_map(|status| status.observers.iter())
             .any(|o| o.store == interface.id && o.mode == Some(ObserverMode::Waiting));
-        let detail = if waiting {
+        let listed = some_of(&expanded, 3);
+        let mut detail = if waiting {
             format!(
-                "nothing at {} yet; the running daemon is waiting for it to appear and will read it at once",
-                expanded.join(", ")
+                "nothing at {listed} yet; the running daemon is waiting for it to appear and will read it at once"
             )
         } else {
-            format!("nothing at {}", expanded.join(", "))
+            format!("nothing at {listed}")
         };
+        if listed.len() < expanded.join(", ").len() {
+            detail.push_str(&format!(
+                " (`koru registry show {}` lists every location)",
+                interface.id
+            ));
+        }
         return Verdict::blocked(
             Status::NotApplicable,
             BlockerCode::StoreMissing,
@@ -558,6 +567,19 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
         );
     }
     Verdict::ok(found)
+}
+
+/// The first `shown` items, then how many more (a store with one location per install
+/// layout has dozens).
+fn some_of(items: &[String], shown: usize) -> String {
+    if items.len() <= shown + 1 {
+        return items.join(", ");
+    }
+    format!(
+        "{} and {} more",
+        items[..shown].join(", "),
+        items.len() - shown
+    )
 }
 
 fn ago(now_ms: u64, then_ms: u64) -> String {
@@ -608,6 +630,21 @@ fn interface_verdict(
                 "the daemon does not serve HTTP; start it with `koru daemon --http 127.0.0.1:PORT`",
                 found,
             ),
+        }
+    }
+    // A chat store: read only while the daemon observes (`--no-observe` turns it off).
+    if interface.family == Family::Observation {
+        if let Some(status) = facts.daemon.status.as_ref() {
+            if !status.observing && status.observers.is_empty() {
+                return Verdict::blocked(
+                    Status::Unavailable,
+                    BlockerCode::Disabled,
+                    "the daemon does not observe chat stores (it was started with --no-observe); \
+                     restart it without that flag",
+                    found,
+                );
+            }
+            found.push("observed by the running daemon".into());
         }
     }
     // A plugin socket: which plugins of its family are connected, and who was refused.
@@ -1046,5 +1083,144 @@ mod tests {
             "{:?}",
             verdict.facts
         );
+    }
+
+    /// A running daemon's status with HTTP served or not and observing on or off.
+    fn daemon_status(http: bool, observing: bool) -> koru_protocol::StatusInfo {
+        let mut status: koru_protocol::StatusInfo = serde_json::from_value(serde_json::json!({
+            "version": "0", "pid": 1, "socket": "/s", "protocol": {"min": 1, "max": 1},
+            "started_at_ms": 0, "plugins": 0, "controllers": 1, "drives_active": 0, "drives_total": 0,
+            "observing": observing
+        }))
+        .unwrap();
+        status.http = http.then(|| koru_protocol::HttpStatus {
+            mcp_url: "http://127.0.0.1:1/mcp".into(),
+            token: "t".into(),
+            token_file: "/t".into(),
+        });
+        status
+    }
+
+    /// Facts of this build with a daemon running as `status`, and every store present.
+    fn facts_of_this_build(
+        registry: &Registry,
+        status: Option<koru_protocol::StatusInfo>,
+    ) -> Facts {
+        let mut facts = Facts {
+            features: super::super::probe::BUILD_FEATURES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ..Facts::default()
+        };
+        for location in registry.interfaces().iter().flat_map(|i| &i.locations) {
+            facts.locations.insert(
+                location.clone(),
+                super::super::probe::LocationFact {
+                    expanded: location.clone(),
+                    exists: true,
+                    readable: true,
+                    ..Default::default()
+                },
+            );
+        }
+        facts.daemon.status = status;
+        facts
+    }
+
+    fn verdicts(facts: &Facts, registry: &Registry) -> HashMap<String, Verdict> {
+        let environment: HashMap<String, Verdict> = registry
+            .interfaces()
+            .iter()
+            .map(|i| (i.id.clone(), environment_verdict(i, facts)))
+            .collect();
+        registry
+            .interfaces()
+            .iter()
+            .map(|i| {
+                let verdict = interface_verdict(i, facts, &[], &[], &environment);
+                (i.id.clone(), verdict)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn no_built_in_interface_is_missing_from_this_build() {
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        for interface in loaded.registry.interfaces() {
+            for feature in &interface.requires.features {
+                assert!(
+                    super::super::probe::BUILD_FEATURES.contains(&feature.as_str()),
+                    "{} requires `{feature}`, which this build does not list",
+                    interface.id
+                );
+            }
+            assert!(
+                !interface
+                    .blocking_modes
+                    .contains(&BlockerCode::FeatureMissing),
+                "{} says it can be missing from this build",
+                interface.id
+            );
+        }
+        for status in [
+            None,
+            Some(daemon_status(false, false)),
+            Some(daemon_status(true, true)),
+        ] {
+            let facts = facts_of_this_build(&loaded.registry, status);
+            for (id, verdict) in verdicts(&facts, &loaded.registry) {
+                assert!(
+                    !matches!(verdict.blocker, Some((BlockerCode::FeatureMissing, _))),
+                    "{id}: {:?}",
+                    verdict.blocker
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn what_the_daemon_serves_decides_the_http_and_observation_interfaces() {
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        let registry = &loaded.registry;
+        let blocker = |verdicts: &HashMap<String, Verdict>, id: &str| {
+            verdicts[id].blocker.as_ref().map(|(code, _)| *code)
+        };
+        let served = verdicts(
+            &facts_of_this_build(registry, Some(daemon_status(true, true))),
+            registry,
+        );
+        for id in ["dashboard_rest", "mcp_http", "chat_history_codex_jsonl"] {
+            assert_eq!(
+                served[id].status,
+                Status::Ok,
+                "{id}: {:?}",
+                served[id].blocker
+            );
+        }
+        let bare = verdicts(
+            &facts_of_this_build(registry, Some(daemon_status(false, false))),
+            registry,
+        );
+        for id in ["dashboard_rest", "mcp_http", "chat_history_codex_jsonl"] {
+            assert_eq!(bare[id].status, Status::Unavailable, "{id}");
+            assert_eq!(blocker(&bare, id), Some(BlockerCode::Disabled), "{id}");
+        }
+        assert!(bare["chat_history_codex_jsonl"]
+            .blocker
+            .as_ref()
+            .unwrap()
+            .1
+            .contains("--no-observe"));
+        let no_daemon = verdicts(&facts_of_this_build(registry, None), registry);
+        for id in ["dashboard_rest", "mcp_http"] {
+            assert_eq!(
+                blocker(&no_daemon, id),
+                Some(BlockerCode::DaemonDown),
+                "{id}"
+            );
+        }
+        // Without a daemon a store is judged by what is on disk: what a daemon would read.
+        assert_eq!(no_daemon["chat_history_codex_jsonl"].status, Status::Ok);
     }
 }

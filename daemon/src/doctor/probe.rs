@@ -9,7 +9,9 @@ use koru_registry::{Platform, Registry};
 
 use crate::client::{controller_hello, Client};
 
-/// Features this build of koru has, for `requires.features`.
+/// Features this build of koru has, for `requires.features`: every build has them all
+/// (the daemon links the enigo injector and serves MCP, the REST API and the dashboard
+/// from its HTTP server); whether the running daemon serves them is in its status.
 pub const BUILD_FEATURES: &[&str] = &["cli", "plugin_socket", "enigo", "mcp_stdio", "http"];
 
 /// What a probe found about one program.
@@ -120,6 +122,9 @@ pub async fn gather(registry: &Registry, socket: &Path, timeout: Duration) -> Fa
         }
         paths.extend(interface.requires.paths.iter().cloned());
         locations.extend(interface.locations.iter().cloned());
+        for path in interface.locations.iter().chain(&interface.requires.paths) {
+            names.extend(path_variables(path));
+        }
     }
     let env: BTreeMap<String, String> = names
         .into_iter()
@@ -248,48 +253,116 @@ async fn probe_binary(name: &str, timeout: Duration) -> BinaryFact {
     }
 }
 
-/// Expands `~` and `$VAR` / `${VAR}` (with the XDG defaults) in a registry path.
+/// Expands a registry path against `env` (nothing else is read, so the caller decides
+/// which environment counts):
+/// - a leading `~` (alone or before `/`) is `$HOME`;
+/// - `$VAR` and `${VAR}` are the variable's value; `XDG_CONFIG_HOME`, `XDG_DATA_HOME` and
+///   `XDG_STATE_HOME` fall back to their XDG defaults under `$HOME` when unset or empty,
+///   any other unset variable is empty;
+/// - `${VAR:-default}` is the value when the variable is set and not empty, else
+///   `default`, itself expanded (it may start with `~` and hold further references);
+///   this is how the tools' own relocation variables (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`,
+///   …) are written, with the tool's own default.
+///
+/// A `${` without its `}` is kept as written.
 pub fn expand_path(raw: &str, env: &BTreeMap<String, String>) -> String {
-    let home = env
-        .get("HOME")
-        .cloned()
-        .or_else(|| std::env::var("HOME").ok())
-        .unwrap_or_default();
-    let lookup = |name: &str| -> String {
-        if let Some(value) = env.get(name) {
-            return value.clone();
-        }
-        match name {
-            "HOME" => home.clone(),
-            "XDG_CONFIG_HOME" => format!("{home}/.config"),
-            "XDG_STATE_HOME" => format!("{home}/.local/state"),
-            "XDG_DATA_HOME" => format!("{home}/.local/share"),
-            other => std::env::var(other).unwrap_or_default(),
-        }
+    let home = env.get("HOME").cloned().unwrap_or_default();
+    let mut text = String::new();
+    let rest = if raw == "~" || raw.starts_with("~/") {
+        text.push_str(&home);
+        &raw[1..]
+    } else {
+        raw
     };
-    let mut text = raw.to_string();
-    if text == "~" || text.starts_with("~/") {
-        text = format!("{home}{}", &text[1..]);
-    }
-    let mut out = String::new();
-    let mut rest = text.as_str();
+    let mut rest = rest;
     while let Some(dollar) = rest.find('$') {
-        out.push_str(&rest[..dollar]);
+        text.push_str(&rest[..dollar]);
         let after = &rest[dollar + 1..];
-        let (name, consumed) = if let Some(braced) = after.strip_prefix('{') {
-            let end = braced.find('}').unwrap_or(braced.len());
-            (&braced[..end], end + 2)
+        if let Some(braced) = after.strip_prefix('{') {
+            let Some(end) = closing_brace(braced) else {
+                // Unterminated: keep the text as written.
+                text.push_str(&rest[dollar..]);
+                return text;
+            };
+            let inside = &braced[..end];
+            match inside.split_once(":-") {
+                Some((name, default)) => match set_value(name, env) {
+                    Some(value) => text.push_str(value),
+                    None => text.push_str(&expand_path(default, env)),
+                },
+                None => text.push_str(&variable(inside, env, &home)),
+            }
+            rest = &braced[end + 1..];
         } else {
             let end = after
                 .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                 .unwrap_or(after.len());
-            (&after[..end], end)
-        };
-        out.push_str(&lookup(name));
-        rest = &after[consumed.min(after.len())..];
+            if end == 0 {
+                // A lone `$` is text.
+                text.push('$');
+            } else {
+                text.push_str(&variable(&after[..end], env, &home));
+            }
+            rest = &after[end..];
+        }
     }
-    out.push_str(rest);
-    out
+    text.push_str(rest);
+    text
+}
+
+/// The variables a registry path refers to (`$VAR`, `${VAR}`, `${VAR:-…}`, also inside
+/// defaults), plus `HOME`, so a caller can read exactly those from its environment.
+pub fn path_variables(raw: &str) -> Vec<String> {
+    let mut names = vec!["HOME".to_string()];
+    let mut rest = raw;
+    while let Some(dollar) = rest.find('$') {
+        let after = &rest[dollar + 1..];
+        let name_text = after.strip_prefix('{').unwrap_or(after);
+        let end = name_text
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(name_text.len());
+        if end > 0 {
+            names.push(name_text[..end].to_string());
+        }
+        rest = after;
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The value of a variable that is set and not empty.
+fn set_value<'a>(name: &str, env: &'a BTreeMap<String, String>) -> Option<&'a str> {
+    env.get(name).map(String::as_str).filter(|v| !v.is_empty())
+}
+
+/// `$name`: its value, the XDG default for an XDG base directory, or empty.
+fn variable(name: &str, env: &BTreeMap<String, String>, home: &str) -> String {
+    if let Some(value) = set_value(name, env) {
+        return value.to_string();
+    }
+    match name {
+        "HOME" => home.to_string(),
+        "XDG_CONFIG_HOME" => format!("{home}/.config"),
+        "XDG_STATE_HOME" => format!("{home}/.local/state"),
+        "XDG_DATA_HOME" => format!("{home}/.local/share"),
+        _ => String::new(),
+    }
+}
+
+/// The offset of the `}` that closes a `${` whose body starts `text` (nested `${…}` in a
+/// default count).
+fn closing_brace(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (offset, byte) in text.bytes().enumerate() {
+        match byte {
+            b'{' => depth += 1,
+            b'}' if depth == 0 => return Some(offset),
+            b'}' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Counts the regular files under `path` (or 1 for a file) and the newest mtime, stopping
@@ -437,21 +510,146 @@ async fn probe_daemon(socket: &Path, timeout: Duration) -> DaemonFact {
 mod tests {
     use super::*;
 
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     #[test]
     fn expands_home_and_variables_with_xdg_defaults() {
-        let env: BTreeMap<String, String> = [("HOME".to_string(), "/home/u".to_string())]
-            .into_iter()
-            .collect();
+        let env = env(&[("HOME", "/home/u")]);
         assert_eq!(
             expand_path("~/.claude/projects", &env),
             "/home/u/.claude/projects"
         );
+        assert_eq!(expand_path("~", &env), "/home/u");
         assert_eq!(
             expand_path("$XDG_STATE_HOME/koru", &env),
             "/home/u/.local/state/koru"
         );
+        assert_eq!(
+            expand_path("$XDG_CONFIG_HOME/Code", &env),
+            "/home/u/.config/Code"
+        );
+        assert_eq!(
+            expand_path("${XDG_DATA_HOME}/code-server", &env),
+            "/home/u/.local/share/code-server"
+        );
         assert_eq!(expand_path("${HOME}/x", &env), "/home/u/x");
         assert_eq!(expand_path("/dev/uinput", &env), "/dev/uinput");
+        // `~` only at the start, as in a shell.
+        assert_eq!(expand_path("/a/~/b", &env), "/a/~/b");
+        assert_eq!(expand_path("~user/x", &env), "~user/x");
+    }
+
+    #[test]
+    fn an_empty_xdg_variable_takes_its_default_and_a_set_one_wins() {
+        let empty = env(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "")]);
+        assert_eq!(
+            expand_path("$XDG_CONFIG_HOME/Code", &empty),
+            "/h/.config/Code"
+        );
+        let set = env(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "/cfg")]);
+        assert_eq!(expand_path("$XDG_CONFIG_HOME/Code", &set), "/cfg/Code");
+        assert_eq!(
+            expand_path("${XDG_CONFIG_HOME:-~/.config}/Code", &set),
+            "/cfg/Code"
+        );
+    }
+
+    #[test]
+    fn a_default_is_used_when_the_variable_is_unset_or_empty() {
+        let location = "${CLAUDE_CONFIG_DIR:-~/.claude}/projects";
+        let unset = env(&[("HOME", "/h")]);
+        assert_eq!(expand_path(location, &unset), "/h/.claude/projects");
+        let empty = env(&[("HOME", "/h"), ("CLAUDE_CONFIG_DIR", "")]);
+        assert_eq!(expand_path(location, &empty), "/h/.claude/projects");
+        let set = env(&[("HOME", "/h"), ("CLAUDE_CONFIG_DIR", "/srv/claude")]);
+        assert_eq!(expand_path(location, &set), "/srv/claude/projects");
+    }
+
+    #[test]
+    fn a_set_value_is_taken_as_written() {
+        // The tools do not expand `~` or `$` in their variables' values; neither do we.
+        let set = env(&[("HOME", "/h"), ("CODEX_HOME", "~/$odd")]);
+        assert_eq!(
+            expand_path("${CODEX_HOME:-~/.codex}/sessions", &set),
+            "~/$odd/sessions"
+        );
+    }
+
+    #[test]
+    fn defaults_nest() {
+        // Cline: CLINE_SESSION_DATA_DIR, else CLINE_DATA_DIR/sessions, else
+        // CLINE_DIR/data/sessions, else ~/.cline/data/sessions.
+        let location =
+            "${CLINE_SESSION_DATA_DIR:-${CLINE_DATA_DIR:-${CLINE_DIR:-~/.cline}/data}/sessions}";
+        let cases = [
+            (vec![], "/h/.cline/data/sessions"),
+            (vec![("CLINE_DIR", "/c")], "/c/data/sessions"),
+            (
+                vec![("CLINE_DIR", "/c"), ("CLINE_DATA_DIR", "/d")],
+                "/d/sessions",
+            ),
+            (
+                vec![("CLINE_DIR", "/c"), ("CLINE_SESSION_DATA_DIR", "/s")],
+                "/s",
+            ),
+            (vec![("CLINE_DIR", "")], "/h/.cline/data/sessions"),
+        ];
+        for (vars, want) in cases {
+            let mut env = env(&vars);
+            env.insert("HOME".into(), "/h".into());
+            assert_eq!(expand_path(location, &env), want, "{vars:?}");
+        }
+    }
+
+    #[test]
+    fn a_default_may_be_a_variable_with_its_own_xdg_default() {
+        let location = "${VSCODE_APPDATA:-$XDG_CONFIG_HOME}/Code/User";
+        assert_eq!(
+            expand_path(location, &env(&[("HOME", "/h")])),
+            "/h/.config/Code/User"
+        );
+        assert_eq!(
+            expand_path(location, &env(&[("HOME", "/h"), ("VSCODE_APPDATA", "/v")])),
+            "/v/Code/User"
+        );
+    }
+
+    #[test]
+    fn an_unknown_unset_variable_is_empty_and_bad_syntax_stays_as_written() {
+        let env = env(&[("HOME", "/h")]);
+        assert_eq!(expand_path("/a/$KORU_TEST_UNSET/b", &env), "/a//b");
+        assert_eq!(expand_path("/a/${KORU_TEST_UNSET}/b", &env), "/a//b");
+        assert_eq!(expand_path("/a/${KORU_TEST_UNSET:-}/b", &env), "/a//b");
+        assert_eq!(expand_path("/a/${HOME/b", &env), "/a/${HOME/b");
+        assert_eq!(expand_path("/a/$/b", &env), "/a/$/b");
+        assert_eq!(expand_path("/cost$", &env), "/cost$");
+    }
+
+    #[test]
+    fn nothing_is_read_from_the_process_environment() {
+        // PATH is set for every test process; a map without it expands it to nothing.
+        assert!(std::env::var_os("PATH").is_some());
+        assert_eq!(expand_path("$PATH", &env(&[])), "");
+        assert_eq!(expand_path("~/x", &env(&[])), "/x");
+    }
+
+    #[test]
+    fn path_variables_names_every_reference_and_home() {
+        assert_eq!(
+            path_variables("${CLINE_SESSION_DATA_DIR:-${CLINE_DATA_DIR:-$CLINE_DIR/x}}"),
+            [
+                "CLINE_DATA_DIR",
+                "CLINE_DIR",
+                "CLINE_SESSION_DATA_DIR",
+                "HOME"
+            ]
+        );
+        assert_eq!(path_variables("/dev/uinput"), ["HOME"]);
     }
 
     #[test]

@@ -93,6 +93,7 @@ pub async fn run(
             drive_history: config.drive_history,
             daemon_pid: std::process::id(),
             http: config.http.clone(),
+            observing: config.observe.is_some(),
         },
         SystemClock,
         registry,
@@ -223,14 +224,23 @@ fn raise_open_files_limit() {
     }
 }
 
-/// The expanded `locations` of a store's registry entry (none when it is disabled).
+/// The expanded `locations` of a store's registry entry (none when it is disabled), each
+/// once: the daemon's own environment decides where the tools write (`CLAUDE_CONFIG_DIR`,
+/// `CODEX_HOME`, `XDG_CONFIG_HOME`, …), as it does for the tools started from the same
+/// session.
 fn store_roots(registry: &koru_registry::Registry, store: &str) -> Vec<std::path::PathBuf> {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-    registry
+    let mut roots: Vec<std::path::PathBuf> = Vec::new();
+    for raw in registry
         .interfaces()
         .iter()
         .filter(|i| i.id == store && i.enabled)
         .flat_map(|i| i.locations.iter())
-        .map(|raw| std::path::PathBuf::from(crate::doctor::probe::expand_path(raw, &env)))
-        .collect()
+    {
+        let root = std::path::PathBuf::from(crate::doctor::probe::expand_path(raw, &env));
+        if !roots.contains(&root) {
+            roots.push(root);
+        }
+    }
+    roots
 }

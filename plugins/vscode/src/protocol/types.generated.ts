@@ -782,6 +782,11 @@ export interface StatusInfo {
    * observing is off).
    */
   observers?: ObserverStatus[];
+  /**
+   * Whether the daemon observes the chat-history stores (`koru daemon --no-observe`
+   * turns it off), so that doctor can tell observing off from nothing to observe.
+   */
+  observing?: boolean;
   pid: number;
   plugins: number;
   protocol: VersionRange1;

@@ -892,12 +892,10 @@ fn read_composer(
                 }
                 if let Some(current) = turns.last_mut() {
                     current.answered = true;
-                    let reply = &mut current.turn.reply;
-                    if !text.is_empty() {
-                        if !reply.is_empty() {
-                            reply.push('\n');
-                        }
-                        reply.push_str(text);
+                    // The reply is the turn's final message (as for the other stores), not
+                    // the commentary bubbles before it.
+                    if !text.trim().is_empty() {
+                        current.turn.reply = text.to_string();
                     }
                     current.turn.ts_ms = current.turn.ts_ms.max(ts_ms);
                 }
@@ -1176,7 +1174,7 @@ mod tests {
                     turn(
                         "b1",
                         Some("why does login 500?"),
-                        "Looking at the handler.\nThe session cookie is unset.",
+                        "The session cookie is unset.",
                         TurnState::Completed,
                         T0_MS + 40_000
                     ),

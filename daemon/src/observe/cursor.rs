@@ -1312,7 +1312,7 @@ mod tests {
             [turn(
                 "u1",
                 Some("rename foo"),
-                "Renamed.\nAlso updated the tests.",
+                "Also updated the tests.",
                 TurnState::Completed,
                 1_700_000_000_500
             )]

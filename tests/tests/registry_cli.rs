@@ -163,6 +163,19 @@ fn a_broken_edit_keeps_the_last_good_registry_and_fixing_it_applies() {
     let after = status(&mut watcher, 4);
     assert_eq!(after["registry"]["diagnostics"], json!([]));
     assert_eq!(after["registry"]["interfaces"], built_in_count() + 1);
+
+    // Reading a layer is not a change: until the next edit nothing reloads (a reload
+    // that set off the next one kept an idle daemon at 4 % of a core).
+    watcher.set_read_timeout(Duration::from_millis(200));
+    let quiet_until = std::time::Instant::now() + Duration::from_millis(2000);
+    while std::time::Instant::now() < quiet_until {
+        if let Some(line) = watcher.recv() {
+            assert_ne!(
+                line["event"]["kind"], "registry_reloaded",
+                "a reload nobody asked for: {line}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -33,6 +33,13 @@ impl RegistryWatcher {
         let handler_targets = targets.clone();
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if let Ok(event) = event {
+                // Reading a layer opens and closes it: those access events would make
+                // every reload start the next one. A writer closing the file counts.
+                use notify::event::{AccessKind, AccessMode, EventKind};
+                if matches!(event.kind, EventKind::Access(kind) if kind != AccessKind::Close(AccessMode::Write))
+                {
+                    return;
+                }
                 let relevant = event.paths.iter().any(|changed| {
                     handler_targets
                         .iter()

@@ -656,8 +656,21 @@ impl State {
         if self.check_lost(watcher) {
             self.health_changed = true;
         }
-        for (store, root) in self.arm(watcher, retry_refused) {
-            self.scan(store, &root, &root).await;
+        // A root can appear while the watch on the folder above it is being moved down
+        // (`mkdir -p` creates the chain in one go): no event tells, so look again.
+        for _ in 0..8 {
+            for (store, root) in self.arm(watcher, retry_refused) {
+                self.scan(store, &root, &root).await;
+            }
+            let appeared_unseen = watcher.is_some()
+                && self.roots.iter().any(|r| {
+                    r.path.is_dir()
+                        && !self.notified(&r.path)
+                        && !self.unwatched.contains_key(&r.path)
+                });
+            if !appeared_unseen {
+                break;
+            }
         }
         let exists: Vec<bool> = self.roots.iter().map(|r| r.path.is_dir()).collect();
         let reported: Vec<bool> = self.last_health.iter().map(|h| h.exists).collect();

@@ -186,6 +186,37 @@ fn families() -> Vec<Family> {
             },
         },
         Family {
+            store: "chat_history_cline_sessions",
+            root: "home/.cline/data/sessions",
+            write: |sandbox, ws| {
+                let id = "1767000000000_late1";
+                let dir = sandbox.join("home/.cline/data/sessions").join(id);
+                std::fs::create_dir_all(&dir).unwrap();
+                let messages_path = dir.join(format!("{id}.messages.json"));
+                std::fs::write(
+                    &messages_path,
+                    json!({"version": 1, "updated_at": "2026-11-25T10:00:30.000Z", "agent": "lead",
+                        "sessionId": id, "origin": {"source": "cli"}, "messages": [
+                        {"id": "msg_1", "role": "user", "ts": 1782896400000u64,
+                         "content": [{"type": "text", "text": "first cline 4 prompt"}]},
+                        {"id": "msg_2", "role": "assistant", "ts": 1782896420000u64,
+                         "content": [{"type": "text", "text": "Done."}]}]})
+                    .to_string(),
+                )
+                .unwrap();
+                std::fs::write(
+                    dir.join(format!("{id}.json")),
+                    json!({"version": 1, "session_id": id, "source": "cli", "pid": 4242,
+                        "started_at": "2026-11-25T10:00:00.000Z", "status": "idle", "interactive": true,
+                        "provider": "anthropic", "model": "claude-sonnet-4-5", "cwd": ws,
+                        "workspace_root": ws, "prompt": "first cline 4 prompt",
+                        "messages_path": messages_path})
+                    .to_string(),
+                )
+                .unwrap();
+            },
+        },
+        Family {
             store: "chat_history_gemini_cli",
             root: "home/.gemini/tmp",
             write: |sandbox, ws| {

@@ -99,6 +99,34 @@ pub enum DaemonEvent {
     Tick,
 }
 
+// The rooms below the loop report through their own types; the loop turns them into its
+// events here, so none of them imports `DaemonEvent`.
+impl From<crate::observe::watcher::ObserverReport> for DaemonEvent {
+    fn from(report: crate::observe::watcher::ObserverReport) -> Self {
+        use crate::observe::watcher::ObserverReport;
+        match report {
+            ObserverReport::Observed { events, replay } => DaemonEvent::Observed { events, replay },
+            ObserverReport::Health { observers } => DaemonEvent::ObserverHealth { observers },
+        }
+    }
+}
+
+impl From<crate::registry::watch::RegistryReloaded> for DaemonEvent {
+    fn from(report: crate::registry::watch::RegistryReloaded) -> Self {
+        DaemonEvent::RegistryChanged {
+            loaded: report.loaded,
+        }
+    }
+}
+
+impl From<crate::drive::inject::InjectionFinished> for DaemonEvent {
+    fn from(report: crate::drive::inject::InjectionFinished) -> Self {
+        DaemonEvent::InjectionFinished {
+            outcome: report.outcome,
+        }
+    }
+}
+
 /// How long after a drive is created its prompt may show up in a chat store and still be
 /// matched to it.
 const CORRELATION_WINDOW_MS: u64 = 120_000;

@@ -10,8 +10,6 @@ use koru_injectors::{
 use koru_protocol::{Blocker, WindowTarget};
 use tokio::sync::mpsc;
 
-use crate::app::DaemonEvent;
-
 /// One OS-injection delivery to run.
 #[derive(Debug, Clone)]
 pub struct InjectionJob {
@@ -72,16 +70,23 @@ pub struct InjectionOutcome {
 pub trait InjectionRunner: Send + Sync {
     /// Whether the injector behind this registry interface works here.
     fn probe(&self, interface: &str) -> Result<(), Blocker>;
-    /// Starts a delivery; its outcome arrives later as `DaemonEvent::InjectionFinished`.
+    /// Starts a delivery; its outcome arrives later as an [`InjectionFinished`] report.
     fn start(&self, job: InjectionJob);
     /// Starts a submit key press; its outcome (`reached: Submitted`, or `Pasted` with the
-    /// blocker) arrives later as `DaemonEvent::InjectionFinished`.
+    /// blocker) arrives later as an [`InjectionFinished`] report.
     fn start_key_press(&self, job: KeyPressJob);
 }
 
-/// Runs injections for real on tokio's blocking pool.
-pub struct SystemInjections {
-    events: mpsc::Sender<DaemonEvent>,
+/// What an OS injection reports when it has finished (the daemon loop turns it into its
+/// own event; this room does not know that event).
+#[derive(Debug)]
+pub struct InjectionFinished {
+    pub outcome: Box<InjectionOutcome>,
+}
+
+/// Runs injections for real on tokio's blocking pool, reporting to `events`.
+pub struct SystemInjections<E> {
+    events: mpsc::Sender<E>,
     /// Probe results by interface, with when they were taken: planning happens for every
     /// drive, and PATH lookups are not free.
     probes: std::sync::Mutex<std::collections::HashMap<String, CachedProbe>>,
@@ -93,24 +98,12 @@ type CachedProbe = (std::time::Instant, Result<(), Blocker>);
 /// How long a probe result is reused.
 const PROBE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
-impl SystemInjections {
-    pub fn new(events: mpsc::Sender<DaemonEvent>) -> Self {
+impl<E> SystemInjections<E> {
+    pub fn new(events: mpsc::Sender<E>) -> Self {
         SystemInjections {
             events,
             probes: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
-    }
-
-    fn probe_now(interface: &str) -> Result<(), Blocker> {
-        let injector = injector_for(interface).ok_or_else(|| {
-            Blocker::new(
-                koru_protocol::blocker::INJECTOR_MISSING,
-                format!("this build has no injector for {interface}"),
-            )
-        })?;
-        injector
-            .probe()
-            .map_err(|unavailable| Blocker::new(unavailable.blocker, unavailable.detail))
     }
 }
 
@@ -155,17 +148,17 @@ pub fn injector_for(interface: &str) -> Option<Injector> {
     })
 }
 
-impl InjectionRunner for SystemInjections {
+impl<E: From<InjectionFinished> + Send + 'static> InjectionRunner for SystemInjections<E> {
     fn probe(&self, interface: &str) -> Result<(), Blocker> {
         let Ok(mut probes) = self.probes.lock() else {
-            return SystemInjections::probe_now(interface);
+            return probe_now(interface);
         };
         if let Some((at, result)) = probes.get(interface) {
             if at.elapsed() < PROBE_TTL {
                 return result.clone();
             }
         }
-        let result = SystemInjections::probe_now(interface);
+        let result = probe_now(interface);
         probes.insert(
             interface.to_string(),
             (std::time::Instant::now(), result.clone()),
@@ -177,9 +170,9 @@ impl InjectionRunner for SystemInjections {
         let events = self.events.clone();
         tokio::task::spawn_blocking(move || {
             let outcome = run(&job);
-            let _ = events.blocking_send(DaemonEvent::InjectionFinished {
+            let _ = events.blocking_send(E::from(InjectionFinished {
                 outcome: Box::new(outcome),
-            });
+            }));
         });
     }
 
@@ -187,11 +180,24 @@ impl InjectionRunner for SystemInjections {
         let events = self.events.clone();
         tokio::task::spawn_blocking(move || {
             let outcome = press_submit_key(&job);
-            let _ = events.blocking_send(DaemonEvent::InjectionFinished {
+            let _ = events.blocking_send(E::from(InjectionFinished {
                 outcome: Box::new(outcome),
-            });
+            }));
         });
     }
+}
+
+/// Whether the injector behind this registry interface works here, asked now.
+fn probe_now(interface: &str) -> Result<(), Blocker> {
+    let injector = injector_for(interface).ok_or_else(|| {
+        Blocker::new(
+            koru_protocol::blocker::INJECTOR_MISSING,
+            format!("this build has no injector for {interface}"),
+        )
+    })?;
+    injector
+        .probe()
+        .map_err(|unavailable| Blocker::new(unavailable.blocker, unavailable.detail))
 }
 
 /// Presses a route's submit key once into the plugin's window, synchronously: with the
@@ -219,16 +225,15 @@ pub fn press_submit_key(job: &KeyPressJob) -> InjectionOutcome {
         Err(blocker) => return failed(blocker.clone()),
     };
     let mut refusals = Vec::new();
-    let injector =
-        interfaces
-            .iter()
-            .find_map(|interface| match SystemInjections::probe_now(interface) {
-                Ok(()) => injector_for(interface),
-                Err(blocker) => {
-                    refusals.push(blocker);
-                    None
-                }
-            });
+    let injector = interfaces
+        .iter()
+        .find_map(|interface| match probe_now(interface) {
+            Ok(()) => injector_for(interface),
+            Err(blocker) => {
+                refusals.push(blocker);
+                None
+            }
+        });
     let Some(injector) = injector else {
         // The telling refusal: an injector for the display this desktop has but whose
         // program is missing, rather than one for a display it does not have.

@@ -13,8 +13,20 @@ use super::announced::{self, AnnounceConfig, RootsChange};
 use super::follow::{Follower, ReadProblem};
 use super::stores::Store;
 use super::Observation;
-use crate::app::DaemonEvent;
 use crate::clock::{Clock, SystemClock};
+
+/// What the watcher reports to the daemon loop (which turns it into its own event; this
+/// room does not know that event).
+#[derive(Debug)]
+pub enum ObserverReport {
+    /// Observations; `replay` marks history (applied to the chats table, not published).
+    Observed {
+        events: Vec<ObservedEvent>,
+        replay: bool,
+    },
+    /// The roots' status changed (watches, files, problems).
+    Health { observers: Vec<ObserverStatus> },
+}
 
 /// Problems kept per root for `status` and doctor.
 const PROBLEMS_KEPT: usize = 20;
@@ -161,7 +173,7 @@ fn sysctl(name: &str) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-struct State {
+struct State<E> {
     config: ObserveConfig,
     roots: Vec<Root>,
     /// The daemon's user, who must own every announced folder.
@@ -181,10 +193,10 @@ struct State {
     last_health: Vec<ObserverStatus>,
     /// Files or problems changed since the health was last reported.
     health_changed: bool,
-    events: mpsc::Sender<DaemonEvent>,
+    events: mpsc::Sender<E>,
 }
 
-impl State {
+impl<E: From<ObserverReport> + Send> State<E> {
     /// The store and root `path` is a session file of (after mapping a database's side
     /// files to the database), if any.
     fn store_of(&self, path: &Path) -> Option<(Store, PathBuf, PathBuf)> {
@@ -351,7 +363,7 @@ impl State {
             .collect();
         let _ = self
             .events
-            .send(DaemonEvent::Observed { events, replay })
+            .send(E::from(ObserverReport::Observed { events, replay }))
             .await;
     }
 
@@ -446,7 +458,7 @@ impl State {
             self.last_health = health.clone();
             let _ = self
                 .events
-                .send(DaemonEvent::ObserverHealth { observers: health })
+                .send(E::from(ObserverReport::Health { observers: health }))
                 .await;
         }
     }
@@ -724,7 +736,7 @@ impl State {
     }
 }
 
-impl State {
+impl<E: From<ObserverReport> + Send> State<E> {
     /// Observes the chat-store folders of the window whose plugin session announced
     /// `storage`: each derived root is checked, joined to a root that already covers it
     /// (a registry location, or the same folder announced by another session), or added,
@@ -827,9 +839,9 @@ impl State {
 
 /// Watches until `shutdown`, adding and dropping the roots plugin sessions announce as
 /// `announcements` says.
-pub async fn run(
+pub async fn run<E: From<ObserverReport> + Send>(
     config: ObserveConfig,
-    events: mpsc::Sender<DaemonEvent>,
+    events: mpsc::Sender<E>,
     mut announcements: mpsc::UnboundedReceiver<RootsChange>,
     shutdown: CancellationToken,
 ) {

@@ -9,7 +9,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{load_layers, LayerPaths};
-use crate::app::DaemonEvent;
 
 /// How long to wait after a change before reloading, so an editor's burst of writes
 /// becomes one reload.
@@ -90,10 +89,18 @@ impl RegistryWatcher {
     }
 }
 
-/// Sends `RegistryChanged` on every change of a layer file and on SIGHUP, until `shutdown`.
-pub async fn run(
+/// The registry layers, read again after a change or SIGHUP (the daemon loop turns it into
+/// its own event; this room does not know that event).
+#[derive(Debug)]
+pub struct RegistryReloaded {
+    pub loaded: Box<koru_registry::Loaded>,
+}
+
+/// Reports [`RegistryReloaded`] on every change of a layer file and on SIGHUP, until
+/// `shutdown`.
+pub async fn run<E: From<RegistryReloaded>>(
     mut watch: RegistryWatcher,
-    events: mpsc::Sender<DaemonEvent>,
+    events: mpsc::Sender<E>,
     shutdown: CancellationToken,
 ) {
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
@@ -128,9 +135,9 @@ pub async fn run(
             "registry reloaded"
         );
         if events
-            .send(DaemonEvent::RegistryChanged {
+            .send(E::from(RegistryReloaded {
                 loaded: Box::new(loaded),
-            })
+            }))
             .await
             .is_err()
         {

@@ -40,6 +40,9 @@ struct Expect {
     store: String,
     /// Where the tool writes it, relative to HOME.
     place: PathBuf,
+    /// Files the tool writes beside it (place relative to HOME → file name in the same
+    /// corpus folder), placed first: Gemini CLI's `.project_root`.
+    beside: BTreeMap<PathBuf, String>,
     chat_id: String,
     workspace: Option<String>,
     last_prompt: Option<String>,
@@ -56,6 +59,10 @@ fn corpus() -> Vec<CorpusFile> {
     let mut files = Vec::new();
     for store in std::fs::read_dir(&root).expect("tests/corpus exists") {
         let store = store.unwrap().path();
+        if store.file_name().is_some_and(|name| name == "recorder") {
+            // The script and fake model server that recorded some of the files.
+            continue;
+        }
         assert!(
             store.join("PROVENANCE.md").is_file(),
             "{} has no PROVENANCE.md",
@@ -73,10 +80,18 @@ fn corpus() -> Vec<CorpusFile> {
             assert!(bytes.len() < 200_000, "{} is too big", source.display());
             let expect: Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
                 .unwrap_or_else(|error| panic!("{name}: {error}"));
+            let expect = Expect::from_json(&expect, &name);
+            for source in expect.beside.values() {
+                assert!(
+                    store.join(source).is_file(),
+                    "{name}: `beside` names {source}, which is not in {}",
+                    store.display()
+                );
+            }
             files.push(CorpusFile {
                 source,
                 bytes,
-                expect: Expect::from_json(&expect, &name),
+                expect,
             });
         }
     }
@@ -105,6 +120,17 @@ impl Expect {
         Expect {
             store: text("store"),
             place: PathBuf::from(text("place")),
+            beside: value["beside"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(place, source)| {
+                    let source = source
+                        .as_str()
+                        .unwrap_or_else(|| panic!("{name}: `beside` values are file names"));
+                    (PathBuf::from(place), source.to_string())
+                })
+                .collect(),
             chat_id: text("chat_id"),
             workspace: value["workspace"].as_str().map(str::to_string),
             last_prompt: value["last_prompt"].as_str().map(str::to_string),
@@ -171,13 +197,35 @@ fn scaled_gaps(lines: &[&[u8]]) -> Vec<Duration> {
         .collect()
 }
 
-/// Writes `file` to its place under `home` the way `placement` says.
-fn place(home: &Path, file: &CorpusFile, placement: Placement) -> PathBuf {
+/// Writes `file` to its place under `home` the way `placement` says, after the files the
+/// tool writes beside it (copied whole, unless already there). Returns every place written.
+fn place(home: &Path, file: &CorpusFile, placement: Placement) -> Vec<PathBuf> {
     use std::io::Write as _;
+    let mut written = Vec::new();
+    for (beside, source) in &file.expect.beside {
+        let target = home.join(beside);
+        if !target.exists() {
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::copy(file.source.parent().unwrap().join(source), &target).unwrap();
+        }
+        written.push(target);
+    }
     let target = home.join(&file.expect.place);
     std::fs::create_dir_all(target.parent().unwrap()).unwrap();
     match placement {
-        Placement::BeforeStart | Placement::CopiedIn => {
+        Placement::BeforeStart => {
+            // History: on disk since the tool wrote its last record, so the file's mtime
+            // is that record's time, as on a real machine.
+            std::fs::copy(&file.source, &target).unwrap();
+            let written =
+                SystemTime::UNIX_EPOCH + Duration::from_millis(file.expect.last_activity_ms);
+            std::fs::File::options()
+                .write(true)
+                .open(&target)
+                .and_then(|out| out.set_modified(written))
+                .unwrap();
+        }
+        Placement::CopiedIn => {
             std::fs::copy(&file.source, &target).unwrap();
         }
         Placement::LineByLine | Placement::WithOwnTiming => {
@@ -198,7 +246,8 @@ fn place(home: &Path, file: &CorpusFile, placement: Placement) -> PathBuf {
             }
         }
     }
-    target
+    written.push(target);
+    written
 }
 
 /// Each file's folder listing (name, size, mtime) and bytes, to prove the daemon wrote
@@ -360,10 +409,12 @@ fn replay(placement: Placement) {
     }
 
     // Read-only: what the test wrote is what is on disk, a while after the last write.
+    let targets: Vec<PathBuf> = targets.concat();
     let written = disk_state(&targets);
-    for (file, target) in files.iter().zip(&targets) {
+    for file in &files {
+        let target = home.join(&file.expect.place);
         assert_eq!(
-            std::fs::read(target).unwrap(),
+            std::fs::read(&target).unwrap(),
             file.bytes,
             "{}",
             target.display()

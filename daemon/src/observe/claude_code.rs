@@ -30,6 +30,9 @@ pub const STORE: &str = "chat_history_claude_code_jsonl";
 #[derive(Debug)]
 pub struct ClaudeCodeParser {
     chat: ChatTurns,
+    /// The API message (`message.id`) whose `end_turn` ended the last turn: its later
+    /// blocks' records belong to that ended turn.
+    ended_message: Option<String>,
 }
 
 impl ClaudeCodeParser {
@@ -37,6 +40,7 @@ impl ClaudeCodeParser {
     pub fn new(file_stem: &str) -> Self {
         ClaudeCodeParser {
             chat: ChatTurns::new(file_stem),
+            ended_message: None,
         }
     }
 
@@ -121,6 +125,12 @@ impl LineParser for ClaudeCodeParser {
                     chat.fail(&mut out, &Blocks::of(content).text);
                     return Ok(out);
                 }
+                let message = record.get("message");
+                let message_id = message.and_then(|m| m.get("id")).and_then(Value::as_str);
+                if message_id.is_some() && message_id == self.ended_message.as_deref() {
+                    // A later block of the message that already ended the turn.
+                    return Ok(out);
+                }
                 chat.answering(&mut out, true);
                 let blocks = Blocks::of(content);
                 let has_text = !blocks.text.trim().is_empty();
@@ -130,6 +140,17 @@ impl LineParser for ClaudeCodeParser {
                 // Only a record of text asking for no tool may be the turn's last; a
                 // thinking-only or tool-use record means the turn goes on.
                 chat.reply_ready = has_text && blocks.tool_uses == 0;
+                let stop_reason = message
+                    .and_then(|m| m.get("stop_reason"))
+                    .and_then(Value::as_str);
+                if chat.reply_ready && stop_reason == Some("end_turn") {
+                    // The model ended its turn with this text and asked for no tool: an
+                    // explicit end, written by versions with no end record (`claude -p`
+                    // without Stop hooks in 2.1.197, tests/corpus/claude_code).
+                    chat.ends_recorded = true;
+                    chat.complete(&mut out, ObservationBasis::Explicit);
+                    self.ended_message = message_id.map(str::to_string);
+                }
             }
             "system" => {
                 let subtype = record.get("subtype").and_then(Value::as_str).unwrap_or("");
@@ -328,6 +349,73 @@ mod tests {
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         feed(&mut parser, &lines);
         assert!(parser.on_quiet(600_000, 0, 1_000).is_empty());
+    }
+
+    /// An assistant record of 2.1.197 as `claude -p` writes it: one block, and the
+    /// message's real `stop_reason`.
+    fn block_record(message_id: &str, block: serde_json::Value, stop_reason: &str) -> String {
+        serde_json::json!({"type": "assistant", "sessionId": "s-1", "version": "2.1.197",
+            "cwd": "/home/me/repo", "timestamp": "2026-11-25T13:17:07.004Z",
+            "message": {"id": message_id, "role": "assistant", "content": [block],
+                        "stop_reason": stop_reason}})
+        .to_string()
+    }
+
+    #[test]
+    fn a_text_record_whose_message_ended_the_turn_ends_it_explicitly() {
+        // `claude -p` 2.1.197 without Stop hooks writes no end record; each block record
+        // carries its message's stop_reason (tests/corpus/claude_code/f49780b5-….jsonl).
+        let text = |text: &str| serde_json::json!({"type": "text", "text": text});
+        let preamble = block_record("msg_1", text("I'll run `ls`."), "tool_use");
+        let call = block_record(
+            "msg_1",
+            serde_json::json!({"type": "tool_use", "id": "t1", "name": "Bash",
+                               "input": {"command": "ls"}}),
+            "tool_use",
+        );
+        let thinking = block_record(
+            "msg_2",
+            serde_json::json!({"type": "thinking", "thinking": "Done.", "signature": "x"}),
+            "end_turn",
+        );
+        let answer = block_record("msg_2", text("`ls` printed: a, b."), "end_turn");
+        let late_block = block_record("msg_2", text("And one more block."), "end_turn");
+        let last_prompt = r#"{"type":"last-prompt","lastPrompt":"Fix the failing test","leafUuid":"a2","sessionId":"s-1"}"#;
+        let stop_hook = at_version(
+            &TURN_END.replace("turn_duration", "stop_hook_summary"),
+            "2.1.197",
+        );
+        let mut parser = ClaudeCodeParser::new("s-1");
+        let prompt = at_version(PROMPT, "2.1.197");
+        let start = [prompt.as_str(), &preamble, &call, TOOL_RESULT, &thinking];
+        assert_eq!(
+            kinds(&feed(&mut parser, &start)),
+            ["chat_seen", "prompt_seen", "reply_started"],
+            "`tool_use`, and `end_turn` on a thinking block, do not end the turn"
+        );
+        let events = feed(&mut parser, &[&answer]);
+        assert_eq!(kinds(&events), ["reply_completed"]);
+        assert_eq!(events[0].basis, ObservationBasis::Explicit);
+        assert_eq!(
+            events[0].event,
+            ObservedKind::ReplyCompleted {
+                excerpt: "`ls` printed: a, b.".into(),
+                length: 19
+            }
+        );
+        // A later block of the same message, the bookkeeping after it and an end record
+        // (with Stop hooks) add no second end.
+        assert!(feed(&mut parser, &[&late_block, last_prompt, &stop_hook]).is_empty());
+        assert!(parser.on_quiet(600_000, 0, 1_000).is_empty());
+
+        // A null stop_reason (2.1.39 and older) says nothing.
+        let mut parser = ClaudeCodeParser::new("s-1");
+        let lines = [at_version(PROMPT, "2.1.39"), at_version(FINAL, "2.1.39")];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        assert_eq!(
+            kinds(&feed(&mut parser, &lines)),
+            ["chat_seen", "prompt_seen", "reply_started"]
+        );
     }
 
     #[test]

@@ -54,7 +54,17 @@ pub fn parse_session_json(
         chat_id: chat_id.to_string(),
         workspace: workspace.map(str::to_string),
         turns: turns_of(messages),
-        updated_ms: None,
+        updated_ms: session_time(&session),
+    })
+}
+
+/// A session's own time: `lastUpdated`, else `startTime`.
+fn session_time(metadata: &serde_json::Map<String, Value>) -> Option<u64> {
+    ["lastUpdated", "startTime"].iter().find_map(|key| {
+        metadata
+            .get(*key)
+            .and_then(Value::as_str)
+            .and_then(parse_ts)
     })
 }
 
@@ -64,6 +74,8 @@ pub struct GeminiLog {
     session_id: Option<String>,
     /// A metadata line (or `$set`) was read.
     has_metadata: bool,
+    /// The session's own time: its metadata's latest `lastUpdated` (else `startTime`).
+    updated_ms: Option<u64>,
     /// The live messages, in the order they were first written.
     messages: Vec<Value>,
     /// Message id → its place in `messages`.
@@ -109,11 +121,13 @@ impl GeminiLog {
             if let Some(Value::String(session_id)) = set.get("sessionId") {
                 self.session_id = Some(session_id.clone());
             }
+            self.note_time(set);
         } else if let (Some(Value::String(session_id)), Some(Value::String(_))) =
             (record.get("sessionId"), record.get("projectHash"))
         {
             self.has_metadata = true;
             self.session_id = Some(session_id.clone());
+            self.note_time(&record);
             // A legacy record written on one line carries its messages too.
             if let Some(Value::Array(messages)) = record.get("messages") {
                 for message in messages {
@@ -142,8 +156,16 @@ impl GeminiLog {
             chat_id: chat_id.to_string(),
             workspace: workspace.map(str::to_string),
             turns: turns_of(&self.messages),
-            updated_ms: None,
+            updated_ms: self.updated_ms,
         })
+    }
+
+    /// The session's time from a metadata record (`lastUpdated`, else `startTime`): a
+    /// chat seen before its first message is dated by it, never by when Koru read it.
+    fn note_time(&mut self, metadata: &serde_json::Map<String, Value>) {
+        if let Some(ms) = session_time(metadata) {
+            self.updated_ms = Some(self.updated_ms.map_or(ms, |before| before.max(ms)));
+        }
     }
 
     /// A message, or a newer version of one already read (it keeps its place).
@@ -406,6 +428,37 @@ mod tests {
                 },
                 ts_ms: Some(1_777_626_012_000),
             }
+        );
+    }
+
+    #[test]
+    fn a_chat_seen_before_its_first_message_is_dated_by_its_metadata() {
+        // A log read when only its metadata line is written (Gemini CLI 0.61 writes it
+        // first, tests/corpus/gemini): the chat's time is the session's, not the read's.
+        let mut differ = SnapshotDiffer::new();
+        let log = log_of(&[META]);
+        let snapshot = log.snapshot("session-x", None).unwrap();
+        assert_eq!(snapshot.updated_ms, parse_ts("2026-05-01T09:00:00.000Z"));
+        let seen = differ.update(&snapshot);
+        assert_eq!(kinds(&seen), ["chat_seen"]);
+        assert_eq!(seen[0].store_ts_ms, parse_ts("2026-05-01T09:00:00.000Z"));
+        // `$set` moves it on; an older time never moves it back.
+        let log = log_of(&[
+            META,
+            SET,
+            r#"{"$set":{"lastUpdated":"2020-01-01T00:00:00Z"}}"#,
+        ]);
+        assert_eq!(
+            log.snapshot("session-x", None).unwrap().updated_ms,
+            parse_ts("2026-05-01T09:00:05.001Z")
+        );
+        // The whole-file format carries it too.
+        let whole = r#"{"sessionId":"s","projectHash":"p","startTime":"2026-05-01T09:00:00.000Z","lastUpdated":"2026-05-01T09:03:00.000Z","messages":[]}"#;
+        assert_eq!(
+            parse_session_json(whole.as_bytes(), "s", None)
+                .unwrap()
+                .updated_ms,
+            parse_ts("2026-05-01T09:03:00.000Z")
         );
     }
 

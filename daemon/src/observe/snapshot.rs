@@ -132,6 +132,12 @@ impl SnapshotDiffer {
         }
         self.open_turn = None;
         for turn in &snapshot.turns {
+            if let Some(previous) = self.open_turn.take() {
+                // A later turn follows an answer the store never marks as finished: that
+                // answer was the end of its turn (as the next prompt ends one in the line
+                // stores), before the later turn's news.
+                self.complete_inferred(&mut out, previous);
+            }
             let progress = match self.turns.get(&turn.id) {
                 Some(progress) => progress.clone(),
                 None => {
@@ -264,14 +270,19 @@ impl SnapshotDiffer {
         if now_ms.saturating_sub(last_change_ms) < quiet_ms {
             return out;
         }
-        let Some(id) = self.open_turn.take() else {
-            return out;
-        };
+        if let Some(id) = self.open_turn.take() {
+            self.complete_inferred(&mut out, id);
+        }
+        out
+    }
+
+    /// The open turn `id` is complete (`inferred`), once.
+    fn complete_inferred(&mut self, out: &mut Vec<Observation>, id: String) {
         if let Some(mut progress) = self.turns.get(&id).cloned() {
             if progress.open && progress.reported != Reported::Ended {
                 let (excerpt, length) = excerpt_and_length(&progress.reply);
                 self.emit(
-                    &mut out,
+                    out,
                     progress.ts_ms,
                     ObservationBasis::Inferred,
                     ObservedKind::ReplyCompleted { excerpt, length },
@@ -281,7 +292,6 @@ impl SnapshotDiffer {
                 self.turns.insert(id, progress);
             }
         }
-        out
     }
 
     /// Whether the differ has seen the chat at all.
@@ -394,5 +404,61 @@ mod tests {
                 TurnState::Completed
             )]))
             .is_empty());
+    }
+
+    #[test]
+    fn a_later_turn_ends_the_open_answer_before_it() {
+        // Gemini CLI records no turn end: a resumed session's first answer is followed by
+        // the next prompt (tests/corpus/gemini/session-…-fc628834.jsonl).
+        let open = TurnState::Open {
+            tool_pending: false,
+        };
+        let first = turn("m1", "capital of France?", "Paris.", open.clone());
+        let second = turn("m2", "and of Italy?", "", TurnState::Waiting);
+        // Read at once (a file copied in, or history).
+        let mut differ = SnapshotDiffer::new();
+        let events = differ.update(&chat(vec![first.clone(), second.clone()]));
+        assert_eq!(
+            kinds(&events),
+            [
+                "chat_seen",
+                "prompt_seen",
+                "reply_started",
+                "reply_completed (inferred)",
+                "prompt_seen"
+            ]
+        );
+        let ObservedKind::ReplyCompleted { excerpt, .. } = &events[3].event else {
+            panic!()
+        };
+        assert_eq!(excerpt, "Paris.");
+        // Read as it grows: the second prompt ends the first answer, once.
+        let mut differ = SnapshotDiffer::new();
+        differ.update(&chat(vec![first.clone()]));
+        assert_eq!(
+            kinds(&differ.update(&chat(vec![first.clone(), second.clone()]))),
+            ["reply_completed (inferred)", "prompt_seen"]
+        );
+        let answered = turn("m2", "and of Italy?", "Rome.", open);
+        assert_eq!(
+            kinds(&differ.update(&chat(vec![first.clone(), answered]))),
+            ["reply_started"]
+        );
+        assert_eq!(
+            kinds(&differ.on_quiet(2_000, 0, 1_000)),
+            ["reply_completed (inferred)"]
+        );
+        // A pending tool call is not ended by a later prompt (a prompt queued meanwhile).
+        let mut differ = SnapshotDiffer::new();
+        let working = turn(
+            "m1",
+            "run the tests",
+            "Running them.",
+            TurnState::Open { tool_pending: true },
+        );
+        assert_eq!(
+            kinds(&differ.update(&chat(vec![working, second]))),
+            ["chat_seen", "prompt_seen", "reply_started", "prompt_seen"]
+        );
     }
 }

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Records real history files of Codex CLI, Gemini CLI and Claude Code for tests/corpus/:
+# installs the tools into a temporary folder (npm, never into the repository), starts the
+# fake model server beside this script, runs each tool's non-interactive mode under its
+# own temporary HOME against it, and prints where each history file was written. Copy the
+# files into tests/corpus/<store>/ unchanged and write their `.expect.json` by reading
+# them. Not run in CI: the corpus files are committed and the replay test only reads them.
+#
+# Usage: tests/corpus/recorder/record.sh [codex|gemini|claude ...]   (all three by default)
+# Environment: REC (the work folder, /tmp/koru-rec), PORT (8765), TOOLS (where npm installs
+# the tools, $REC/tools; an existing install there is reused).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REC="${REC:-/tmp/koru-rec}"
+PORT="${PORT:-8765}"
+TOOLS="${TOOLS:-$REC/tools}"
+BIN="$TOOLS/node_modules/.bin"
+mkdir -p "$REC"
+
+if [ ! -x "$BIN/codex" ] || [ ! -x "$BIN/gemini" ] || [ ! -x "$BIN/claude" ]; then
+  mkdir -p "$TOOLS"
+  (cd "$TOOLS" && npm init -y >/dev/null && npm install @openai/codex @google/gemini-cli @anthropic-ai/claude-code)
+fi
+
+python3 "$HERE/fake_model_server.py" --port "$PORT" --log "$REC/fake-model.log" &
+SERVER=$!
+trap 'kill $SERVER' EXIT
+sleep 1
+
+# A small project for the tools to work in: two files for `ls` to list.
+project() {
+  local dir="$1"
+  rm -rf "$dir" && mkdir -p "$dir"
+  printf 'hello\n' >"$dir/notes.txt"
+  printf 'print("hi")\n' >"$dir/hello.py"
+}
+
+record_codex() {
+  local root="$REC/codex"
+  rm -rf "$root" && mkdir -p "$root/home/.codex"
+  project "$root/demo"
+  cat >"$root/home/.codex/config.toml" <<EOF
+model = "fake-model"
+model_provider = "fake"
+
+[model_providers.fake]
+name = "Fake model server"
+base_url = "http://127.0.0.1:$PORT/v1"
+wire_api = "responses"
+env_key = "FAKE_MODEL_KEY"
+EOF
+  local codex=(env HOME="$root/home" CODEX_HOME="$root/home/.codex" FAKE_MODEL_KEY=dummy
+    "$BIN/codex" exec --skip-git-repo-check)
+  cd "$root/demo"
+  "${codex[@]}" "What is the capital of France? Answer in one sentence." </dev/null
+  sleep 1.1 # one rollout per second: the file names carry the time
+  "${codex[@]}" "Please run ls in this folder and tell me what it prints." </dev/null
+  sleep 1.1
+  "${codex[@]}" "What is the capital of France? Answer in one sentence." </dev/null
+  "${codex[@]}" resume --last "And of Italy? One sentence too." </dev/null
+  find "$root/home/.codex/sessions" -name 'rollout-*.jsonl' | sort
+}
+
+record_gemini() {
+  local root="$REC/gemini"
+  rm -rf "$root" && mkdir -p "$root/home/.gemini"
+  project "$root/demo"
+  # GOOGLE_GEMINI_BASE_URL alone selects the "gateway" auth type, which headless mode
+  # rejects; an API key sent to the base URL is the `gemini-api-key` type.
+  echo '{"security":{"auth":{"selectedType":"gemini-api-key"}}}' >"$root/home/.gemini/settings.json"
+  local gemini=(env HOME="$root/home" GEMINI_API_KEY=dummy
+    GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$PORT" GEMINI_CLI_TRUST_WORKSPACE=true
+    "$BIN/gemini")
+  cd "$root/demo"
+  "${gemini[@]}" -p "What is the capital of France? Answer in one sentence." </dev/null
+  sleep 1.1
+  "${gemini[@]}" --approval-mode yolo -p "Please run ls in this folder and tell me what it prints." </dev/null
+  sleep 1.1
+  "${gemini[@]}" -p "What is the capital of France? Answer in one sentence." </dev/null
+  "${gemini[@]}" --resume latest -p "And of Italy? One sentence too." </dev/null
+  find "$root/home/.gemini/tmp" -type f | sort
+}
+
+record_claude() {
+  local root="$REC/claude"
+  rm -rf "$root" && mkdir -p "$root/home"
+  project "$root/demo"
+  local claude=(env HOME="$root/home" ANTHROPIC_BASE_URL="http://127.0.0.1:$PORT"
+    ANTHROPIC_API_KEY=dummy CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
+    "$BIN/claude")
+  cd "$root/demo"
+  "${claude[@]}" -p "What is the capital of France? Answer in one sentence." </dev/null
+  sleep 1.1
+  "${claude[@]}" -p "Please run ls in this folder and tell me what it prints." --allowedTools "Bash(ls)" </dev/null
+  sleep 1.1
+  "${claude[@]}" -p "What is the capital of France? Answer in one sentence." </dev/null
+  "${claude[@]}" -p --continue "And of Italy? One sentence too." </dev/null
+  find "$root/home/.claude/projects" -type f | sort
+}
+
+for tool in "${@:-codex gemini claude}"; do
+  for name in $tool; do
+    "record_$name"
+  done
+done

@@ -3,6 +3,10 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
+/// The longest prompt a face (MCP tools, the HTTP API) accepts from a controller, in bytes
+/// of UTF-8 (the daemon's line limit is 1 MiB and the prompt is escaped inside a JSON line).
+pub const MAX_PROMPT_BYTES: usize = 256 * 1024;
+
 use futures::StreamExt;
 use koru_protocol::{
     encode_line, ClientInfo, Envelope, ErrorMessage, Hello, IdeInfo, Message, RequestId, Role,

@@ -5,18 +5,35 @@
 //! the controller/plugin side of the protocol used by the CLI and the dev fake plugin;
 //! `cli/` holds the subcommands; `dev/` the reference fake plugin.
 
+/// The state machine: sessions, drives, chats, recovery, fed by one closed event enum.
 pub mod app;
+/// The `koru` subcommands (a face).
 pub mod cli;
+/// The controller/plugin side of the protocol over the socket, for every face.
 pub mod client;
+/// Time behind a trait, so the state machine can be tested with a fake clock.
 pub mod clock;
+/// NDJSON framing with a line-length limit.
 pub mod codec;
+/// The reference fake plugin (`koru dev fake-plugin`) for plugin authors and tests.
 pub mod dev;
+/// `koru doctor`: probes, evaluation against the registry, the report and its rendering.
 pub mod doctor;
+/// Delivering a prompt: the route planner and OS injection.
 pub mod drive;
+/// The loopback HTTP server: REST API, event stream, dashboard, MCP over HTTP (a face).
 pub mod http;
+/// The MCP server for a controller LLM (a face).
 pub mod mcp;
+/// Chat-store observers: parsers, followers, the watcher.
 pub mod observe;
+/// Where the daemon's socket lives.
 pub mod paths;
+/// The recovery actions as people and programs name them, shared by every face.
 pub mod recovery;
+/// The daemon's side of the interface registry: layer paths, loading, the view, watching.
 pub mod registry;
+/// The Unix socket server and the wiring of every subsystem.
 pub mod server;
+/// Plain-text tables and ages for the faces and doctor.
+pub mod table;

@@ -278,6 +278,22 @@ pub enum DriveState {
 }
 
 impl DriveState {
+    /// How far along the delivery a state is (terminal states rank last).
+    pub fn rank(self) -> u8 {
+        match self {
+            DriveState::Queued => 0,
+            DriveState::Sent => 1,
+            DriveState::Received => 2,
+            DriveState::Focused => 3,
+            DriveState::Pasted => 4,
+            DriveState::Submitted => 5,
+            DriveState::Done
+            | DriveState::Failed
+            | DriveState::Cancelled
+            | DriveState::TimedOut => 6,
+        }
+    }
+
     pub fn is_terminal(self) -> bool {
         matches!(
             self,

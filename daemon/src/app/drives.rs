@@ -198,7 +198,7 @@ impl DriveRecord {
 
     /// Moves through stages reached outside plugin acks (OS injection).
     pub fn advance_to(&mut self, state: DriveState, now_ms: u64) {
-        if !self.is_terminal() && rank(state) > rank(self.state) {
+        if !self.is_terminal() && state.rank() > self.state.rank() {
             self.enter(state, now_ms);
         }
     }
@@ -273,7 +273,7 @@ impl DriveRecord {
                 return AckOutcome::StepFailed(blocker);
             }
         };
-        if rank(next) <= rank(self.state) {
+        if next.rank() <= self.state.rank() {
             return AckOutcome::Ignored;
         }
         self.enter(next, now_ms);
@@ -308,19 +308,6 @@ impl DriveRecord {
             submit_evidence: self.submit_evidence,
             waiting: self.waiting.clone(),
         }
-    }
-}
-
-/// How far along the delivery a state is (terminal states rank last).
-pub fn rank(state: DriveState) -> u8 {
-    match state {
-        DriveState::Queued => 0,
-        DriveState::Sent => 1,
-        DriveState::Received => 2,
-        DriveState::Focused => 3,
-        DriveState::Pasted => 4,
-        DriveState::Submitted => 5,
-        DriveState::Done | DriveState::Failed | DriveState::Cancelled | DriveState::TimedOut => 6,
     }
 }
 

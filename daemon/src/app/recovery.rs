@@ -10,7 +10,7 @@ use koru_protocol::{
 };
 use tokio::sync::mpsc;
 
-use super::{drives::rank, App, ConnId, DaemonEvent};
+use super::{App, ConnId, DaemonEvent};
 use crate::clock::Clock;
 use crate::drive::inject::FocusJob;
 use crate::registry::LayerPaths;
@@ -96,13 +96,9 @@ impl RecoveryRunner for SystemRecovery {
                 let socket = self.socket.clone();
                 let layers = self.layers.clone();
                 tokio::spawn(async move {
-                    let report = crate::cli::doctor_cmd::build_report(
-                        &socket,
-                        &[],
-                        Duration::from_secs(5),
-                        &layers,
-                    )
-                    .await;
+                    let report =
+                        crate::doctor::build_report(&socket, &[], Duration::from_secs(5), &layers)
+                            .await;
                     let done = match report {
                         Ok(report) => Ok(verdict_line(&report)),
                         Err(error) => Err(format!("{error:#}")),
@@ -410,11 +406,11 @@ impl<C: Clock> App<C> {
             ));
         }
         let reached_paste = drive.history.iter().any(|stage| {
-            !stage.state.is_terminal() && rank(stage.state) >= rank(DriveState::Pasted)
+            !stage.state.is_terminal() && stage.state.rank() >= DriveState::Pasted.rank()
         }) || drive.attempts.iter().any(|attempt| {
             attempt
                 .reached
-                .is_some_and(|r| !r.is_terminal() && rank(r) >= rank(DriveState::Pasted))
+                .is_some_and(|r| !r.is_terminal() && r.rank() >= DriveState::Pasted.rank())
         });
         if reached_paste {
             return refuse(format!(

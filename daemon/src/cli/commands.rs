@@ -12,11 +12,11 @@ use koru_protocol::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::table::{age, render};
 use super::{CancelArgs, DaemonArgs, DrivesArgs, ObserveArgs, SendArgs};
 use crate::client::{controller_hello, Client};
 use crate::clock::{Clock, SystemClock};
 use crate::server::DaemonConfig;
+use crate::table::{age, render};
 
 pub async fn daemon(
     socket: PathBuf,

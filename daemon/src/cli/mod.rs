@@ -6,7 +6,6 @@ pub mod doctor_cmd;
 mod hook_cmd;
 mod recover_cmd;
 pub mod registry_cmd;
-pub(crate) mod table;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,15 +1,15 @@
 //! `koru registry validate|show|schema`: check layer files, show the merged registry with the layer each value came from, print the file schema.
 
 use super::commands::print_json;
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use koru_registry::{Layer, LayerSource, Loaded};
 
-use super::table::render;
+use crate::registry::view::RegistryView;
 use crate::registry::{load_layers, LayerPaths};
+use crate::table::render;
 
 /// `koru registry validate [FILE]`: every layer (or built-in + FILE); exit 1 with diagnostics.
 pub fn validate(file: Option<&Path>, layers: &LayerPaths) -> anyhow::Result<ExitCode> {
@@ -75,45 +75,6 @@ fn describe_layers(loaded: &Loaded) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The merged registry as `koru registry show --json` prints it (and `GET /api/v1/interfaces`
-/// answers): the layers, their problems, the policy and every interface, each value with the
-/// layer it came from.
-#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
-pub struct RegistryView {
-    pub layers: Vec<koru_registry::LayerReport>,
-    pub diagnostics: Vec<koru_registry::Diagnostic>,
-    pub policy: koru_registry::Policy,
-    pub policy_origins: BTreeMap<String, koru_registry::Origin>,
-    pub interfaces: Vec<InterfaceView>,
-}
-
-/// One interface and where each of its fields was set.
-#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
-pub struct InterfaceView {
-    pub interface: koru_registry::Interface,
-    pub origins: Option<BTreeMap<String, koru_registry::Origin>>,
-}
-
-impl RegistryView {
-    pub fn of(loaded: &Loaded) -> Self {
-        let registry = &loaded.registry;
-        RegistryView {
-            layers: registry.layers.clone(),
-            diagnostics: loaded.diagnostics.clone(),
-            policy: registry.policy.clone(),
-            policy_origins: registry.policy_origins().clone(),
-            interfaces: registry
-                .interfaces()
-                .iter()
-                .map(|interface| InterfaceView {
-                    interface: interface.clone(),
-                    origins: registry.origins(&interface.id).cloned(),
-                })
-                .collect(),
-        }
-    }
 }
 
 /// `koru registry show [--json] [ID]`.

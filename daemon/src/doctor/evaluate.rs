@@ -583,7 +583,7 @@ fn some_of(items: &[String], shown: usize) -> String {
 }
 
 fn ago(now_ms: u64, then_ms: u64) -> String {
-    crate::cli::table::age(now_ms, then_ms)
+    crate::table::age(now_ms, then_ms)
 }
 
 /// The interface's overall verdict: the environment's, refined by the daemon and sessions.

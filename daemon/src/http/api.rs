@@ -30,9 +30,9 @@ use super::auth::{Caller, CODE_LIFETIME};
 use super::errors::ApiError;
 use super::recovery::{actions, ActionList};
 use super::{events, AppState, MAX_BODY_BYTES};
-use crate::cli::registry_cmd::RegistryView;
 use crate::client::{controller_hello, Client};
 use crate::doctor::DoctorReport;
+use crate::registry::view::RegistryView;
 
 /// Every `/api/v1` route, with its documentation (docs/openapi.json is generated from it).
 pub fn routes() -> ApiRouter<AppState> {
@@ -477,11 +477,11 @@ async fn create_drive(
     daemon: Daemon,
     ApiJson(create): ApiJson<DriveCreate>,
 ) -> Result<Created<Json<DriveResult>>, ApiError> {
-    if create.prompt.len() > crate::mcp::backend::MAX_PROMPT_BYTES {
+    if create.prompt.len() > crate::client::MAX_PROMPT_BYTES {
         return Err(ApiError::invalid_argument(format!(
             "`prompt` is {} bytes of UTF-8; the limit is {} bytes",
             create.prompt.len(),
-            crate::mcp::backend::MAX_PROMPT_BYTES
+            crate::client::MAX_PROMPT_BYTES
         ))
         .with_detail(serde_json::json!({"field": "prompt"})));
     }
@@ -515,14 +515,10 @@ async fn doctor(
     daemon: Daemon,
     State(state): State<AppState>,
 ) -> Result<Json<DoctorReport>, ApiError> {
-    let report = crate::cli::doctor_cmd::build_report(
-        &daemon.socket,
-        &[],
-        Duration::from_secs(2),
-        &state.layers,
-    )
-    .await
-    .map_err(|error| ApiError::internal(format!("the doctor report failed: {error:#}")))?;
+    let report =
+        crate::doctor::build_report(&daemon.socket, &[], Duration::from_secs(2), &state.layers)
+            .await
+            .map_err(|error| ApiError::internal(format!("the doctor report failed: {error:#}")))?;
     Ok(Json(report))
 }
 

@@ -11,9 +11,7 @@ use koru_protocol::{
 use super::format;
 use crate::client::{controller_hello, Client, ClientError};
 
-/// The longest prompt a tool accepts, in bytes of UTF-8 (the daemon's line limit is 1 MiB
-/// and the prompt is escaped inside a JSON line).
-pub const MAX_PROMPT_BYTES: usize = 256 * 1024;
+pub use crate::client::MAX_PROMPT_BYTES;
 /// The longest a tool waits, in seconds.
 pub const MAX_TIMEOUT_S: f64 = 3600.0;
 /// How long a tool waits when the caller gives no `timeout_s`.

@@ -57,7 +57,7 @@ pub fn furthest_stage(drive: &DriveInfo) -> DriveState {
         .iter()
         .map(|record| record.state)
         .filter(|state| !state.is_terminal())
-        .max_by_key(|state| crate::app::drives::rank(*state))
+        .max_by_key(|state| state.rank())
         .unwrap_or(DriveState::Queued)
 }
 

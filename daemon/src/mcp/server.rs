@@ -378,7 +378,7 @@ impl KoruMcp {
         &self,
         Parameters(Checked(args)): Parameters<Checked<DoctorToolArgs>>,
     ) -> Result<CallToolResult, McpError> {
-        let report = crate::cli::doctor_cmd::build_report(
+        let report = crate::doctor::build_report(
             self.backend.socket(),
             &[],
             Duration::from_secs(2),

@@ -1,5 +1,6 @@
 //! The daemon's view of the interface registry: where the layer files are, loading them in order, and (in `watch.rs`) reloading when they change.
 
+pub mod view;
 pub mod watch;
 
 use std::path::{Path, PathBuf};

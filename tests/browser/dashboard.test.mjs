@@ -141,8 +141,9 @@ test('a send from the page reaches the plugin and its timeline fills live', asyn
 
 test('a window whose chat is not ready shows why, its drive waits visibly, then goes with its proof', async () => {
   await withDaemon({}, async (daemon) => {
-    // The fake plugin says its chat is not ready, then (as a chat whose model got selected) ready after 4 s.
-    const plugin = await daemon.plugin({ name: 'ready-proj', extra: ['--chat-not-ready', 'no language model is available to the chat', '--ready-after-ms', '4000'] });
+    // The fake plugin says its chat is not ready, then (as a chat whose model got selected) ready after 10 s:
+    // long enough for a loaded machine to open the page and send while it still waits.
+    const plugin = await daemon.plugin({ name: 'ready-proj', extra: ['--chat-not-ready', 'no language model is available to the chat', '--ready-after-ms', '10000'] });
     const { page, context, problems } = await openDashboard(daemon);
     const card = page.locator(`#session-${plugin.sessionId}`);
     await card.locator('.chat-not-ready', { hasText: 'not ready: no language model is available to the chat' }).waitFor({ timeout: 5000 });
@@ -151,7 +152,7 @@ test('a window whose chat is not ready shows why, its drive waits visibly, then 
     const drive = page.locator(`#drive-${id}`);
     await drive.locator('.waiting', { hasText: 'chat_not_ready' }).waitFor({ timeout: 5000 });
     assert.equal(plugin.drivesReceived().length, 0, 'nothing is sent while the chat is not ready');
-    await card.locator('.chat-ready').waitFor({ timeout: 10_000 });
+    await card.locator('.chat-ready').waitFor({ timeout: 20_000 });
     await drive.locator('[data-stage=done]').waitFor({ timeout: 10_000 });
     assert.equal(await drive.locator('.waiting').count(), 0, 'the wait is gone once sent');
     // The fake plugin has no chat to ask: its submit proves only that the command returned, and the card says so.

@@ -401,11 +401,18 @@ fn session_snapshot(
                 .collect()
         })
         .unwrap_or_default();
+    // The session's own time, for a chat with no request yet: VS Code writes the empty
+    // session (`creationDate`) before the first request, and `.json` files keep the last
+    // message's time too.
+    let updated_ms = ["lastMessageDate", "creationDate"]
+        .iter()
+        .filter_map(|key| session.get(*key).and_then(epoch_ms))
+        .max();
     ChatSnapshot {
         chat_id,
         workspace: workspace.map(str::to_string),
         turns,
-        updated_ms: None,
+        updated_ms,
     }
 }
 
@@ -918,6 +925,71 @@ mod tests {
         assert_eq!(snapshot.turns[0].ts_ms, Some(1_763_727_109_000));
         let events = differ.update(&snapshot);
         assert!(events.is_empty(), "no change, no news");
+    }
+
+    #[test]
+    fn a_session_with_no_request_yet_is_dated_by_its_own_creation_date() {
+        // VS Code 1.139 writes the empty session as the first line before any request
+        // (tests/corpus/copilot): a reader that sees only that line must date the chat
+        // by the store, not by when it read it.
+        let mut log = MutationLog::new();
+        log.apply_line(LOG_SNAPSHOT.as_bytes()).unwrap();
+        let snapshot = log.snapshot("stem", None).unwrap();
+        assert!(snapshot.turns.is_empty());
+        assert_eq!(snapshot.updated_ms, Some(1_763_727_100_000));
+        let mut differ = SnapshotDiffer::new();
+        let events = differ.update(&snapshot);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].event, ObservedKind::ChatSeen);
+        assert_eq!(events[0].store_ts_ms, Some(1_763_727_100_000));
+        // A `.json` session is dated by its last message.
+        let whole = parse_session_json(SESSION_JSON.as_bytes(), "f", None).unwrap();
+        assert_eq!(whole.updated_ms, Some(1_763_727_190_000));
+    }
+
+    #[test]
+    fn the_real_vs_code_1_139_log_replays_to_its_final_state() {
+        // A whole session written by VS Code 1.139 (code-server 4.139.1) in the e2e suite.
+        let bytes: &[u8] = include_bytes!(
+            "../../../tests/corpus/copilot/8b0378ec-9689-4fed-a671-2a9baeff8d26.jsonl"
+        );
+        let lines: Vec<&[u8]> = bytes
+            .split(|byte| *byte == b'\n')
+            .filter(|line| !line.is_empty())
+            .collect();
+        assert_eq!(lines.len(), 23);
+        let mut log = MutationLog::new();
+        let mut states_after = Vec::new();
+        for line in &lines {
+            log.apply_line(line).unwrap();
+            states_after.push(log.snapshot("stem", None).unwrap());
+        }
+        // The confirmation request is pushed waiting for the user (line 11)…
+        assert_eq!(
+            states_after[10].turns[3].state,
+            TurnState::NeedsInput(NeedsInputKind::ToolApproval)
+        );
+        // …and the slow request's batch marks it complete (line 8) before it pushes its
+        // markdown (line 10): only the whole batch has the reply.
+        assert_eq!(states_after[7].turns[1].state, TurnState::Completed);
+        assert_eq!(states_after[7].turns[1].reply, "");
+        assert_eq!(
+            states_after[9].turns[1].reply,
+            "koru-e2e recorder: received"
+        );
+        let last = states_after.last().unwrap();
+        assert_eq!(last.chat_id, "8b0378ec-9689-4fed-a671-2a9baeff8d26");
+        assert_eq!(last.turns.len(), 55);
+        assert!(last
+            .turns
+            .iter()
+            .all(|turn| turn.state == TurnState::Completed));
+        assert_eq!(
+            last.turns[3].reply, "",
+            "the confirmation wrote no markdown"
+        );
+        assert_eq!(last.turns[54].prompt.as_deref(), Some("with evidence 49 ✓"));
+        assert_eq!(last.turns[54].ts_ms, Some(1_795_603_378_635));
     }
 
     #[test]

@@ -41,6 +41,22 @@ pub enum ClientError {
     Io(#[from] std::io::Error),
 }
 
+impl ClientError {
+    /// The one stable code every face (MCP tools, the HTTP API) reports for this failure:
+    /// `daemon_down` when the daemon cannot be reached or went away, the daemon's own code
+    /// when it refused, `daemon_error` when it answered out of turn.
+    pub fn code(&self) -> &str {
+        match self {
+            ClientError::NoDaemon { .. }
+            | ClientError::Connect { .. }
+            | ClientError::Closed
+            | ClientError::Io(_) => "daemon_down",
+            ClientError::Refused(refusal) => refusal.code.as_str(),
+            ClientError::Unexpected(_) => "daemon_error",
+        }
+    }
+}
+
 impl From<FrameError> for ClientError {
     fn from(err: FrameError) -> Self {
         match err {
@@ -260,5 +276,33 @@ pub async fn connect_stream(path: &Path) -> Result<UnixStream, ClientError> {
             path: path.to_path_buf(),
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_client_failure_has_one_code_for_every_face() {
+        let path = PathBuf::from("/run/koru.sock");
+        let io = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let cases = [
+            (ClientError::NoDaemon { path: path.clone() }, "daemon_down"),
+            (ClientError::Connect { path, source: io() }, "daemon_down"),
+            (ClientError::Closed, "daemon_down"),
+            (ClientError::Io(io()), "daemon_down"),
+            (
+                ClientError::Refused(ErrorMessage::new(
+                    koru_protocol::ErrorCode::UnknownDrive,
+                    "no drive d_1",
+                )),
+                "unknown_drive",
+            ),
+            (ClientError::Unexpected("a pong".into()), "daemon_error"),
+        ];
+        for (error, code) in cases {
+            assert_eq!(error.code(), code, "{error}");
+        }
     }
 }

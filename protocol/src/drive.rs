@@ -422,3 +422,13 @@ pub struct DriveInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<Blocker>,
 }
+
+impl DriveInfo {
+    /// Whether the chat's history (or the plugin) has said how the drive's turn ended, or
+    /// that it cannot tell: where `koru send --wait-reply` and MCP `wait_for_reply` stop.
+    pub fn reply_settled(&self) -> bool {
+        self.observation
+            .as_ref()
+            .is_some_and(|o| o.stage.is_settled())
+    }
+}

@@ -138,6 +138,22 @@ pub enum ObservedStage {
     Ambiguous,
 }
 
+impl ObservedStage {
+    /// Whether this stage says how the turn ended, or that the chat cannot tell (the
+    /// ones after which waiting for a reply stops): an exhaustive match, so a new stage
+    /// must be placed on one side.
+    pub fn is_settled(self) -> bool {
+        match self {
+            ObservedStage::Observed | ObservedStage::Replying => false,
+            ObservedStage::Replied
+            | ObservedStage::NeedsInput
+            | ObservedStage::Cancelled
+            | ObservedStage::Failed
+            | ObservedStage::Ambiguous => true,
+        }
+    }
+}
+
 /// What the chat-store observers proved about a drive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DriveObservation {
@@ -245,4 +261,35 @@ pub enum StoreProblemKind {
     Malformed,
     /// A locked database: read again later.
     Busy,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_for_a_reply_stops_at_an_ending_or_an_unknowable_stage() {
+        let settled: Vec<ObservedStage> = [
+            ObservedStage::Observed,
+            ObservedStage::Replying,
+            ObservedStage::Replied,
+            ObservedStage::NeedsInput,
+            ObservedStage::Cancelled,
+            ObservedStage::Failed,
+            ObservedStage::Ambiguous,
+        ]
+        .into_iter()
+        .filter(|stage| stage.is_settled())
+        .collect();
+        assert_eq!(
+            settled,
+            [
+                ObservedStage::Replied,
+                ObservedStage::NeedsInput,
+                ObservedStage::Cancelled,
+                ObservedStage::Failed,
+                ObservedStage::Ambiguous
+            ]
+        );
+    }
 }

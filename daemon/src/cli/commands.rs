@@ -412,7 +412,7 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
         tokio::time::Instant::now() + Duration::from_secs_f64(args.timeout.unwrap_or(120.0));
     let mut reply_timed_out = false;
     while !last.state.is_terminal()
-        || (args.wait_reply && last.state == DriveState::Done && !reply_settled(&last))
+        || (args.wait_reply && last.state == DriveState::Done && !last.reply_settled())
     {
         if last.state.is_terminal() && tokio::time::Instant::now() >= reply_deadline {
             reply_timed_out = true;
@@ -755,21 +755,6 @@ pub fn describe_evidence(evidence: koru_protocol::SubmitEvidence) -> &'static st
             "key_pressed — the submit key went once to the verified window; nothing from the chat confirmed it"
         }
     }
-}
-
-/// Whether the chat's history has said how the drive's turn ended (or that it cannot tell).
-fn reply_settled(drive: &DriveInfo) -> bool {
-    use koru_protocol::ObservedStage;
-    drive.observation.as_ref().is_some_and(|o| {
-        matches!(
-            o.stage,
-            ObservedStage::Replied
-                | ObservedStage::NeedsInput
-                | ObservedStage::Cancelled
-                | ObservedStage::Failed
-                | ObservedStage::Ambiguous
-        )
-    })
 }
 
 /// Prints the reply (or why there is none) for `koru send --wait-reply`; exit 0 only on a reply.

@@ -122,14 +122,17 @@ impl ApiError {
 
     /// The daemon could not be asked, or answered out of turn.
     pub fn from_client(error: ClientError) -> Self {
+        let code = error.code().to_string();
         match error {
             ClientError::Refused(refusal) => ApiError::from_daemon(&refusal),
-            ClientError::Unexpected(what) => {
-                ApiError::internal(format!("unexpected answer from the daemon: {what}"))
-            }
+            ClientError::Unexpected(what) => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                &code,
+                format!("unexpected answer from the daemon: {what}"),
+            ),
             other => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "daemon_down",
+                &code,
                 format!("the daemon core does not answer: {other}"),
             ),
         }

@@ -52,23 +52,15 @@ impl ToolError {
 
 impl From<ClientError> for ToolError {
     fn from(error: ClientError) -> Self {
-        match error {
-            ClientError::NoDaemon { path } => ToolError::new(
-                "daemon_down",
-                format!(
-                    "no daemon at {}; start it with `koru daemon`",
-                    path.display()
-                ),
+        let message = match &error {
+            ClientError::NoDaemon { path } => format!(
+                "no daemon at {}; start it with `koru daemon`",
+                path.display()
             ),
-            ClientError::Refused(refusal) => {
-                let code = serde_json::to_value(refusal.code)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_else(|| "refused".into());
-                ToolError::new(&code, refusal.message)
-            }
-            other => ToolError::new("daemon_error", other.to_string()),
-        }
+            ClientError::Refused(refusal) => refusal.message.clone(),
+            other => other.to_string(),
+        };
+        ToolError::new(error.code(), message)
     }
 }
 
@@ -177,15 +169,6 @@ fn reached(state: DriveState, settled: bool, wait: WaitFor) -> bool {
         WaitFor::Delivered => !matches!(state, DriveState::Queued | DriveState::Sent),
         WaitFor::Submitted | WaitFor::Replied => false,
     }
-}
-
-/// Whether the chat's history has said how the drive's turn ended (or that it cannot tell).
-pub fn reply_settled(drive: &DriveInfo) -> bool {
-    use koru_protocol::ObservedStage;
-    drive
-        .observation
-        .as_ref()
-        .is_some_and(|o| !matches!(o.stage, ObservedStage::Observed | ObservedStage::Replying))
 }
 
 impl Backend {
@@ -327,7 +310,7 @@ impl Backend {
         progress(&last);
         let deadline = tokio::time::Instant::now() + timeout;
         let mut timed_out = false;
-        while !reached(last.state, reply_settled(&last), request.wait) {
+        while !reached(last.state, last.reply_settled(), request.wait) {
             let next = tokio::time::timeout_at(deadline, client.next()).await;
             let Ok(next) = next else {
                 timed_out = true;
@@ -381,7 +364,7 @@ impl Backend {
             Err(error) => return Err(error.into()),
         };
         let deadline = tokio::time::Instant::now() + timeout;
-        while !reply_settled(&last)
+        while !last.reply_settled()
             && !matches!(
                 last.state,
                 DriveState::Failed | DriveState::Cancelled | DriveState::TimedOut

@@ -9,8 +9,8 @@ pub const MAX_PROMPT_BYTES: usize = 256 * 1024;
 
 use futures::StreamExt;
 use koru_protocol::{
-    encode_line, ClientInfo, Envelope, ErrorMessage, Hello, IdeInfo, Message, RequestId, Role,
-    VersionRange, Welcome, WindowInfo,
+    encode_line, ClientInfo, DriveInfo, Envelope, ErrorMessage, Hello, IdeInfo, Message, RequestId,
+    Role, VersionRange, Welcome, WindowInfo,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -39,6 +39,15 @@ pub enum ClientError {
     Unexpected(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+/// What [`Client::follow_drive`] hands its caller.
+#[derive(Debug)]
+pub enum Followed<'a> {
+    /// The drive changed (state, attempts, observation…).
+    Update(&'a DriveInfo),
+    /// Time passed (the `tick` asked for), with the drive as it stands.
+    Tick(&'a DriveInfo),
 }
 
 impl ClientError {
@@ -204,6 +213,60 @@ impl Client {
                 _ => self.pending.push_back(envelope),
             }
         }
+    }
+
+    /// Follows the drive `last` on a connection subscribed to events
+    /// (`events.subscribe`) until `settled` holds for it: each `drive_updated` of that
+    /// drive is handed to `seen` as [`Followed::Update`] (and becomes `last`), and with
+    /// `tick` set, `seen` gets [`Followed::Tick`] that often (a spinner). `deadline` says,
+    /// for the drive as it stands, when to give up (`None`: never). Returns the drive as
+    /// last seen and whether the deadline ended the wait; `Closed` if the daemon went away.
+    /// The one "follow a drive until a stage" loop of every face.
+    pub async fn follow_drive(
+        &mut self,
+        mut last: DriveInfo,
+        settled: impl Fn(&DriveInfo) -> bool,
+        deadline: impl Fn(&DriveInfo) -> Option<tokio::time::Instant>,
+        tick: Option<std::time::Duration>,
+        mut seen: impl FnMut(Followed<'_>),
+    ) -> Result<(DriveInfo, bool), ClientError> {
+        let mut ticker = tick.map(tokio::time::interval);
+        while !settled(&last) {
+            let until = deadline(&last);
+            if until.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                return Ok((last, true));
+            }
+            let envelope = tokio::select! {
+                envelope = self.next() => envelope?,
+                _ = async {
+                    match ticker.as_mut() {
+                        Some(ticker) => { ticker.tick().await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {
+                    seen(Followed::Tick(&last));
+                    continue;
+                }
+                _ = async {
+                    match until {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending::<()>().await,
+                    }
+                } => continue,
+            };
+            let Some(envelope) = envelope else {
+                return Err(ClientError::Closed);
+            };
+            if let Message::Stream(item) = envelope.message {
+                if let koru_protocol::StreamEvent::DriveUpdated { drive } = item.event {
+                    if drive.drive_id == last.drive_id {
+                        seen(Followed::Update(&drive));
+                        last = drive;
+                    }
+                }
+            }
+        }
+        Ok((last, false))
     }
 
     /// The next line from the daemon (pings are answered, not returned), or `None` at EOF.

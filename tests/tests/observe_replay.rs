@@ -310,9 +310,20 @@ fn place(sandbox: &Sandbox, file: &CorpusFile, placement: Placement) -> Vec<Path
                 .append(true)
                 .open(&target)
                 .unwrap();
+            // Lines with no time between their records were written at the same moment:
+            // they go in one write, as the tool writes a batch (VS Code appends each
+            // batch of its mutation log in one write, so no reader sees half of one).
+            let mut batch: Vec<u8> = Vec::new();
             for (line, gap) in lines.iter().zip(gaps) {
+                if !batch.is_empty() && !gap.is_zero() {
+                    out.write_all(&batch).unwrap();
+                    batch.clear();
+                }
                 std::thread::sleep(gap);
-                out.write_all(line).unwrap();
+                batch.extend_from_slice(line);
+            }
+            if !batch.is_empty() {
+                out.write_all(&batch).unwrap();
             }
         }
     }

@@ -406,38 +406,32 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
 
     let mut progress = Progress::new(!args.json, created.drive.created_at_ms);
     progress.show(&created.drive);
-    let mut last = created.drive;
-    let mut spinner = tokio::time::interval(Duration::from_millis(120));
+    // The drive's own deadline ends it; waiting for the reply after it is bounded here.
     let reply_deadline =
         tokio::time::Instant::now() + Duration::from_secs_f64(args.timeout.unwrap_or(120.0));
-    let mut reply_timed_out = false;
-    while !last.state.is_terminal()
-        || (args.wait_reply && last.state == DriveState::Done && !last.reply_settled())
-    {
-        if last.state.is_terminal() && tokio::time::Instant::now() >= reply_deadline {
-            reply_timed_out = true;
-            break;
+    let wait_reply = args.wait_reply;
+    let followed = client
+        .follow_drive(
+            created.drive,
+            |drive| {
+                drive.state.is_terminal()
+                    && !(wait_reply && drive.state == DriveState::Done && !drive.reply_settled())
+            },
+            |drive| drive.state.is_terminal().then_some(reply_deadline),
+            Some(Duration::from_millis(120)),
+            |event| match event {
+                crate::client::Followed::Update(drive) => progress.show(drive),
+                crate::client::Followed::Tick(drive) => progress.spin(drive.state),
+            },
+        )
+        .await;
+    let (last, reply_timed_out) = match followed {
+        Ok(followed) => followed,
+        Err(crate::client::ClientError::Closed) => {
+            bail!("the daemon closed the connection before drive {drive_id} ended")
         }
-        let envelope = tokio::select! {
-            envelope = client.next() => envelope?,
-            _ = spinner.tick() => {
-                progress.spin(last.state);
-                continue;
-            }
-            _ = tokio::time::sleep_until(reply_deadline), if last.state.is_terminal() => continue,
-        };
-        let Some(envelope) = envelope else {
-            bail!("the daemon closed the connection before drive {drive_id} ended");
-        };
-        if let Message::Stream(item) = envelope.message {
-            if let StreamEvent::DriveUpdated { drive } = item.event {
-                if drive.drive_id == drive_id {
-                    progress.show(&drive);
-                    last = drive;
-                }
-            }
-        }
-    }
+        Err(error) => return Err(error.into()),
+    };
     progress.clear_spinner();
     client.close().await;
     if args.json {

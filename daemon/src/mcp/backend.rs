@@ -306,35 +306,35 @@ impl Backend {
             }
         };
         let drive_id = created.drive_id.clone();
-        let mut last = created;
-        progress(&last);
+        progress(&created);
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut timed_out = false;
-        while !reached(last.state, last.reply_settled(), request.wait) {
-            let next = tokio::time::timeout_at(deadline, client.next()).await;
-            let Ok(next) = next else {
-                timed_out = true;
-                break;
-            };
-            let Some(envelope) = next? else {
-                return Err(ToolError::new(
-                    "daemon_down",
-                    format!("the daemon closed the connection before drive {drive_id} ended"),
-                ));
-            };
-            if let Message::Stream(item) = envelope.message {
-                if let StreamEvent::DriveUpdated { drive } = item.event {
-                    if drive.drive_id == drive_id
-                        && (drive.state != last.state || drive.observation != last.observation)
-                    {
-                        last = drive;
-                        progress(&last);
+        let wait = request.wait;
+        let mut shown = (created.state, created.observation.clone());
+        let followed = client
+            .follow_drive(
+                created,
+                |drive| reached(drive.state, drive.reply_settled(), wait),
+                |_| Some(deadline),
+                None,
+                |event| {
+                    if let crate::client::Followed::Update(drive) = event {
+                        if (drive.state, drive.observation.clone()) != shown {
+                            shown = (drive.state, drive.observation.clone());
+                            progress(drive);
+                        }
                     }
-                }
-            }
-        }
+                },
+            )
+            .await;
         client.close().await;
-        Ok((last, timed_out))
+        match followed {
+            Ok(followed) => Ok(followed),
+            Err(ClientError::Closed) => Err(ToolError::new(
+                "daemon_down",
+                format!("the daemon closed the connection before drive {drive_id} ended"),
+            )),
+            Err(error) => Err(error.into()),
+        }
     }
 }
 
@@ -353,7 +353,7 @@ impl Backend {
                 drive_id: drive_id.to_string(),
             }))
             .await;
-        let mut last = match reply {
+        let last = match reply {
             Ok(Message::DriveResult(result)) => result.drive,
             Ok(_) => {
                 return Err(ToolError::new(
@@ -364,31 +364,30 @@ impl Backend {
             Err(error) => return Err(error.into()),
         };
         let deadline = tokio::time::Instant::now() + timeout;
-        while !last.reply_settled()
-            && !matches!(
-                last.state,
-                DriveState::Failed | DriveState::Cancelled | DriveState::TimedOut
+        let followed = client
+            .follow_drive(
+                last,
+                |drive| {
+                    drive.reply_settled()
+                        || matches!(
+                            drive.state,
+                            DriveState::Failed | DriveState::Cancelled | DriveState::TimedOut
+                        )
+                },
+                |_| Some(deadline),
+                None,
+                |_| {},
             )
-        {
-            let Ok(next) = tokio::time::timeout_at(deadline, client.next()).await else {
-                break;
-            };
-            let Some(envelope) = next? else {
-                return Err(ToolError::new(
-                    "daemon_down",
-                    "the daemon closed the connection",
-                ));
-            };
-            if let Message::Stream(item) = envelope.message {
-                if let StreamEvent::DriveUpdated { drive } = item.event {
-                    if drive.drive_id == drive_id {
-                        last = drive;
-                    }
-                }
-            }
-        }
+            .await;
         client.close().await;
-        Ok(last)
+        match followed {
+            Ok((last, _)) => Ok(last),
+            Err(ClientError::Closed) => Err(ToolError::new(
+                "daemon_down",
+                "the daemon closed the connection",
+            )),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// `wait_for_reply` for a session: the next completed reply in a chat of the session's

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""A fake model server, used only to record the corpus: the real Codex CLI, Gemini CLI and
-Claude Code talk to it instead of their vendors' APIs, and write their real history files.
+"""A fake model server, used only to record the corpus: the real Codex CLI, Gemini CLI,
+Claude Code and Cline CLI talk to it instead of their vendors' APIs, and write their real
+history files.
 
 It speaks just enough of each wire protocol, streamed as the real APIs stream it:
 - OpenAI Responses (`POST /v1/responses`, Server-Sent Events `response.*`), for Codex;
 - Anthropic Messages (`POST /v1/messages`, SSE `message_start` … `message_stop`, or one
   JSON message when `stream` is false; `POST /v1/messages/count_tokens`), for Claude Code;
 - Gemini (`POST /v1beta/models/<model>:streamGenerateContent?alt=sse` and
-  `:generateContent`, `:countTokens`), for Gemini CLI.
+  `:generateContent`, `:countTokens`), for Gemini CLI;
+- OpenAI Chat Completions (`POST /v1/chat/completions`, SSE `chat.completion.chunk` …
+  `[DONE]`, or one `chat.completion` when `stream` is false), for the Cline CLI's
+  `openai-compatible` provider.
 
 What the fake model answers is scripted, not generated:
 - when the last thing in the conversation is a tool's result, a final answer quoting the
@@ -39,7 +43,8 @@ ANSWERS = {
     "Now say it in French.": "La capitale de l'Italie est Rome.",
 }
 
-SHELL_TOOLS = ("shell_command", "shell", "exec_command", "Bash", "run_shell_command")
+SHELL_TOOLS = ("shell_command", "shell", "exec_command", "Bash", "run_shell_command",
+               "run_commands")
 
 LOG_LOCK = threading.Lock()
 LOG_PATH = None
@@ -334,6 +339,91 @@ def gemini_chunks(body):
         yield chunk
 
 
+# --- OpenAI Chat Completions (Cline CLI) -------------------------------------------
+
+def chat_text(content):
+    """The text of a Chat Completions message's content (a string or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.get("text", "") for part in content or []
+                     if isinstance(part, dict) and part.get("type") == "text")
+
+
+def chat_decide(body):
+    tools = [tool.get("function", {}).get("name") for tool in body.get("tools") or []
+             if isinstance(tool, dict)]
+    prompt = None
+    last_kind = None
+    last_output = None
+    for message in body.get("messages") or []:
+        role = message.get("role")
+        if role == "tool":
+            last_kind = "tool_output"
+            last_output = chat_text(message.get("content"))
+        elif role == "user":
+            text = chat_text(message.get("content"))
+            if text and not text.lstrip().startswith("<"):
+                prompt = text
+                last_kind = "prompt"
+        elif role == "assistant":
+            last_kind = "assistant"
+    if last_kind == "tool_output":
+        return "text", after_tool(tool_output_text(last_output))
+    if wants_ls(prompt) and "run_commands" in tools:
+        return "call", ("run_commands", json.dumps({"commands": ["ls"]}))
+    return "text", answer_for(prompt)
+
+
+def tool_output_text(output):
+    """A tool result as text: Cline sends its tools' results as JSON (a list of
+    `{query, result}` objects); other tools send plain text."""
+    try:
+        value = json.loads(output)
+    except (TypeError, ValueError):
+        return output
+    if isinstance(value, list):
+        return "\n".join(str(item.get("result", item.get("output", "")))
+                         if isinstance(item, dict) else str(item) for item in value)
+    if isinstance(value, dict):
+        return str(value.get("result", value.get("output", output)))
+    return output
+
+
+def chat_completion_parts(body):
+    """(chunks, message): the streamed `chat.completion.chunk`s and the whole message."""
+    completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
+    model = body.get("model", "fake-model")
+    created = int(time.time())
+    kind, value = chat_decide(body)
+
+    def chunk(delta, finish=None):
+        return {"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    text = value if kind == "text" else PREAMBLE
+    streamed = [chunk({"role": "assistant", "content": ""})]
+    streamed += [chunk({"content": piece}) for piece in chunks(text)]
+    message = {"role": "assistant", "content": text}
+    if kind == "call":
+        name, arguments = value
+        call = {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+                "function": {"name": name, "arguments": arguments}}
+        streamed.append(chunk({"tool_calls": [dict(call, index=0)]}))
+        message["tool_calls"] = [call]
+        finish = "tool_calls"
+    else:
+        finish = "stop"
+    streamed.append(chunk({}, finish))
+    usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    streamed.append({"id": completion_id, "object": "chat.completion.chunk",
+                     "created": created, "model": model, "choices": [], "usage": usage})
+    whole = {"id": completion_id, "object": "chat.completion", "created": created,
+             "model": model, "usage": usage,
+             "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+    return streamed, whole
+
+
 def chunks(text, size=12):
     return [text[start:start + size] for start in range(0, len(text), size)] or [""]
 
@@ -364,7 +454,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def send_sse(self, events, named=True):
+    def send_sse(self, events, named=True, done=False):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -375,6 +465,9 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(frame.encode())
             self.wfile.flush()
             time.sleep(0.02)
+        if done:
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
         self.close_connection = True
 
     def do_GET(self):
@@ -397,6 +490,12 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_sse(messages_events(body))
             else:
                 self.send_json(messages_message(body))
+        elif path.endswith("/chat/completions"):
+            streamed, whole = chat_completion_parts(body)
+            if body.get("stream"):
+                self.send_sse((("", chunk) for chunk in streamed), named=False, done=True)
+            else:
+                self.send_json(whole)
         elif path.endswith(":streamGenerateContent"):
             self.send_sse((("", chunk) for chunk in gemini_chunks(body)), named=False)
         elif path.endswith(":generateContent"):

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Records real history files of Codex CLI, Gemini CLI and Claude Code for tests/corpus/:
+# Records real history files of Codex CLI, Gemini CLI, Claude Code and the Cline CLI for
+# tests/corpus/:
 # installs the tools into a temporary folder (npm, never into the repository), starts the
 # fake model server beside this script, runs each tool's non-interactive mode under its
 # own temporary HOME against it, and prints where each history file was written. Copy the
 # files into tests/corpus/<store>/ unchanged and write their `.expect.json` by reading
 # them. Not run in CI: the corpus files are committed and the replay test only reads them.
 #
-# Usage: tests/corpus/recorder/record.sh [codex|gemini|claude ...]   (all three by default)
+# Usage: tests/corpus/recorder/record.sh [codex|gemini|claude|cline ...]   (all by default)
 # Environment: REC (the work folder, /tmp/koru-rec), PORT (8765), TOOLS (where npm installs
 # the tools, $REC/tools; an existing install there is reused).
 set -euo pipefail
@@ -18,9 +19,11 @@ TOOLS="${TOOLS:-$REC/tools}"
 BIN="$TOOLS/node_modules/.bin"
 mkdir -p "$REC"
 
-if [ ! -x "$BIN/codex" ] || [ ! -x "$BIN/gemini" ] || [ ! -x "$BIN/claude" ]; then
+if [ ! -x "$BIN/codex" ] || [ ! -x "$BIN/gemini" ] || [ ! -x "$BIN/claude" ] ||
+  [ ! -x "$BIN/cline" ]; then
   mkdir -p "$TOOLS"
-  (cd "$TOOLS" && npm init -y >/dev/null && npm install @openai/codex @google/gemini-cli @anthropic-ai/claude-code)
+  (cd "$TOOLS" && npm init -y >/dev/null &&
+    npm install @openai/codex @google/gemini-cli @anthropic-ai/claude-code cline)
 fi
 
 python3 "$HERE/fake_model_server.py" --port "$PORT" --log "$REC/fake-model.log" &
@@ -99,7 +102,40 @@ record_claude() {
   find "$root/home/.claude/projects" -type f | sort
 }
 
-for tool in "${@:-codex gemini claude}"; do
+record_cline() {
+  local root="$REC/cline"
+  rm -rf "$root" && mkdir -p "$root/home"
+  project "$root/demo"
+  local sessions="$root/home/.cline/data/sessions"
+  local cline=(env HOME="$root/home" "$BIN/cline")
+  cd "$root/demo"
+  # `anthropic` refuses a base URL; `openai` with one is saved as `openai-compatible`
+  # (Chat Completions).
+  "${cline[@]}" auth --provider openai --apikey dummy --modelid fake-model \
+    --baseurl "http://127.0.0.1:$PORT/v1"
+  # One-shot runs auto-approve tools; the first one starts Cline's hub daemon, which runs
+  # the later sessions.
+  "${cline[@]}" "What is the capital of France? Answer in one sentence." </dev/null
+  sleep 1.1
+  "${cline[@]}" "Please run ls in this folder and tell me what it prints." </dev/null
+  sleep 1.1
+  "${cline[@]}" "What is the capital of France? Answer in one sentence." </dev/null
+  # A second turn: `--id` opens the TUI, which needs a terminal and ignores a prompt given
+  # with it, so the prompt is typed into it under script(1), then Ctrl-C twice.
+  local last
+  last="$(ls -t "$sessions" | head -1)"
+  (sleep 6; printf 'And of Italy? One sentence too.'; sleep 1; printf '\r'; sleep 10
+    printf '\003'; sleep 1; printf '\003'; sleep 3) |
+    env HOME="$root/home" TERM=xterm-256color timeout 40 \
+      script -qfec "stty cols 120 rows 40; $BIN/cline --id $last" /dev/null >/dev/null
+  # The hub daemon this HOME started (its record names its pid).
+  local hub
+  hub="$(pgrep -f -- "--cline-hub-daemon --cwd $root/demo" || true)"
+  [ -z "$hub" ] || kill $hub
+  find "$sessions" -type f | sort
+}
+
+for tool in "${@:-codex gemini claude cline}"; do
   for name in $tool; do
     "record_$name"
   done

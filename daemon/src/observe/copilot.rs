@@ -160,8 +160,8 @@ impl MutationLog {
 
 /// The workspace folder of `workspaceStorage/<hash>/workspace.json` (`{"folder": uri}`, or
 /// `{"workspace": uri}` of a multi-root window's `.code-workspace` file): `file://` URIs
-/// become percent-decoded local paths; other URIs (`vscode-remote://…`) are returned as
-/// they are.
+/// become percent-decoded local paths (a malformed one names no workspace); other URIs
+/// (`vscode-remote://…`) are returned as they are.
 pub fn workspace_from_json(bytes: &[u8]) -> Option<String> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let record: Value = serde_json::from_slice(bytes).ok()?;
@@ -169,7 +169,14 @@ pub fn workspace_from_json(bytes: &[u8]) -> Option<String> {
         .iter()
         .find_map(|key| record.get(key).and_then(Value::as_str))
         .filter(|uri| !uri.is_empty())?;
-    Some(local_path_of_uri(uri).unwrap_or_else(|| uri.to_string()))
+    let is_file = uri
+        .split_once(':')
+        .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("file"));
+    if is_file {
+        super::file_uri::local_path(uri)
+    } else {
+        Some(uri.to_string())
+    }
 }
 
 /// One segment of a mutation path: an object key or an array index.
@@ -585,62 +592,6 @@ fn epoch_ms(value: &Value) -> Option<u64> {
             .filter(|ms| ms.is_finite() && *ms >= 0.0 && *ms < u64::MAX as f64)
             .map(|ms| ms as u64)
     })
-}
-
-/// The local path of a `file:` URI (`None` for other schemes): percent-decoded; a Windows
-/// drive path loses its leading slash (`file:///c%3A/x` → `c:/x`), and a URI with a host
-/// is a UNC path (`file://server/share` → `//server/share`).
-fn local_path_of_uri(uri: &str) -> Option<String> {
-    let scheme_end = uri.find(':')?;
-    if !uri[..scheme_end].eq_ignore_ascii_case("file") {
-        return None;
-    }
-    let rest = &uri[scheme_end + 1..];
-    // VS Code percent-encodes `?` and `#` in paths; a raw one starts a query or fragment.
-    let rest = rest.split(['?', '#']).next().unwrap_or("");
-    let (host, path) = match rest.strip_prefix("//") {
-        Some(authority_and_path) => match authority_and_path.find('/') {
-            Some(slash) => (&authority_and_path[..slash], &authority_and_path[slash..]),
-            None => (authority_and_path, "/"),
-        },
-        None => ("", rest),
-    };
-    let path = percent_decode(path);
-    let host = percent_decode(host);
-    if !host.is_empty() && !host.eq_ignore_ascii_case("localhost") {
-        return Some(format!("//{host}{path}"));
-    }
-    let bytes = path.as_bytes();
-    let drive =
-        bytes.len() >= 3 && bytes[0] == b'/' && bytes[1].is_ascii_alphabetic() && bytes[2] == b':';
-    Some(if drive { path[1..].to_string() } else { path })
-}
-
-/// `%XX` escapes decoded; a malformed escape is kept as written, and bytes that are not
-/// UTF-8 are replaced.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut position = 0;
-    while position < bytes.len() {
-        let escape = (bytes[position] == b'%')
-            .then(|| bytes.get(position + 1..position + 3))
-            .flatten()
-            .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
-            .and_then(|hex| std::str::from_utf8(hex).ok())
-            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-        match escape {
-            Some(byte) => {
-                decoded.push(byte);
-                position += 3;
-            }
-            None => {
-                decoded.push(bytes[position]);
-                position += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&decoded).into_owned()
 }
 
 #[cfg(test)]
@@ -1171,7 +1122,8 @@ mod tests {
                 r#"{"folder":"vscode-remote://ssh-remote%2Bbox/home/u/proj"}"#,
                 Some("vscode-remote://ssh-remote%2Bbox/home/u/proj"),
             ),
-            (r#"{"folder":"file:///tmp/100%zz"}"#, Some("/tmp/100%zz")),
+            // A malformed file URI names no workspace (never a wrong path).
+            (r#"{"folder":"file:///tmp/100%zz"}"#, None),
             (r#"{"folder":""}"#, None),
             (r#"{"configuration":"x"}"#, None),
             (r#"{"folder":3}"#, None),

@@ -1007,7 +1007,7 @@ fn ms_of(value: &Value) -> Option<u64> {
 fn workspace_of(bubble: &Value) -> Option<String> {
     let first = bubble.get("workspaceUris")?.as_array()?.first()?;
     match first {
-        Value::String(uri) => path_from_file_uri(uri),
+        Value::String(uri) => super::file_uri::local_path(uri),
         Value::Object(uri) => uri
             .get("fsPath")
             .and_then(Value::as_str)
@@ -1016,60 +1016,10 @@ fn workspace_of(bubble: &Value) -> Option<String> {
             .or_else(|| {
                 uri.get("external")
                     .and_then(Value::as_str)
-                    .and_then(path_from_file_uri)
+                    .and_then(super::file_uri::local_path)
             }),
         _ => None,
     }
-}
-
-/// The path of a `file://` URI, percent-decoded; `None` for other schemes or bad escapes.
-fn path_from_file_uri(uri: &str) -> Option<String> {
-    let scheme_end = uri.find("://")?;
-    if !uri[..scheme_end].eq_ignore_ascii_case("file") {
-        return None;
-    }
-    let rest = &uri[scheme_end + 3..];
-    let (authority, path) = match rest.find('/') {
-        Some(slash) => rest.split_at(slash),
-        None => return None,
-    };
-    let path = percent_decode(path)?;
-    // `file:///c:/x` is the Windows path `c:/x`; `file://server/share` a UNC path.
-    let bytes = path.as_bytes();
-    let path = if bytes.len() >= 3
-        && bytes[0] == b'/'
-        && bytes[2] == b':'
-        && bytes[1].is_ascii_alphabetic()
-    {
-        path[1..].to_string()
-    } else {
-        path
-    };
-    if authority.is_empty() || authority.eq_ignore_ascii_case("localhost") {
-        Some(path)
-    } else {
-        Some(format!("//{authority}{path}"))
-    }
-}
-
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        if bytes[index] == b'%' {
-            let hex = bytes.get(index + 1..index + 3)?;
-            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                return None;
-            }
-            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
-            index += 3;
-        } else {
-            out.push(bytes[index]);
-            index += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -1081,6 +1031,22 @@ mod tests {
     use serde_json::json;
     use std::io::{BufRead, BufReader, Write};
     use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+    #[test]
+    fn a_bubbles_workspace_is_its_first_file_uri_and_databases_open_by_uri() {
+        let string = json!({"workspaceUris": ["file:///home/u/my%20proj", "file:///other"]});
+        assert_eq!(workspace_of(&string).as_deref(), Some("/home/u/my proj"));
+        let object =
+            json!({"workspaceUris": [{"$mid": 1, "fsPath": "/home/u/p", "scheme": "file"}]});
+        assert_eq!(workspace_of(&object).as_deref(), Some("/home/u/p"));
+        let remote = json!({"workspaceUris": ["vscode-remote://ssh-remote+h/home/u"]});
+        assert_eq!(workspace_of(&remote), None);
+        assert_eq!(
+            file_uri(Path::new("/tmp/a b?#%.db")),
+            "file:///tmp/a%20b%3F%23%25.db"
+        );
+        assert_eq!(file_uri(Path::new("rel/x.db")), "file:rel/x.db");
+    }
 
     // Fixtures follow the documented shapes (§4), with fields this reader ignores.
 
@@ -1380,32 +1346,6 @@ mod tests {
         let mut sent = draft;
         sent["status"] = json!("generating");
         assert!(composer_snapshot(&sent, &HashMap::new(), None).is_some());
-    }
-
-    #[test]
-    fn file_uris_become_paths() {
-        let cases = [
-            ("file:///home/u/my%20proj", Some("/home/u/my proj")),
-            ("file:///c%3A/Users/me/app", Some("c:/Users/me/app")),
-            ("file:///C:/work", Some("C:/work")),
-            ("file://server/share/x", Some("//server/share/x")),
-            ("FILE://localhost/tmp/%C3%A9", Some("/tmp/é")),
-            ("vscode-remote://ssh-remote+h/home/u", None),
-            ("file:///bad%zz", None),
-            ("file:///bad%", None),
-            ("/plain/path", None),
-        ];
-        for (uri, expected) in cases {
-            assert_eq!(path_from_file_uri(uri).as_deref(), expected, "{uri}");
-        }
-        let object =
-            json!({"workspaceUris": [{"$mid": 1, "fsPath": "/home/u/p", "scheme": "file"}]});
-        assert_eq!(workspace_of(&object).as_deref(), Some("/home/u/p"));
-        assert_eq!(
-            file_uri(Path::new("/tmp/a b?#%.db")),
-            "file:///tmp/a%20b%3F%23%25.db"
-        );
-        assert_eq!(file_uri(Path::new("rel/x.db")), "file:rel/x.db");
     }
 
     #[test]
@@ -1953,8 +1893,8 @@ mod fuzz {
 
         #[test]
         fn any_uri_never_panics(uri in any::<String>()) {
-            let _ = path_from_file_uri(&uri);
-            let _ = path_from_file_uri(&format!("file://{uri}"));
+            let _ = crate::observe::file_uri::local_path(&uri);
+            let _ = crate::observe::file_uri::local_path(&format!("file://{uri}"));
         }
     }
 }

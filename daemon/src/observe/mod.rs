@@ -7,6 +7,7 @@ pub mod cline_sdk;
 pub mod codex;
 pub mod copilot;
 pub mod cursor;
+pub mod file_uri;
 pub mod follow;
 pub mod gemini;
 pub mod snapshot;

@@ -25,6 +25,36 @@ fn event(plugin: &mut Raw, event: Value) {
     plugin.send(&json!({"v": 1, "type": "event", "event": event}));
 }
 
+/// `koru send --workspace TARGET --wait-reply PROMPT` in the background; the window takes
+/// the drive and acks `received`, then `submitted` with `evidence`. Returns the running
+/// command and the drive the window got.
+fn send_wait_reply_submitted(
+    sandbox: &Sandbox,
+    plugin: &mut Raw,
+    target: &str,
+    prompt: &str,
+    evidence: &str,
+) -> (Child, Value) {
+    let send = sandbox.spawn(&[
+        "send",
+        "--workspace",
+        target,
+        "--wait-reply",
+        "--timeout",
+        "10",
+        prompt,
+    ]);
+    let drive = plugin.recv_type("drive");
+    ack(plugin, &drive["drive_id"], "received", json!({}));
+    ack(
+        plugin,
+        &drive["drive_id"],
+        "submitted",
+        json!({"evidence": evidence}),
+    );
+    (send, drive)
+}
+
 fn drives(sandbox: &Sandbox) -> Vec<Value> {
     let listed = stdout_json(&sandbox.run(&["drives", "--json"]));
     listed.as_array().cloned().unwrap_or_default()
@@ -162,23 +192,8 @@ fn the_chats_outcome_through_the_plugin_settles_wait_reply_with_no_observer_at_a
     let target = workspace.to_str().unwrap();
 
     // A reply: evidence `chat_running` at submit, the reply's end later.
-    let send = sandbox.spawn(&[
-        "send",
-        "--workspace",
-        target,
-        "--wait-reply",
-        "--timeout",
-        "10",
-        "first",
-    ]);
-    let drive = plugin.recv_type("drive");
-    ack(&mut plugin, &drive["drive_id"], "received", json!({}));
-    ack(
-        &mut plugin,
-        &drive["drive_id"],
-        "submitted",
-        json!({"evidence": "chat_running"}),
-    );
+    let (send, drive) =
+        send_wait_reply_submitted(&sandbox, &mut plugin, target, "first", "chat_running");
     std::thread::sleep(Duration::from_millis(200));
     event(
         &mut plugin,
@@ -197,23 +212,8 @@ fn the_chats_outcome_through_the_plugin_settles_wait_reply_with_no_observer_at_a
     assert_eq!(listed[0]["observation"]["store"], "plugin");
 
     // A pause for the user: --wait-reply ends, not zero, saying what the chat waits for.
-    let send = sandbox.spawn(&[
-        "send",
-        "--workspace",
-        target,
-        "--wait-reply",
-        "--timeout",
-        "10",
-        "second",
-    ]);
-    let drive = plugin.recv_type("drive");
-    ack(&mut plugin, &drive["drive_id"], "received", json!({}));
-    ack(
-        &mut plugin,
-        &drive["drive_id"],
-        "submitted",
-        json!({"evidence": "chat_responded"}),
-    );
+    let (send, drive) =
+        send_wait_reply_submitted(&sandbox, &mut plugin, target, "second", "chat_responded");
     event(
         &mut plugin,
         json!({"kind": "chat_outcome", "drive_id": drive["drive_id"],

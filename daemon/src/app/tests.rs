@@ -1602,6 +1602,24 @@ fn a_remote_windows_folder_is_a_target_by_uri_or_short_form_and_never_by_a_local
     );
 }
 
+/// A second drive to the busy session waits (queued) while the chat is busy, and is sent
+/// once `CHAT_RUNNING_BUSY_MS` has passed with only ticks (no event from the plugin).
+fn a_second_drive_waits_only_up_to_the_busy_bound(
+    h: &mut Harness,
+    plugin: &mut Peer,
+    controller: &mut Peer,
+    session_id: String,
+) {
+    let second = h.create(controller, Target::Session(session_id), "two");
+    routes_sent(plugin);
+    assert_eq!(h.drive_state(&second), DriveState::Queued);
+    for _ in 0..(super::CHAT_RUNNING_BUSY_MS / 60_000) {
+        h.advance(60_000);
+        h.pong(plugin);
+    }
+    assert_eq!(h.drive_state(&second), DriveState::Sent);
+}
+
 #[test]
 fn a_waiting_drive_goes_on_the_timer_once_the_running_answer_passes_its_bound() {
     let mut h = Harness::new();
@@ -1616,15 +1634,12 @@ fn a_waiting_drive_goes_on_the_timer_once_the_running_answer_passes_its_bound() 
         &first,
         Some(koru_protocol::SubmitEvidence::ChatRunning),
     );
-    let second = h.create(&mut controller, Target::Session(session_id), "two");
-    routes_sent(&mut plugin);
-    assert_eq!(h.drive_state(&second), DriveState::Queued);
-    // Only ticks from here: no event from the plugin, no new drive.
-    for _ in 0..(super::CHAT_RUNNING_BUSY_MS / 60_000) {
-        h.advance(60_000);
-        h.pong(&plugin);
-    }
-    assert_eq!(h.drive_state(&second), DriveState::Sent);
+    a_second_drive_waits_only_up_to_the_busy_bound(
+        &mut h,
+        &mut plugin,
+        &mut controller,
+        session_id,
+    );
 }
 
 #[test]
@@ -1722,12 +1737,10 @@ fn a_chat_waiting_for_the_user_holds_drives_only_up_to_the_bound() {
             },
         },
     );
-    let second = h.create(&mut controller, Target::Session(session_id), "two");
-    routes_sent(&mut plugin);
-    assert_eq!(h.drive_state(&second), DriveState::Queued);
-    for _ in 0..(super::CHAT_RUNNING_BUSY_MS / 60_000) {
-        h.advance(60_000);
-        h.pong(&plugin);
-    }
-    assert_eq!(h.drive_state(&second), DriveState::Sent);
+    a_second_drive_waits_only_up_to_the_busy_bound(
+        &mut h,
+        &mut plugin,
+        &mut controller,
+        session_id,
+    );
 }

@@ -297,7 +297,9 @@ async function onSend(event) {
   await withProgress($('send-button'), async () => {
     try {
       const answer = await api('POST', '/drives', { target: { session }, prompt, options: { submit: $('send-submit').checked } });
-      upsertDrive(answer.drive);
+      // The answer is the drive as created; an event about it may already have come with
+      // more (e.g. why it waits), and the answer must not undo it.
+      if (!state.drives.has(answer.drive.drive_id)) upsertDrive(answer.drive);
       toast(`Drive ${answer.drive.drive_id} ${answer.drive.state}`, 'ok');
       $('send-prompt').value = '';
     } catch (e) {

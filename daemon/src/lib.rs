@@ -1,20 +1,21 @@
 //! koru-daemon: the daemon (socket server, sessions, drives) and the `koru` command line that talks to it.
 //!
 //! Rooms: `server/` owns the Unix socket and one task per connection; `app/` is the single
-//! state machine that every connection feeds through one closed event enum; `client.rs` is
-//! the controller/plugin side of the protocol used by the CLI and the dev fake plugin;
+//! state machine that every connection feeds through one closed event enum; `control/` is
+//! the controller/plugin side of the protocol under every face (typed requests);
 //! `cli/` holds the subcommands; `dev/` the reference fake plugin.
 
 /// The state machine: sessions, drives, chats, recovery, fed by one closed event enum.
 pub mod app;
 /// The `koru` subcommands (a face).
 pub mod cli;
-/// The controller/plugin side of the protocol over the socket, for every face.
-pub mod client;
 /// Time behind a trait, so the state machine can be tested with a fake clock.
 pub mod clock;
 /// NDJSON framing with a line-length limit.
 pub mod codec;
+/// The control layer under the faces: the protocol's client side over the socket (typed
+/// requests, following a drive, the one client-error → code map), for every face.
+pub mod control;
 /// The reference fake plugin (`koru dev fake-plugin`) for plugin authors and tests.
 pub mod dev;
 /// `koru doctor`: probes, evaluation against the registry, the report and its rendering.

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use koru_protocol::{
-    DriveCreate, DriveInfo, DriveOptions, DriveRef, DriveState, DrivesList, IdeProduct, Message,
+    DriveCreate, DriveInfo, DriveOptions, DriveState, DrivesList, IdeProduct, Message,
     SessionsList, StreamEvent, Target,
 };
 use tokio_util::sync::CancellationToken;
 
 use super::{CancelArgs, DaemonArgs, DrivesArgs, ObserveArgs, SendArgs};
-use crate::client::{controller_hello, Client};
 use crate::clock::{Clock, SystemClock};
+use crate::control::Controller;
 use crate::server::DaemonConfig;
 use crate::table::{age, render};
 
@@ -125,8 +125,9 @@ fn spawn_signal_handler(
     }))
 }
 
-pub(super) async fn connect(socket: &Path) -> anyhow::Result<Client> {
-    Ok(Client::connect(socket, controller_hello("koru-cli")).await?)
+/// The CLI's controller for the daemon at `socket`.
+pub(super) fn controller(socket: &Path) -> Controller {
+    Controller::new(socket.to_path_buf(), "koru-cli")
 }
 
 /// Pretty JSON on stdout.
@@ -138,11 +139,7 @@ pub(super) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 }
 
 pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let mut client = connect(socket).await?;
-    let Message::StatusResult(status) = client.request(Message::Status {}).await? else {
-        bail!("the daemon answered status with something else");
-    };
-    client.close().await;
+    let status = controller(socket).once(|c| Box::pin(c.status())).await?;
     if json {
         print_json(&status)?;
     } else {
@@ -174,14 +171,9 @@ pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn sessions(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let mut client = connect(socket).await?;
-    let Message::SessionsListResult(result) = client
-        .request(Message::SessionsList(SessionsList::default()))
-        .await?
-    else {
-        bail!("the daemon answered sessions.list with something else");
-    };
-    client.close().await;
+    let result = controller(socket)
+        .once(|c| Box::pin(c.sessions(SessionsList::default())))
+        .await?;
     if json {
         print_json(&result.sessions)?;
         return Ok(ExitCode::SUCCESS);
@@ -235,17 +227,13 @@ pub async fn sessions(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode> {
-    let mut client = connect(socket).await?;
-    let Message::DrivesListResult(result) = client
-        .request(Message::DrivesList(DrivesList {
-            session_id: args.session,
-            active_only: args.active,
-        }))
-        .await?
-    else {
-        bail!("the daemon answered drives.list with something else");
+    let filter = DrivesList {
+        session_id: args.session,
+        active_only: args.active,
     };
-    client.close().await;
+    let result = controller(socket)
+        .once(|c| Box::pin(c.drives(filter)))
+        .await?;
     if args.json {
         print_json(&result.drives)?;
         return Ok(ExitCode::SUCCESS);
@@ -284,20 +272,13 @@ pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode>
 }
 
 pub async fn cancel(socket: &Path, args: CancelArgs) -> anyhow::Result<ExitCode> {
-    let mut client = connect(socket).await?;
-    let reply = client
-        .request(Message::DriveCancel(DriveRef {
-            drive_id: args.drive_id,
-        }))
+    let drive = controller(socket)
+        .once(move |c| Box::pin(c.cancel_drive(args.drive_id)))
         .await?;
-    client.close().await;
-    let Message::DriveResult(result) = reply else {
-        bail!("the daemon answered drive.cancel with something else");
-    };
     if args.json {
-        print_json(&result.drive)?;
+        print_json(&drive)?;
     } else {
-        println!("{} {}", result.drive.drive_id, result.drive.state);
+        println!("{} {}", drive.drive_id, drive.state);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -367,12 +348,12 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let wait = args.wait || args.wait_reply;
-    let mut client = connect(socket).await?;
+    let mut client = controller(socket).connect().await?;
     if wait {
-        client.request(Message::EventsSubscribe {}).await?;
+        client.subscribe().await?;
     }
-    let reply = client
-        .request(Message::DriveCreate(DriveCreate {
+    let created = client
+        .create_drive(DriveCreate {
             target,
             prompt,
             options: DriveOptions {
@@ -385,34 +366,31 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
                     koru_protocol::BusyPolicy::Queue
                 },
             },
-        }))
+        })
         .await?;
-    let Message::DriveResult(created) = reply else {
-        bail!("the daemon answered drive.create with something else");
-    };
-    let drive_id = created.drive.drive_id.clone();
+    let drive_id = created.drive_id.clone();
     if !wait {
         if args.json {
-            print_json(&created.drive)?;
+            print_json(&created)?;
         } else {
             println!(
                 "{drive_id} {} (session {})",
-                created.drive.state, created.drive.session_id
+                created.state, created.session_id
             );
         }
         client.close().await;
         return Ok(ExitCode::SUCCESS);
     }
 
-    let mut progress = Progress::new(!args.json, created.drive.created_at_ms);
-    progress.show(&created.drive);
+    let mut progress = Progress::new(!args.json, created.created_at_ms);
+    progress.show(&created);
     // The drive's own deadline ends it; waiting for the reply after it is bounded here.
     let reply_deadline =
         tokio::time::Instant::now() + Duration::from_secs_f64(args.timeout.unwrap_or(120.0));
     let wait_reply = args.wait_reply;
     let followed = client
         .follow_drive(
-            created.drive,
+            created,
             |drive| {
                 drive.state.is_terminal()
                     && !(wait_reply && drive.state == DriveState::Done && !drive.reply_settled())
@@ -420,14 +398,14 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
             |drive| drive.state.is_terminal().then_some(reply_deadline),
             Some(Duration::from_millis(120)),
             |event| match event {
-                crate::client::Followed::Update(drive) => progress.show(drive),
-                crate::client::Followed::Tick(drive) => progress.spin(drive.state),
+                crate::control::Followed::Update(drive) => progress.show(drive),
+                crate::control::Followed::Tick(drive) => progress.spin(drive.state),
             },
         )
         .await;
     let (last, reply_timed_out) = match followed {
         Ok(followed) => followed,
-        Err(crate::client::ClientError::Closed) => {
+        Err(crate::control::ClientError::Closed) => {
             bail!("the daemon closed the connection before drive {drive_id} ended")
         }
         Err(error) => return Err(error.into()),
@@ -584,8 +562,8 @@ pub async fn observe(socket: &Path, args: ObserveArgs) -> anyhow::Result<ExitCod
         ),
         None => None,
     };
-    let mut client = connect(socket).await?;
-    client.request(Message::EventsSubscribe {}).await?;
+    let mut client = controller(socket).connect().await?;
+    client.subscribe().await?;
     let mut stdout = std::io::stdout();
     while let Some(envelope) = client.next().await? {
         let Message::Stream(item) = envelope.message else {
@@ -657,14 +635,9 @@ fn describe_observation(o: &koru_protocol::ObservedEvent) -> String {
 
 /// `koru chats`.
 pub async fn chats(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let mut client = connect(socket).await?;
-    let Message::ChatsListResult(result) = client
-        .request(Message::ChatsList(koru_protocol::ChatsList::default()))
-        .await?
-    else {
-        bail!("the daemon answered chats.list with something else");
-    };
-    client.close().await;
+    let result = controller(socket)
+        .once(|c| Box::pin(c.chats(koru_protocol::ChatsList::default())))
+        .await?;
     if json {
         print_json(&result.chats)?;
         return Ok(ExitCode::SUCCESS);

@@ -5,22 +5,18 @@ use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use koru_protocol::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::DashboardArgs;
-use crate::client::{controller_hello, Client};
 use crate::http::api::LoginCode;
 
 /// How long the whole exchange with the HTTP server may take.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn run(socket: &Path, args: DashboardArgs) -> anyhow::Result<ExitCode> {
-    let mut client = Client::connect(socket, controller_hello("koru-cli")).await?;
-    let Message::StatusResult(status) = client.request(Message::Status {}).await? else {
-        bail!("the daemon answered status with something else");
-    };
-    client.close().await;
+    let status = super::commands::controller(socket)
+        .once(|c| Box::pin(c.status()))
+        .await?;
     let Some(http) = status.http else {
         bail!(
             "the daemon at {} does not serve HTTP; start it with `koru daemon --http 127.0.0.1:8765` to use the dashboard",

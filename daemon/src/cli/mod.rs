@@ -364,8 +364,8 @@ pub fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(err) => {
-            if let Some(client_error) = err.downcast_ref::<crate::client::ClientError>() {
-                if matches!(client_error, crate::client::ClientError::NoDaemon { .. }) {
+            if let Some(client_error) = err.downcast_ref::<crate::control::ClientError>() {
+                if matches!(client_error, crate::control::ClientError::NoDaemon { .. }) {
                     eprintln!("koru: {client_error}");
                     return ExitCode::from(EXIT_NO_DAEMON);
                 }

@@ -14,7 +14,7 @@ use koru_protocol::{
     IdeProduct, Message, PluginEvent, PluginEventKind, Route, SubmitEvidence, WindowInfo,
 };
 
-use crate::client::{plugin_hello, Client};
+use crate::control::{plugin_hello, Client};
 
 /// How the fake plugin answers drives. Every behaviour that runs steps runs them honestly:
 /// a step whose command the fake IDE lacks fails, and a drive is acked only as far as its

@@ -10,7 +10,7 @@ use koru_protocol::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::client::ClientError;
+use crate::control::ClientError;
 
 /// The body of every error answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -1,7 +1,7 @@
 //! The subcommands that talk to the daemon (status, sessions, send, drives, cancel) and the one that is the daemon.
 
 use std::io::{IsTerminal, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -10,120 +10,11 @@ use koru_protocol::{
     DriveCreate, DriveInfo, DriveOptions, DriveState, DrivesList, IdeProduct, Message,
     SessionsList, StreamEvent, Target,
 };
-use tokio_util::sync::CancellationToken;
 
-use super::{CancelArgs, DaemonArgs, DrivesArgs, ObserveArgs, SendArgs};
+use super::{CancelArgs, DrivesArgs, ObserveArgs, SendArgs};
 use crate::clock::{Clock, SystemClock};
 use crate::control::Controller;
-use crate::server::DaemonConfig;
 use crate::table::{age, render};
-
-pub async fn daemon(
-    socket: PathBuf,
-    args: DaemonArgs,
-    registry_paths: crate::registry::LayerPaths,
-) -> anyhow::Result<ExitCode> {
-    let config = DaemonConfig {
-        heartbeat: Duration::from_millis(args.heartbeat_ms.max(1)),
-        handshake_timeout: Duration::from_millis(args.handshake_timeout_ms.max(1)),
-        max_line_bytes: args.max_line_bytes.max(64),
-        default_drive_timeout: Duration::from_millis(args.drive_timeout_ms.max(1)),
-        step_timeout: Duration::from_millis(args.step_timeout_ms.max(1)),
-        outbound_capacity: args.outbound_queue.max(1),
-        registry_paths,
-        observe: (!args.no_observe).then(|| crate::observe::watcher::ObserveConfig {
-            quiet: Duration::from_millis(args.observe_quiet_ms.max(1)),
-            ..Default::default()
-        }),
-        ..DaemonConfig::with_socket(socket)
-    };
-    let shutdown = CancellationToken::new();
-    let mut config = config;
-    let mut http_task = None;
-    if let Some(addr) = args.http {
-        check_http_address(addr, args.http_allow_remote)?;
-        let token_file = crate::http::token::token_path();
-        let token = crate::http::token::load_or_create(&token_file)
-            .context("cannot set up the HTTP bearer token")?;
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
-        let bound = listener.local_addr()?;
-        config.http = Some(koru_protocol::HttpStatus {
-            mcp_url: format!("http://{bound}/mcp"),
-            token: token.clone(),
-            token_file: token_file.display().to_string(),
-        });
-        let http_config = crate::http::HttpConfig {
-            token,
-            socket: config.socket_path.clone(),
-            layers: config.registry_paths.clone(),
-            event_buffer: args.http_event_buffer.max(1),
-        };
-        let stop = shutdown.clone();
-        http_task = Some(tokio::spawn(async move {
-            if let Err(error) = crate::http::serve(listener, http_config, stop).await {
-                tracing::error!(%error, "the HTTP server stopped");
-            }
-        }));
-    }
-    let signals = spawn_signal_handler(shutdown.clone())?;
-    let outcome = crate::server::run(config, shutdown.clone(), |_| {}).await;
-    shutdown.cancel();
-    signals.abort();
-    if let Some(task) = http_task {
-        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
-    }
-    outcome.context("cannot start the daemon")?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The `--http` binding rule: loopback, unless `--http-allow-remote` says otherwise (then
-/// with a warning, since others on the network can reach the port).
-pub fn check_http_address(addr: std::net::SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
-    if addr.ip().is_loopback() {
-        return Ok(());
-    }
-    if !allow_remote {
-        bail!(
-            "--http {addr} is not a loopback address; pass --http-allow-remote to serve it anyway"
-        );
-    }
-    tracing::warn!(
-        %addr,
-        "serving HTTP on a non-loopback address (--http-allow-remote): others on the network can reach it; the bearer token still guards it, but travels unencrypted"
-    );
-    Ok(())
-}
-
-/// `koru mcp`: an MCP server on stdin/stdout that acts through the daemon at `socket`.
-pub async fn mcp(socket: PathBuf, layers: crate::registry::LayerPaths) -> anyhow::Result<ExitCode> {
-    use rmcp::ServiceExt;
-    let server =
-        crate::mcp::server::KoruMcp::new(crate::mcp::backend::Backend::new(socket), layers);
-    let service = server
-        .serve(rmcp::transport::io::stdio_pipes())
-        .await
-        .context("the MCP client did not complete the handshake")?;
-    service.waiting().await.context("the MCP session failed")?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn spawn_signal_handler(
-    shutdown: CancellationToken,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    Ok(tokio::spawn(async move {
-        let name = tokio::select! {
-            _ = terminate.recv() => "SIGTERM",
-            _ = interrupt.recv() => "SIGINT",
-        };
-        tracing::info!(signal = name, "stopping");
-        shutdown.cancel();
-    }))
-}
 
 /// The CLI's controller for the daemon at `socket`.
 pub(super) fn controller(socket: &Path) -> Controller {
@@ -313,8 +204,8 @@ fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
         if let Some(text) = workspace.to_str() {
             if text.contains("://")
                 || matches!(
-                    crate::app::workspace_ref::WorkspaceRef::parse(text),
-                    Ok(crate::app::workspace_ref::WorkspaceRef::Remote { .. })
+                    crate::workspace_ref::WorkspaceRef::parse(text),
+                    Ok(crate::workspace_ref::WorkspaceRef::Remote { .. })
                 )
             {
                 return Ok(Target::Workspace(text.to_string()));
@@ -750,7 +641,7 @@ fn report_reply(drive: &DriveInfo, timed_out: bool, json: bool) -> ExitCode {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
-            let place = if o.store == crate::app::PLUGIN_OBSERVATION_STORE {
+            let place = if o.is_from_plugin() {
                 "the window's chat (as its plugin reports)".to_string()
             } else {
                 format!("{} chat {}", o.store, o.chat_id)

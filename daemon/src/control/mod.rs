@@ -1,5 +1,6 @@
 //! The control layer under the faces: the client side of the protocol (connect, hello/welcome, requests with ids, incoming lines with pings answered, following a drive, the one client-error → code map), used by the CLI, the HTTP API, MCP, doctor's self-probe, `koru dev fake-plugin` and tests.
 
+pub mod dashboard_login;
 mod requests;
 
 pub use requests::{Controller, Exchange};

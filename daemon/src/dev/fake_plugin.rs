@@ -574,7 +574,7 @@ async fn serve(
             Message::Bye(bye) => {
                 let reason = bye.reason.unwrap_or_default();
                 eprintln!("fake plugin: daemon said bye ({reason})");
-                reconnect = reason == crate::app::recovery::RECONNECT_REQUESTED;
+                reconnect = reason == koru_protocol::RECONNECT_REQUESTED;
             }
             Message::Error(error) => {
                 eprintln!(

@@ -531,14 +531,7 @@ async fn run_recovery(
     run(&daemon, request.action).await
 }
 
-/// A dashboard login link.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct LoginCode {
-    /// `http://HOST:PORT/login?code=…`: open it in a browser within a minute, once.
-    pub url: String,
-    /// When the code stops working (Unix ms).
-    pub expires_at_ms: u64,
-}
+pub use crate::control::dashboard_login::LoginCode;
 
 async fn dashboard_code(
     State(state): State<AppState>,

@@ -258,7 +258,7 @@ impl<C: Clock> App<C> {
             ),
             RecoveryAction::CancelDrive { drive_id } => {
                 let Some(drive) = self.drives.get(&drive_id) else {
-                    let error = super::unknown_drive(&drive_id);
+                    let error = super::delivery::unknown_drive(&drive_id);
                     return self.refuse_recovery(conn_id, id, name, &by, error);
                 };
                 if drive.is_terminal() {
@@ -391,7 +391,7 @@ impl<C: Clock> App<C> {
     /// What a retry of `drive_id` sends where, or why it must not be retried.
     fn retry_target(&self, drive_id: &str) -> Result<DriveCreate, ErrorMessage> {
         let Some(drive) = self.drives.get(drive_id) else {
-            return Err(super::unknown_drive(drive_id));
+            return Err(super::delivery::unknown_drive(drive_id));
         };
         let refuse = |why: String| Err(ErrorMessage::new(ErrorCode::NotRetryable, why));
         if !drive.is_terminal() {

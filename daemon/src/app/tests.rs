@@ -1,8 +1,9 @@
 //! Unit tests of the daemon state machine with a manual clock and in-memory connections: heartbeats, deadlines, queueing, slow readers, shutdown.
 
 use koru_protocol::{
-    Ack, AckStage, ClientInfo, DriveCreate, DriveOptions, DriveState, Envelope, Hello, IdeInfo,
-    Message, RequestId, Role, SessionHealth, StreamEvent, Target, VersionRange, WindowInfo,
+    Ack, AckStage, ClientInfo, DriveCreate, DriveOptions, DriveState, Envelope, ErrorCode, Hello,
+    IdeInfo, Message, RequestId, Role, Route, SessionHealth, StreamEvent, Target, Verification,
+    VersionRange, WindowInfo,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -1690,7 +1691,7 @@ fn a_later_stage_drops_what_was_said_about_the_earlier_one() {
         reply_length: None,
         detail: Some("approve run_in_terminal".into()),
     };
-    assert!(super::merge_observation(
+    assert!(super::chats::merge_observation(
         &mut found,
         koru_protocol::ObservedStage::Replied,
         None,
@@ -1700,7 +1701,7 @@ fn a_later_stage_drops_what_was_said_about_the_earlier_one() {
     ));
     assert_eq!(found.stage, koru_protocol::ObservedStage::Replied);
     assert_eq!(found.detail, None);
-    assert!(!super::merge_observation(
+    assert!(!super::chats::merge_observation(
         &mut found,
         koru_protocol::ObservedStage::Replying,
         None,

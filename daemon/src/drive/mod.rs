@@ -1,4 +1,5 @@
-//! The drive planner and its OS-injection executor: which routes a drive can take (`planner.rs`) and how the daemon itself delivers by OS injection (`inject.rs`). The state machine in `app/` runs the fallback chain.
+//! Delivering a prompt: which routes a drive can take (`planner.rs`), the fallback chain's decisions between them (`fallback.rs`, pure), and how the daemon itself delivers by OS injection (`inject.rs`). The state machine in `app/` applies the decisions.
 
+pub mod fallback;
 pub mod inject;
 pub mod planner;

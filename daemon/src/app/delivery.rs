@@ -1,0 +1,776 @@
+//! The drive lifecycle: accepting a drive, planning its routes, the fallback chain (decisions from `drive::fallback`), plugin acks, OS injection and the daemon's submit key, cancelling, and finishing with one terminal state; one drive per chat at a time.
+
+use koru_protocol::{
+    blocker, AttemptOutcome, Blocker, ChatState, DriveCancelNotice, DriveCreate, DriveRequest,
+    DriveResult, DriveState, Envelope, ErrorCode, ErrorMessage, Location, Message, RequestId,
+    Route, StreamEvent, Verification,
+};
+
+use super::drives::{AckOutcome, DriveRecord};
+use super::recovery::DriveOrigin;
+use super::sessions::resolve_target;
+use crate::clock::Clock;
+use crate::drive::fallback::{after_failure, next_route, AfterFailure, RouteChoice};
+use crate::drive::inject::{InjectionJob, InjectionOutcome, KeyPressJob, Reached};
+use crate::drive::planner::{plan, Candidate, PlanInput};
+
+use super::chats::CHAT_RUNNING_BUSY_MS;
+use super::{new_id, App, ConnId};
+
+/// A window target must name a pid or a valid title pattern.
+pub(super) fn check_window_target(
+    window: &koru_protocol::WindowTarget,
+) -> Result<(), ErrorMessage> {
+    let location = |field: &str| Location {
+        field: Some(field.to_string()),
+        ..Location::default()
+    };
+    if window.pid.is_none() && window.title.is_none() {
+        return Err(ErrorMessage::new(
+            ErrorCode::InvalidMessage,
+            "a window target needs a pid or a title pattern",
+        )
+        .with_location(location("target.window")));
+    }
+    if window.pid == Some(0) {
+        return Err(
+            ErrorMessage::new(ErrorCode::InvalidMessage, "pid 0 is not a process")
+                .with_location(location("target.window.pid")),
+        );
+    }
+    if let Some(title) = &window.title {
+        if let Err(err) = regex::Regex::new(title) {
+            return Err(ErrorMessage::new(
+                ErrorCode::InvalidMessage,
+                format!("the window title pattern is not a valid regular expression: {err}"),
+            )
+            .with_location(location("target.window.title")));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn drive_result(drive: &DriveRecord) -> Message {
+    Message::DriveResult(DriveResult {
+        drive: drive.info(),
+    })
+}
+
+pub(super) fn unknown_drive(drive_id: &str) -> ErrorMessage {
+    ErrorMessage::new(
+        ErrorCode::UnknownDrive,
+        format!("no drive {drive_id} (ids look like d_…; `koru drives` lists recent ones)"),
+    )
+}
+
+impl<C: Clock> App<C> {
+    pub(super) fn on_drive_create(
+        &mut self,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        create: DriveCreate,
+        now: u64,
+    ) {
+        self.accept_drive(conn_id, id, create, DriveOrigin::Asked, now);
+    }
+
+    /// Checks, plans and queues a new drive, answering `conn_id` as `origin` asks.
+    pub(super) fn accept_drive(
+        &mut self,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        create: DriveCreate,
+        origin: DriveOrigin,
+        now: u64,
+    ) {
+        if create.prompt.trim().is_empty() {
+            self.send_error(
+                conn_id,
+                id,
+                ErrorMessage::new(ErrorCode::InvalidMessage, "the prompt is empty").with_location(
+                    Location {
+                        field: Some("prompt".into()),
+                        ..Location::default()
+                    },
+                ),
+            );
+            return;
+        }
+        // A window without a plugin is driven by OS injection alone; anything else names a
+        // plugin session.
+        let (session_id, window, extra_pids) = match &create.target {
+            koru_protocol::Target::Window(window) => {
+                if let Err(error) = check_window_target(window) {
+                    self.send_error(conn_id, id, error);
+                    return;
+                }
+                (String::new(), Some(window.clone()), Vec::new())
+            }
+            target => match resolve_target(target, self.sessions.values()) {
+                Ok(session_id) => {
+                    let session = &self.sessions[&session_id];
+                    let window = session.window.pid.map(|pid| koru_protocol::WindowTarget {
+                        pid: Some(pid),
+                        title: None,
+                    });
+                    let extra = session.window.parent_pid.into_iter().collect();
+                    (session_id, window, extra)
+                }
+                Err(error) => {
+                    self.send_error(conn_id, id, error);
+                    return;
+                }
+            },
+        };
+        let timeout_ms = create
+            .options
+            .timeout_ms
+            .unwrap_or(self.config.default_drive_timeout_ms);
+        let mut drive = DriveRecord::new(
+            new_id("d_"),
+            create.target,
+            session_id.clone(),
+            Route::PluginDrive,
+            create.prompt,
+            create.options,
+            now,
+            timeout_ms,
+        );
+        let mut candidates = self.plan(&session_id, window.is_some(), &create.options);
+        if let DriveOrigin::Retry {
+            of,
+            route: Some(route),
+            ..
+        } = &origin
+        {
+            candidates.retain(|c| c.route == *route);
+            if candidates.is_empty() {
+                let message = format!(
+                    "route {} does not apply to the target of drive {of}; `koru doctor` lists each session's routes",
+                    route.as_str()
+                );
+                self.send_error(
+                    conn_id,
+                    id,
+                    ErrorMessage::new(ErrorCode::NotRetryable, message),
+                );
+                return;
+            }
+        }
+        drive.candidates = candidates.into();
+        drive.window = window;
+        drive.extra_pids = extra_pids;
+        drive.workspaces = self
+            .sessions
+            .get(&session_id)
+            .map(|s| s.window.workspace_folders.clone())
+            .unwrap_or_default();
+        let drive_id = drive.drive_id.clone();
+        tracing::info!(
+            drive_id = %drive_id,
+            session_id = %session_id,
+            prompt_chars = drive.prompt.chars().count(),
+            routes = drive.candidates.len(),
+            timeout_ms,
+            "drive accepted"
+        );
+        let busy_fail = drive.options.busy == koru_protocol::BusyPolicy::Fail
+            && (self.observed_busy(&session_id, now).is_some()
+                || self.sessions.get(&session_id).is_some_and(|s| {
+                    s.chat == ChatState::Busy
+                        || s.active_drive.is_some()
+                        || !s.queued_drives.is_empty()
+                }));
+        if let DriveOrigin::Retry { of, .. } = &origin {
+            drive.retry_of = Some(of.clone());
+        }
+        self.drives.insert(drive);
+        let info = self.drives.get(&drive_id).expect("just inserted").info();
+        match origin {
+            DriveOrigin::Asked => {
+                self.send(
+                    conn_id,
+                    Envelope::with_id(id, Message::DriveResult(DriveResult { drive: info })),
+                );
+                self.publish_drive(&drive_id);
+            }
+            DriveOrigin::Retry { of, by, .. } => {
+                let summary = format!("drive {of} retried as {drive_id} ({})", info.target);
+                self.send(
+                    conn_id,
+                    Envelope::with_id(
+                        id,
+                        Message::RecoveryResult(koru_protocol::RecoveryResult {
+                            action: "retry_drive".into(),
+                            ok: true,
+                            summary: summary.clone(),
+                            blocker: None,
+                            drive: Some(info),
+                        }),
+                    ),
+                );
+                self.publish_drive(&drive_id);
+                self.announce_recovery("retry_drive", &by, true, summary);
+            }
+        }
+        if busy_fail {
+            self.finish_drive(
+                &drive_id,
+                DriveState::Failed,
+                Some(Blocker::new(
+                    koru_protocol::blocker::CHAT_BUSY,
+                    "the chat is busy (replying, waiting for input, or another drive is running) and the drive asked to fail fast",
+                )),
+                now,
+            );
+            return;
+        }
+        if session_id.is_empty() {
+            self.start_next_route(&drive_id, now);
+            return;
+        }
+        if let Some(session) = self.sessions.get_mut(&session_id) {
+            session.queued_drives.push_back(drive_id.clone());
+        }
+        self.pump(&session_id, now);
+    }
+
+    /// The candidate routes for a drive to `session_id` (empty: a plugin-less window).
+    pub(super) fn plan(
+        &self,
+        session_id: &str,
+        has_window: bool,
+        options: &koru_protocol::DriveOptions,
+    ) -> Vec<Candidate> {
+        let session = self.sessions.get(session_id);
+        let product = session.and_then(|s| s.product()).map(|p| p.to_string());
+        let input = PlanInput {
+            registry: &self.registry,
+            product: product.as_deref(),
+            capabilities: session.map(|s| s.capabilities.as_slice()).unwrap_or(&[]),
+            has_window,
+            plugin_connected: session.is_some(),
+            platform: crate::doctor::probe::current_platform()
+                .unwrap_or(koru_registry::Platform::Linux),
+            submit: options.submit,
+            new_chat: options.new_chat,
+        };
+        let injections = &self.injections;
+        plan(&input, &|interface: &str| injections.probe(interface))
+    }
+
+    /// Tries the next usable route of a drive, or ends it when none is left (the choice is
+    /// `drive::fallback::next_route`'s).
+    pub(super) fn start_next_route(&mut self, drive_id: &str, now: u64) {
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        if drive.is_terminal() {
+            return;
+        }
+        let conn_id = self.session_conn.get(&drive.session_id).copied();
+        let next = next_route(&mut drive.candidates, &drive.attempts, conn_id.is_some());
+        for skipped in &next.skipped {
+            drive.skip(skipped);
+        }
+        match next.choice {
+            RouteChoice::Exhausted(blocker) => {
+                self.finish_drive(drive_id, DriveState::Failed, Some(blocker), now);
+            }
+            RouteChoice::AskPlugin(candidate) => {
+                let Some(conn_id) = conn_id else {
+                    return;
+                };
+                let mut options = drive.options;
+                if candidate.submit_key.is_some() {
+                    // The daemon presses the route's submit key itself once the plugin has
+                    // pasted: the plugin runs its steps as for a prompt left unsent.
+                    options.submit = false;
+                }
+                let order = DriveRequest {
+                    drive_id: drive_id.to_string(),
+                    prompt: drive.prompt.clone(),
+                    options,
+                    route: candidate.route,
+                    steps: candidate.steps.clone(),
+                };
+                tracing::info!(drive_id, route = candidate.route.as_str(), interface = %candidate.interface, "trying route");
+                drive.begin_attempt(candidate, now);
+                drive.step_deadline_ms = Some(now + self.config.step_timeout_ms);
+                self.send(conn_id, Envelope::new(Message::Drive(order)));
+                self.publish_drive(drive_id);
+            }
+            RouteChoice::Inject(candidate) => {
+                tracing::info!(drive_id, interface = %candidate.interface, "trying OS injection");
+                drive.begin_attempt(candidate, now);
+                self.publish_drive(drive_id);
+                self.use_keyboard(drive_id);
+            }
+        }
+    }
+
+    /// Starts the drive's keyboard work (its OS injection, or its route's submit key) now,
+    /// or after the one running: keyboard input is global, one at a time.
+    pub(super) fn use_keyboard(&mut self, drive_id: &str) {
+        if self.injecting.is_some() {
+            self.injection_waiting.push_back(drive_id.to_string());
+        } else {
+            self.start_injection(drive_id);
+        }
+    }
+
+    pub(super) fn start_injection(&mut self, drive_id: &str) {
+        let Some(drive) = self.drives.get(drive_id) else {
+            return;
+        };
+        let Some(candidate) = drive.current.clone() else {
+            return;
+        };
+        self.injecting = Some(drive_id.to_string());
+        if candidate.route != Route::OsInjection {
+            // A plugin route that pasted: the daemon presses its submit key.
+            let Some(key) = candidate.submit_key else {
+                self.injecting = None;
+                return;
+            };
+            let plugin_focused = self
+                .sessions
+                .get(&drive.session_id)
+                .and_then(|session| session.window.focused);
+            self.injections.start_key_press(KeyPressJob {
+                drive_id: drive_id.to_string(),
+                injectors: key.injectors,
+                window: drive.window.clone().unwrap_or_default(),
+                extra_pids: drive.extra_pids.clone(),
+                window_class: candidate.window_class,
+                plugin_focused,
+                chord: key.chord,
+            });
+            return;
+        }
+        let mut window = drive.window.clone().unwrap_or_default();
+        if window.title.is_none() {
+            window.title = candidate.window_title.clone();
+        }
+        self.injections.start(InjectionJob {
+            drive_id: drive_id.to_string(),
+            interface: candidate.interface,
+            window,
+            extra_pids: drive.extra_pids.clone(),
+            text: drive.prompt.clone(),
+            submit: drive.options.submit,
+            paste_chord: candidate.paste_chord,
+            submit_chord: candidate.submit_chord,
+            paste_chord_by_class: candidate.paste_chord_by_class,
+            window_class: candidate.window_class,
+        });
+    }
+
+    pub(super) fn on_injection_finished(&mut self, outcome: InjectionOutcome) {
+        let now = self.clock.now_ms();
+        if self.injecting.as_deref() == Some(outcome.drive_id.as_str()) {
+            self.injecting = None;
+        }
+        while self.injecting.is_none() {
+            let Some(next) = self.injection_waiting.pop_front() else {
+                break;
+            };
+            if self.drives.get(&next).is_some_and(|d| !d.is_terminal()) {
+                self.start_injection(&next);
+            }
+        }
+        let drive_id = outcome.drive_id.clone();
+        let Some(drive) = self.drives.get_mut(&drive_id) else {
+            return;
+        };
+        if drive.is_terminal() {
+            tracing::warn!(drive_id = %drive_id, reached = ?outcome.reached, "an injection finished after its drive had ended");
+            return;
+        }
+        if drive
+            .current
+            .as_ref()
+            .is_some_and(|c| c.route != Route::OsInjection)
+        {
+            self.on_submit_key_pressed(outcome, now);
+            return;
+        }
+        for (reached, state) in [
+            (Reached::Focused, DriveState::Focused),
+            (Reached::Pasted, DriveState::Pasted),
+            (Reached::Submitted, DriveState::Submitted),
+        ] {
+            if outcome.reached >= reached {
+                drive.advance_to(state, now);
+            }
+        }
+        match outcome.error {
+            None => {
+                tracing::info!(drive_id = %drive_id, "delivered by OS injection (unverified until observed)");
+                self.finish_unverified(&drive_id, now);
+            }
+            Some(blocker) => self.route_failed(&drive_id, blocker, now),
+        }
+    }
+
+    /// Ends a drive the daemon's own keys delivered (OS injection, or a plugin route's
+    /// submit key) as `done`, `unverified`: nothing inside the IDE confirmed it.
+    pub(super) fn finish_unverified(&mut self, drive_id: &str, now: u64) {
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        drive.verification = Verification::Unverified;
+        drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
+        let session_id = drive.session_id.clone();
+        drive.finish(DriveState::Done, None, now);
+        self.release(&session_id, drive_id);
+        self.publish_drive(drive_id);
+        self.pump(&session_id, now);
+    }
+
+    /// The daemon's submit key press for a plugin route that pasted has ended: `submitted`
+    /// (evidence `key_pressed`, then `done`), or failed at `pasted` without another route.
+    pub(super) fn on_submit_key_pressed(&mut self, outcome: InjectionOutcome, now: u64) {
+        let drive_id = outcome.drive_id;
+        let Some(drive) = self.drives.get_mut(&drive_id) else {
+            return;
+        };
+        match outcome.error {
+            None if outcome.reached == Reached::Submitted => {
+                drive.advance_to(DriveState::Submitted, now);
+                drive.submit_evidence = Some(koru_protocol::SubmitEvidence::KeyPressed);
+                tracing::info!(drive_id = %drive_id, "submitted by the daemon's key press into the plugin's focused window");
+                self.finish_unverified(&drive_id, now);
+            }
+            error => {
+                let blocker = error.unwrap_or_else(|| {
+                    Blocker::new(
+                        "injector_failed",
+                        "the submit key press ended without pressing the key",
+                    )
+                });
+                self.route_failed(&drive_id, blocker, now);
+            }
+        }
+    }
+
+    /// The current route failed: fall back to the next one unless `drive::fallback::
+    /// after_failure` says stop (the prompt may already be in the chat: no duplicates).
+    pub(super) fn route_failed(&mut self, drive_id: &str, blocker: Blocker, now: u64) {
+        let hint = self.hint_for(drive_id, &blocker);
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        let may_have_delivered = drive.may_have_delivered();
+        drive.end_attempt(AttemptOutcome::Failed, Some(blocker.clone()), hint, now);
+        tracing::info!(drive_id, blocker = %blocker.code, detail = %blocker.detail, may_have_delivered, "route failed");
+        // The route reported its own failure: nothing to cancel on the plugin's side.
+        drive.current = None;
+        drive.step_deadline_ms = None;
+        if let AfterFailure::Stop(blocker) = after_failure(&blocker, may_have_delivered) {
+            drive.abandon_rest();
+            self.finish_drive(drive_id, DriveState::Failed, Some(blocker), now);
+            return;
+        }
+        self.publish_drive(drive_id);
+        self.start_next_route(drive_id, now);
+    }
+
+    /// The registry's recovery hint for a chat that is not ready (on the VS Code-family
+    /// plugin interface).
+    pub(super) fn chat_not_ready_hint(&self) -> Option<String> {
+        self.registry
+            .interfaces()
+            .iter()
+            .flat_map(|i| i.recovery_for(koru_registry::BlockerCode::ChatNotReady))
+            .next()
+            .map(|r| format!("{}: {}", r.label, r.does))
+    }
+
+    /// The registry's recovery hint for a blocker on the drive's current route.
+    pub(super) fn hint_for(&self, drive_id: &str, blocker: &Blocker) -> Option<String> {
+        let interface = self
+            .drives
+            .get(drive_id)?
+            .current
+            .as_ref()?
+            .interface
+            .clone();
+        let code: koru_registry::BlockerCode =
+            serde_json::from_value(serde_json::Value::String(blocker.code.clone())).ok()?;
+        self.registry
+            .get(&interface)?
+            .recovery_for(code)
+            .first()
+            .map(|r| format!("{}: {}", r.label, r.does))
+    }
+
+    pub(super) fn on_drive_cancel(
+        &mut self,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        drive_id: &str,
+        now: u64,
+    ) {
+        let Some(drive) = self.drives.get(drive_id) else {
+            self.send_error(conn_id, id, unknown_drive(drive_id));
+            return;
+        };
+        if drive.is_terminal() {
+            let message = format!(
+                "drive {drive_id} already ended as {}; nothing to cancel",
+                drive.state
+            );
+            self.send_error(
+                conn_id,
+                id,
+                ErrorMessage::new(ErrorCode::DriveFinished, message),
+            );
+            return;
+        }
+        self.finish_drive(
+            drive_id,
+            DriveState::Cancelled,
+            Some(Blocker::new(
+                "cancelled",
+                "cancelled at a controller's request",
+            )),
+            now,
+        );
+        let reply = drive_result(self.drives.get(drive_id).expect("checked above"));
+        self.send(conn_id, Envelope::with_id(id, reply));
+    }
+
+    pub(super) fn on_ack(
+        &mut self,
+        conn_id: ConnId,
+        session_id: &str,
+        ack: koru_protocol::Ack,
+        now: u64,
+    ) {
+        let owned = self.drives.get(&ack.drive_id).is_some_and(|d| {
+            d.session_id == session_id
+                && d.current
+                    .as_ref()
+                    .is_some_and(|c| c.route != Route::OsInjection)
+        });
+        if !owned {
+            self.send_error(
+                conn_id,
+                None,
+                ErrorMessage::new(
+                    ErrorCode::UnknownDrive,
+                    format!(
+                        "ack for drive {} which this session was not given",
+                        ack.drive_id
+                    ),
+                ),
+            );
+            return;
+        }
+        let drive = self.drives.get_mut(&ack.drive_id).expect("checked above");
+        let mut chat_became_busy = false;
+        if ack.stage == koru_protocol::AckStage::Submitted && !drive.is_terminal() {
+            // A plugin that gives no evidence has proven only that its step returned.
+            let evidence = ack
+                .evidence
+                .unwrap_or(koru_protocol::SubmitEvidence::CommandReturned);
+            drive.submit_evidence = Some(evidence);
+            if evidence == koru_protocol::SubmitEvidence::ChatRunning {
+                // The chat is answering: the window's next drives wait for its outcome.
+                if let Some(session) = self.sessions.get_mut(session_id) {
+                    chat_became_busy = session.chat != ChatState::Busy;
+                    session.chat = ChatState::Busy;
+                    session.chat_running_since_ms = Some(now);
+                }
+            }
+        }
+        let drive = self.drives.get_mut(&ack.drive_id).expect("checked above");
+        let outcome = drive.apply_ack(ack.stage, ack.blocker, now);
+        drive.step_deadline_ms = None;
+        match outcome {
+            AckOutcome::Ignored => {
+                tracing::debug!(drive_id = %ack.drive_id, stage = ?ack.stage, "ack ignored: drive ended or stage already passed");
+            }
+            AckOutcome::Advanced
+                if drive.state == DriveState::Pasted
+                    && drive
+                        .current
+                        .as_ref()
+                        .is_some_and(|c| c.submit_key.is_some()) =>
+            {
+                // The plugin's steps are done; the route's submit key is the daemon's own
+                // step, bounded by the drive's deadline.
+                tracing::info!(drive_id = %ack.drive_id, "pasted; the daemon presses the route's submit key");
+                self.publish_drive(&ack.drive_id);
+                self.use_keyboard(&ack.drive_id);
+            }
+            AckOutcome::Advanced => {
+                drive.step_deadline_ms = Some(now + self.config.step_timeout_ms);
+                self.publish_drive(&ack.drive_id)
+            }
+            AckOutcome::Finished => {
+                drive.verification = Verification::Acked;
+                drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
+                tracing::info!(drive_id = %ack.drive_id, state = %drive.state, "drive finished");
+                self.release(session_id, &ack.drive_id);
+                self.publish_drive(&ack.drive_id);
+                if chat_became_busy {
+                    // Subscribers (the dashboard) see the chat answering, as after chat_busy.
+                    if let Some(session) = self.sessions.get(session_id) {
+                        let info = session.info();
+                        self.publish(StreamEvent::SessionUpdated { session: info });
+                    }
+                }
+                self.pump(session_id, now);
+            }
+            AckOutcome::StepFailed(blocker) => self.route_failed(&ack.drive_id, blocker, now),
+        }
+    }
+
+    /// Sends the next queued drive of a session when it has none running, and otherwise
+    /// records on each waiting drive why it waits.
+    pub(super) fn pump(&mut self, session_id: &str, now: u64) {
+        let observed_busy = self.observed_busy(session_id, now);
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        if session
+            .chat_running_since_ms
+            .is_some_and(|since| now.saturating_sub(since) >= CHAT_RUNNING_BUSY_MS)
+        {
+            // The plugin never reported how the chat's answer ended: do not hold the
+            // window's drives for ever.
+            tracing::warn!(
+                session_id,
+                "no chat outcome for {} ms after a running answer; the chat counts as idle again",
+                CHAT_RUNNING_BUSY_MS
+            );
+            session.chat = ChatState::Idle;
+            session.chat_running_since_ms = None;
+            let info = session.info();
+            self.publish(StreamEvent::SessionUpdated { session: info });
+        }
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        // One drive at a time per chat, none while the chat is busy (by the plugin's word
+        // or by its history store), and none into a chat its plugin says cannot take one.
+        let waiting = if let Some(running) = &session.active_drive {
+            Some(Blocker::new(
+                "drive_running",
+                format!("waits for drive {running} in the same window to end"),
+            ))
+        } else if session.chat == ChatState::Busy {
+            Some(Blocker::new(
+                blocker::CHAT_BUSY,
+                "waits: the chat is answering or waiting for the user (the plugin says)",
+            ))
+        } else if let Some(chat) = &observed_busy {
+            Some(Blocker::new(
+                blocker::CHAT_BUSY,
+                format!(
+                    "waits: chat {chat} is replying or waiting for input (its history store says)"
+                ),
+            ))
+        } else {
+            match &session.chat_readiness {
+                Some(readiness) if !readiness.ready => Some(Blocker::new(
+                    blocker::CHAT_NOT_READY,
+                    format!(
+                        "waits: the window's chat cannot take a request now ({})",
+                        readiness
+                            .reason
+                            .as_deref()
+                            .unwrap_or("its plugin gave no reason")
+                    ),
+                )),
+                _ => None,
+            }
+        };
+        if let Some(waiting) = waiting {
+            let queued: Vec<String> = session.queued_drives.iter().cloned().collect();
+            for drive_id in queued {
+                let Some(drive) = self.drives.get_mut(&drive_id) else {
+                    continue;
+                };
+                if drive.waiting.as_ref() != Some(&waiting) {
+                    tracing::debug!(drive_id, reason = %waiting.detail, "drive waits");
+                    drive.waiting = Some(waiting.clone());
+                    self.publish_drive(&drive_id);
+                }
+            }
+            return;
+        }
+        let Some(drive_id) = session.queued_drives.pop_front() else {
+            return;
+        };
+        session.active_drive = Some(drive_id.clone());
+        if let Some(drive) = self.drives.get_mut(&drive_id) {
+            drive.waiting = None;
+        }
+        self.start_next_route(&drive_id, now);
+    }
+
+    /// Frees the session of a drive that ended.
+    pub(super) fn release(&mut self, session_id: &str, drive_id: &str) {
+        if let Some(session) = self.sessions.get_mut(session_id) {
+            if session.active_drive.as_deref() == Some(drive_id) {
+                session.active_drive = None;
+            }
+            session.queued_drives.retain(|queued| queued != drive_id);
+        }
+    }
+
+    /// Ends a drive from the daemon's side (cancel, timeout, shutdown) and tells its plugin.
+    pub(super) fn finish_drive(
+        &mut self,
+        drive_id: &str,
+        state: DriveState,
+        blocker: Option<Blocker>,
+        now: u64,
+    ) {
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        if drive.is_terminal() {
+            return;
+        }
+        // Only a plugin that was given the drive needs telling.
+        let plugin_has_it = drive.state != DriveState::Queued
+            && drive
+                .current
+                .as_ref()
+                .is_some_and(|c| c.route != Route::OsInjection);
+        let reason = blocker
+            .as_ref()
+            .map(|b| b.code.clone())
+            .unwrap_or_else(|| state.to_string());
+        drive.end_attempt(AttemptOutcome::Failed, blocker.clone(), None, now);
+        drive.abandon_rest();
+        drive.finish(state, blocker, now);
+        let session_id = drive.session_id.clone();
+        tracing::info!(drive_id, state = %state, reason = %reason, "drive ended by the daemon");
+        if plugin_has_it {
+            if let Some(conn_id) = self.session_conn.get(&session_id).copied() {
+                self.send(
+                    conn_id,
+                    Envelope::new(Message::Cancel(DriveCancelNotice {
+                        drive_id: drive_id.to_string(),
+                        reason,
+                    })),
+                );
+            }
+        }
+        self.release(&session_id, drive_id);
+        self.publish_drive(drive_id);
+        self.pump(&session_id, now);
+    }
+
+    pub(super) fn publish_drive(&mut self, drive_id: &str) {
+        if let Some(drive) = self.drives.get(drive_id) {
+            let drive = drive.info();
+            self.publish(StreamEvent::DriveUpdated { drive });
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The requests a greeted peer sends after the handshake, dispatched by message type to the part of the state machine that answers them.
+
+use koru_protocol::{DrivesListResult, Envelope, Message, Role, SessionsListResult};
+
+use super::sessions::resolve_target;
+use crate::clock::Clock;
+
+use super::delivery::{drive_result, unknown_drive};
+use super::{App, ConnId};
+
+impl<C: Clock> App<C> {
+    pub(super) fn on_received(&mut self, conn_id: ConnId, envelope: Envelope) {
+        let now = self.clock.now_ms();
+        let Some(session_id) = self
+            .connections
+            .get(&conn_id)
+            .and_then(|c| c.session_id.clone())
+        else {
+            return;
+        };
+        self.touch(&session_id, now);
+        let id = envelope.id;
+        match envelope.message {
+            Message::Ping {} => self.send(conn_id, Envelope::with_id(id, Message::Pong {})),
+            Message::Pong {} => {}
+            Message::Bye(bye) => {
+                tracing::debug!(session_id = %session_id, reason = ?bye.reason, "peer said bye");
+                if let Some(connection) = self.connections.get(&conn_id) {
+                    connection.handle.close.cancel();
+                }
+            }
+            Message::Error(error) => {
+                tracing::warn!(session_id = %session_id, code = %error.code, message = %error.message, "peer reported an error");
+            }
+            Message::Ack(ack) => self.on_ack(conn_id, &session_id, ack, now),
+            Message::Event(event) => self.on_plugin_event(&session_id, event.event, now),
+            Message::Status {} => {
+                let status = self.status();
+                self.send(
+                    conn_id,
+                    Envelope::with_id(id, Message::StatusResult(status)),
+                );
+            }
+            Message::SessionsList(filter) => {
+                let mut sessions: Vec<_> = self
+                    .sessions
+                    .values()
+                    .filter(|s| s.role == Role::Plugin)
+                    .filter(|s| {
+                        filter
+                            .product
+                            .as_ref()
+                            .is_none_or(|p| s.product() == Some(p))
+                    })
+                    .filter(|s| {
+                        filter.workspace.as_ref().is_none_or(|w| {
+                            resolve_target(
+                                &koru_protocol::Target::Workspace(w.clone()),
+                                std::iter::once(*s),
+                            )
+                            .is_ok()
+                        })
+                    })
+                    .map(|s| s.info())
+                    .collect();
+                sessions.sort_by(|a, b| {
+                    (a.connected_at_ms, &a.session_id).cmp(&(b.connected_at_ms, &b.session_id))
+                });
+                self.send(
+                    conn_id,
+                    Envelope::with_id(
+                        id,
+                        Message::SessionsListResult(SessionsListResult { sessions }),
+                    ),
+                );
+            }
+            Message::ChatsList(filter) => {
+                let chats = self
+                    .chats
+                    .values()
+                    .filter(|c| filter.store.as_ref().is_none_or(|s| &c.store == s))
+                    .filter(|c| {
+                        filter.workspace.as_ref().is_none_or(|w| {
+                            c.workspace.as_ref().is_some_and(|cw| {
+                                std::path::Path::new(w).starts_with(cw)
+                                    || std::path::Path::new(cw).starts_with(w)
+                            })
+                        })
+                    })
+                    .cloned()
+                    .collect();
+                self.send(
+                    conn_id,
+                    Envelope::with_id(
+                        id,
+                        Message::ChatsListResult(koru_protocol::ChatsListResult { chats }),
+                    ),
+                );
+            }
+            Message::ObserveReport(report) => {
+                let applied = report.observations.len();
+                self.send(
+                    conn_id,
+                    Envelope::with_id(
+                        id,
+                        Message::ObserveReported(koru_protocol::ObserveReported { applied }),
+                    ),
+                );
+                self.on_observed(report.observations, false);
+            }
+            Message::DrivesList(filter) => {
+                let drives = self
+                    .drives
+                    .iter()
+                    .filter(|d| {
+                        filter
+                            .session_id
+                            .as_ref()
+                            .is_none_or(|s| &d.session_id == s)
+                    })
+                    .filter(|d| !filter.active_only || !d.is_terminal())
+                    .map(|d| d.info())
+                    .collect();
+                self.send(
+                    conn_id,
+                    Envelope::with_id(id, Message::DrivesListResult(DrivesListResult { drives })),
+                );
+            }
+            Message::DriveCreate(create) => self.on_drive_create(conn_id, id, create, now),
+            Message::DriveGet(drive_ref) => match self.drives.get(&drive_ref.drive_id) {
+                Some(drive) => {
+                    let reply = drive_result(drive);
+                    self.send(conn_id, Envelope::with_id(id, reply));
+                }
+                None => self.send_error(conn_id, id, unknown_drive(&drive_ref.drive_id)),
+            },
+            Message::DriveCancel(drive_ref) => {
+                self.on_drive_cancel(conn_id, id, &drive_ref.drive_id, now)
+            }
+            Message::RecoveryRun(run) => self.on_recovery_run(conn_id, id, run.action, now),
+            Message::EventsSubscribe {} => {
+                if let Some(connection) = self.connections.get_mut(&conn_id) {
+                    connection.subscribed = true;
+                }
+                self.send(conn_id, Envelope::with_id(id, Message::EventsSubscribed {}));
+            }
+            other => {
+                // Role checks in the connection task keep daemon-to-client types out.
+                tracing::debug!(
+                    type_name = other.type_name(),
+                    "ignoring a message with no handler"
+                );
+            }
+        }
+    }
+}

@@ -1223,4 +1223,155 @@ mod tests {
         // Without a daemon a store is judged by what is on disk: what a daemon would read.
         assert_eq!(no_daemon["chat_history_codex_jsonl"].status, Status::Ok);
     }
+
+    /// One line per interface of a whole evaluation: `id status [blocker]`, then the summary.
+    fn outline(report: &DoctorReport) -> String {
+        let mut text = String::new();
+        for check in &report.interfaces {
+            let status = serde_json::to_value(check.status).unwrap();
+            text.push_str(&format!(
+                "{} {}{}\n",
+                check.id,
+                status.as_str().unwrap_or_default(),
+                check
+                    .blocker
+                    .as_ref()
+                    .map(|b| format!(" {}", b.code))
+                    .unwrap_or_default()
+            ));
+        }
+        text.push_str(&format!(
+            "summary: {}\n",
+            serde_json::to_string(&report.summary).unwrap()
+        ));
+        text
+    }
+
+    fn evaluate_built_in(facts: &Facts) -> DoctorReport {
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        evaluate(&Inputs {
+            registry: &loaded.registry,
+            registry_diagnostics: Vec::new(),
+            facts,
+            session_registries: HashMap::new(),
+            only: Vec::new(),
+        })
+    }
+
+    fn binary(path: &str) -> super::super::probe::BinaryFact {
+        super::super::probe::BinaryFact {
+            path: Some(path.into()),
+            version: None,
+        }
+    }
+
+    #[test]
+    fn an_x11_desktop_with_xdotool_and_a_daemon_serving_http() {
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        let mut facts = facts_of_this_build(&loaded.registry, Some(daemon_status(true, true)));
+        facts.platform = Some(Platform::Linux);
+        facts.env.insert("DISPLAY".into(), ":0".into());
+        facts.env.insert("XDG_SESSION_TYPE".into(), "x11".into());
+        facts
+            .binaries
+            .insert("xdotool".into(), binary("/usr/bin/xdotool"));
+        facts
+            .binaries
+            .insert("xclip".into(), binary("/usr/bin/xclip"));
+        expect_test::expect![[r#"
+            cli ok
+            daemon_socket ok
+            mcp_stdio_server ok
+            mcp_http ok
+            dashboard_rest ok
+            plugin_socket_vscode_family not_applicable plugin_missing
+            plugin_socket_jetbrains not_applicable plugin_missing
+            vscode_native_chat_open not_applicable plugin_missing
+            vscode_plugin_drive not_applicable plugin_missing
+            antigravity_native_send not_applicable plugin_missing
+            cursor_native_new_chat not_applicable plugin_missing
+            cursor_plugin_drive not_applicable plugin_missing
+            windsurf_plugin_drive not_applicable plugin_missing
+            jetbrains_plugin_drive not_applicable plugin_missing
+            jetbrains_copilot_plugin_drive not_applicable plugin_missing
+            jetbrains_claude_code_plugin_drive not_applicable plugin_missing
+            jetbrains_junie_plugin_drive not_applicable plugin_missing
+            os_injector_xdotool ok
+            os_injector_wtype not_applicable no_display
+            os_injector_ydotool unavailable injector_missing
+            os_injector_enigo ok
+            clipboard_x11 ok
+            clipboard_wayland not_applicable no_display
+            dbus_session unavailable bus_unavailable
+            filesystem_artifacts ok
+            chat_history_claude_code_jsonl ok
+            chat_history_copilot_json ok
+            chat_history_cursor_sqlite ok
+            chat_history_cursor_legacy_sqlite ok
+            chat_history_cline_tasks ok
+            chat_history_cline_sessions ok
+            chat_history_codex_jsonl ok
+            chat_history_gemini_cli ok
+            chat_history_antigravity_pb_readonly ok
+            summary: {"ok":18,"degraded":0,"unavailable":2,"not_applicable":14,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
+        "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
+    }
+
+    #[test]
+    fn a_wayland_desktop_with_wtype_and_no_daemon_or_stores() {
+        let mut facts = Facts {
+            platform: Some(Platform::Linux),
+            features: super::super::probe::BUILD_FEATURES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ..Facts::default()
+        };
+        facts
+            .env
+            .insert("WAYLAND_DISPLAY".into(), "wayland-1".into());
+        facts
+            .env
+            .insert("XDG_SESSION_TYPE".into(), "wayland".into());
+        facts
+            .binaries
+            .insert("wtype".into(), binary("/usr/bin/wtype"));
+        expect_test::expect![[r#"
+            cli unavailable daemon_down
+            daemon_socket unavailable daemon_down
+            mcp_stdio_server unavailable daemon_down
+            mcp_http unavailable daemon_down
+            dashboard_rest unavailable daemon_down
+            plugin_socket_vscode_family unavailable daemon_down
+            plugin_socket_jetbrains unavailable daemon_down
+            vscode_native_chat_open not_applicable plugin_missing
+            vscode_plugin_drive not_applicable plugin_missing
+            antigravity_native_send not_applicable plugin_missing
+            cursor_native_new_chat not_applicable plugin_missing
+            cursor_plugin_drive not_applicable plugin_missing
+            windsurf_plugin_drive not_applicable plugin_missing
+            jetbrains_plugin_drive not_applicable plugin_missing
+            jetbrains_copilot_plugin_drive not_applicable plugin_missing
+            jetbrains_claude_code_plugin_drive not_applicable plugin_missing
+            jetbrains_junie_plugin_drive not_applicable plugin_missing
+            os_injector_xdotool not_applicable no_display
+            os_injector_wtype ok
+            os_injector_ydotool unavailable injector_missing
+            os_injector_enigo not_applicable no_display
+            clipboard_x11 not_applicable no_display
+            clipboard_wayland unavailable clipboard_unavailable
+            dbus_session unavailable bus_unavailable
+            filesystem_artifacts ok
+            chat_history_claude_code_jsonl not_applicable store_missing
+            chat_history_copilot_json not_applicable store_missing
+            chat_history_cursor_sqlite not_applicable store_missing
+            chat_history_cursor_legacy_sqlite not_applicable store_missing
+            chat_history_cline_tasks not_applicable store_missing
+            chat_history_cline_sessions not_applicable store_missing
+            chat_history_codex_jsonl not_applicable store_missing
+            chat_history_gemini_cli not_applicable store_missing
+            chat_history_antigravity_pb_readonly not_applicable store_missing
+            summary: {"ok":2,"degraded":0,"unavailable":10,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
+        "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
+    }
 }

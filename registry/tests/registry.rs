@@ -200,6 +200,9 @@ fn the_built_in_vs_code_family_stores_name_every_product_in_every_layout() {
     assert!(cline.contains(
         &"${XDG_CONFIG_HOME:-~/.config}/Cursor/User/globalStorage/kilocode.kilo-code/tasks".into()
     ));
+    // The Cline CLI before the SDK (and Cline's standalone core) keeps its tasks in its
+    // own folder.
+    assert!(cline.contains(&"${CLINE_DIR:-~/.cline}/data/tasks".into()));
     assert_eq!(copilot.len(), user_dirs.len());
-    assert_eq!(cline.len(), (user_dirs.len() + 1) * 3);
+    assert_eq!(cline.len(), (user_dirs.len() + 1) * 3 + 1);
 }

@@ -134,12 +134,17 @@ impl AnnounceConfig {
     }
 }
 
-/// `<id>` of a Cline location `…/globalStorage/<id>/tasks`.
+/// `<id>` of a Cline location `…/globalStorage/<id>/tasks` (not the CLI's
+/// `~/.cline/data/tasks`, which no window announces).
 fn cline_extension_id(location: &Path) -> Option<String> {
     if location.file_name()? != "tasks" {
         return None;
     }
-    let id = location.parent()?.file_name()?.to_str()?;
+    let extension = location.parent()?;
+    if extension.parent()?.file_name()? != "globalStorage" {
+        return None;
+    }
+    let id = extension.file_name()?.to_str()?;
     Some(id.to_string())
 }
 
@@ -490,5 +495,10 @@ mod tests {
             None
         );
         assert_eq!(cline_extension_id(Path::new("tasks")), None);
+        assert_eq!(
+            cline_extension_id(Path::new("/h/.cline/data/tasks")),
+            None,
+            "the Cline CLI's own folder is no extension"
+        );
     }
 }

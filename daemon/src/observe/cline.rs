@@ -11,7 +11,9 @@
 //! over the streamed messages of the same call. Blocking asks say what the task waits for
 //! (`completion_result` = done, `followup` = a question, `tool`/`command`/… = approval,
 //! `api_req_failed`/`mistake_limit_reached` = failure). `resume_task` is written when an
-//! interrupted task is reopened (or, in Cline 4, cancelled); what the task does after it,
+//! interrupted task is reopened (or, in Cline 4, cancelled, and by the Cline CLI 2.x when it
+//! stops a task, `-y` runs right after their final `say:"completion_result"`: a task
+//! stopped after its result completed); what the task does after it,
 //! unless the user types (`user_feedback`), continues the work without a prompt and is
 //! reported as a turn of its own. Neither file carries the working directory: Roo keeps it
 //! in `tasks/<id>/history_item.json` (`workspace`), Cline in `state/taskHistory.json`
@@ -133,10 +135,12 @@ enum Effect {
     /// An API call: in flight or finished (`None`), or cut short (`Some` end state).
     ApiRequest(Option<TurnState>),
     /// Streamed work: text, reasoning, tool output, non-blocking asks. `reply` is the
-    /// text when it is assistant text; `complete` when it is final (not partial) text.
+    /// text when it is assistant text; `complete` when it is final (not partial) text;
+    /// `result` when it is the task's result, a final `say:"completion_result"`.
     Work {
         reply: Option<String>,
         complete: bool,
+        result: bool,
     },
     /// A blocking ask: what the task now waits for, with the text to show as the answer.
     Ask(TurnState, Option<String>),
@@ -152,17 +156,20 @@ fn classify(message: &UiMessage, first: bool) -> Effect {
         ("say", "text" | "completion_result") => Effect::Work {
             reply: Some(message.text.to_string()),
             complete: !message.partial,
+            result: message.name == "completion_result" && !message.partial,
         },
         ("say", "api_req_started") => Effect::ApiRequest(api_request_end(message.text)),
         ("say", "error") => Effect::Neutral,
         ("say", _) => Effect::Work {
             reply: None,
             complete: false,
+            result: false,
         },
         // A partial ask is still being streamed: the task is working, not waiting.
         ("ask", _) if message.partial => Effect::Work {
             reply: None,
             complete: false,
+            result: false,
         },
         ("ask", "resume_task") => Effect::Resume { completed: false },
         ("ask", "resume_completed_task") => Effect::Resume { completed: true },
@@ -171,6 +178,7 @@ fn classify(message: &UiMessage, first: bool) -> Effect {
             None => Effect::Work {
                 reply: None,
                 complete: false,
+                result: false,
             },
         },
         _ => Effect::Neutral,
@@ -245,6 +253,11 @@ struct TurnBuilder {
     turn: TurnSnapshot,
     /// The latest API call was cut short: its streamed messages do not reopen the turn.
     request_cut_short: bool,
+    /// The task's result (a final `say:"completion_result"`) is the turn's latest answer:
+    /// no API call, ask or text came after it. A `resume_task` then stopped a task that
+    /// had finished its work (the CLI's `-y` runs end this way, without the
+    /// `ask:"completion_result"`), so the turn completed rather than being cancelled.
+    result_delivered: bool,
 }
 
 /// The task's turns, assembled message by message.
@@ -275,6 +288,7 @@ impl TaskTurns {
                 ts_ms: message.ts,
             },
             request_cut_short: false,
+            result_delivered: false,
         });
     }
 
@@ -311,7 +325,7 @@ impl TaskTurns {
             Effect::Prompt | Effect::Neutral => {}
             Effect::Resume { completed } => {
                 if !ended(&turn.state) {
-                    turn.state = if completed {
+                    turn.state = if completed || builder.result_delivered {
                         TurnState::Completed
                     } else {
                         TurnState::Cancelled
@@ -319,12 +333,22 @@ impl TaskTurns {
                 }
             }
             Effect::ApiRequest(end) => {
+                builder.result_delivered = false;
                 builder.request_cut_short = end.is_some();
                 turn.state = end.unwrap_or(TurnState::Replying);
             }
-            Effect::Work { reply, complete } => {
+            Effect::Work {
+                reply,
+                complete,
+                result,
+            } => {
                 let reply = reply.filter(|text| !text.trim().is_empty());
                 let has_reply = reply.is_some();
+                // Work without text after the result (a hook's status, a checkpoint)
+                // leaves it delivered; new text or a new result decides anew.
+                if has_reply || result {
+                    builder.result_delivered = result && has_reply;
+                }
                 if let Some(text) = reply {
                     turn.reply = text;
                 }
@@ -345,6 +369,7 @@ impl TaskTurns {
                     turn.reply = text;
                 }
                 builder.request_cut_short = false;
+                builder.result_delivered = false;
                 turn.state = state;
             }
         }
@@ -506,6 +531,40 @@ mod tests {
                 r#"{"ts":2,"type":"ask","ask":"completion_result"},
                    {"ts":3,"type":"ask","ask":"resume_completed_task"}"#,
                 TurnState::Completed,
+            ),
+            (
+                "stopped right after its result (the CLI's -y runs)",
+                r#"{"ts":2,"type":"say","say":"api_req_started","text":"{\"cost\":0}"},
+                   {"ts":3,"type":"say","say":"text","text":"","partial":true},
+                   {"ts":4,"type":"say","say":"completion_result","text":"Paris."},
+                   {"ts":5,"type":"ask","ask":"resume_task"}"#,
+                TurnState::Completed,
+            ),
+            (
+                "stopped after its result and a hook's status",
+                r#"{"ts":4,"type":"say","say":"completion_result","text":"Paris."},
+                   {"ts":5,"type":"say","say":"hook_status","text":"{}"},
+                   {"ts":6,"type":"ask","ask":"resume_task"}"#,
+                TurnState::Completed,
+            ),
+            (
+                "stopped while its result is still streamed",
+                r#"{"ts":4,"type":"say","say":"completion_result","text":"Par","partial":true},
+                   {"ts":5,"type":"ask","ask":"resume_task"}"#,
+                TurnState::Cancelled,
+            ),
+            (
+                "stopped after final text that is not the result",
+                r#"{"ts":4,"type":"say","say":"text","text":"I'll run ls."},
+                   {"ts":5,"type":"ask","ask":"resume_task"}"#,
+                TurnState::Cancelled,
+            ),
+            (
+                "stopped while the result's command waits for approval",
+                r#"{"ts":4,"type":"say","say":"completion_result","text":"Built it."},
+                   {"ts":5,"type":"ask","ask":"command","text":"open index.html"},
+                   {"ts":6,"type":"ask","ask":"resume_task"}"#,
+                TurnState::Cancelled,
             ),
             (
                 "reopened after a failure stays failed",

@@ -267,12 +267,20 @@ impl Store {
             }
             Store::Cline => {
                 // <extension>/tasks/<task>/ui_messages.json
-                let task_dir = path.parent().unwrap_or(path);
-                let task = file_name(task_dir);
-                let workspace = cline_workspace(task_dir, &task);
+                let task_dir = path.parent().unwrap_or(path).to_path_buf();
+                let task = file_name(&task_dir);
+                // Cline writes a new task's ui_messages.json before its taskHistory.json
+                // entry: looked up again at each read until found.
+                let workspace = std::sync::Mutex::new(cline_workspace(&task_dir, &task));
                 Box::new(DocumentFollower::new(
                     path,
                     Box::new(move |bytes| {
+                        let mut workspace = workspace
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner());
+                        if workspace.is_none() {
+                            *workspace = cline_workspace(&task_dir, &task);
+                        }
                         cline::parse_ui_messages(bytes, &task, workspace.as_deref())
                     }),
                 ))

@@ -11,14 +11,19 @@ It speaks just enough of each wire protocol, streamed as the real APIs stream it
   `:generateContent`, `:countTokens`), for Gemini CLI;
 - OpenAI Chat Completions (`POST /v1/chat/completions`, SSE `chat.completion.chunk` …
   `[DONE]`, or one `chat.completion` when `stream` is false), for the Cline CLI's
-  `openai-compatible` provider.
+  `openai-compatible` provider (3.x, native tool calls) and `openai` provider (1.x/2.x,
+  Cline's classic core: no `tools` in the request, tools called in XML in the text).
 
 What the fake model answers is scripted, not generated:
 - when the last thing in the conversation is a tool's result, a final answer quoting the
   result's first line;
 - when the latest prompt asks to run `ls` (the words "run ls") and the request offers a
   shell tool, a call of that tool with the command `ls`;
-- otherwise the canned answer of `ANSWERS` for the prompt, or a sentence repeating it.
+- when the latest prompt asks a question back (the words "ask me"), Cline's classic
+  `ask_followup_question`;
+- otherwise the canned answer of `ANSWERS` for the prompt, or a sentence repeating it
+  (for Cline's classic core, inside `attempt_completion`, since it requires a tool in
+  every answer).
 Side requests (titles, next-speaker checks, routing) get the same text rules; a request
 with a JSON response schema gets an object that fills the schema.
 
@@ -349,7 +354,51 @@ def chat_text(content):
                      if isinstance(part, dict) and part.get("type") == "text")
 
 
+def classic_cline(body):
+    """Whether the request comes from Cline's classic core (CLI 1.x/2.x, the extension):
+    no native tools, and a system prompt that teaches XML tool use."""
+    messages = body.get("messages") or []
+    system = chat_text(messages[0].get("content")) if messages else ""
+    return not body.get("tools") and "attempt_completion" in system
+
+
+CLASSIC_PROMPT_TAGS = ("task", "feedback", "user_message", "answer")
+
+
+def classic_cline_decide(body):
+    """Cline's classic core: the last user message is either a tool's result
+    (`[execute_command for 'ls'] Result:`) or carries the user's words in one of
+    `CLASSIC_PROMPT_TAGS`; the answer is one XML tool use."""
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    text = chat_text(users[-1].get("content")) if users else ""
+    if text.lstrip().startswith("[execute_command for"):
+        # The result is the message's first part (reminders and the environment follow).
+        content = users[-1].get("content")
+        result = chat_text(content[:1] if isinstance(content, list) else content)
+        result = result.split("Output:", 1)[1] if "Output:" in result else result
+        return f"<attempt_completion>\n<result>\n{after_tool(result)}\n</result>\n</attempt_completion>"
+    prompt = ""
+    last_at = -1
+    for tag in CLASSIC_PROMPT_TAGS:
+        at = text.rfind(f"<{tag}>")
+        end = text.find(f"</{tag}>", at)
+        if at > last_at and end > at:
+            last_at = at
+            prompt = text[at + len(tag) + 2:end].strip()
+    if wants_ls(prompt):
+        return (f"{PREAMBLE}\n\n<execute_command>\n<command>ls</command>\n"
+                "<requires_approval>false</requires_approval>\n</execute_command>")
+    if "ask me" in prompt.lower():
+        return ("<ask_followup_question>\n<question>Which file should I look at first?"
+                "</question>\n<options>[\"hello.py\", \"notes.txt\"]</options>\n"
+                "</ask_followup_question>")
+    return (f"<attempt_completion>\n<result>\n{answer_for(prompt)}\n</result>\n"
+            "</attempt_completion>")
+
+
 def chat_decide(body):
+    if classic_cline(body):
+        return "text", classic_cline_decide(body)
     tools = [tool.get("function", {}).get("name") for tool in body.get("tools") or []
              if isinstance(tool, dict)]
     prompt = None

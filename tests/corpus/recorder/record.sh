@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Records real history files of Codex CLI, Gemini CLI, Claude Code and the Cline CLI for
-# tests/corpus/:
+# Records real history files of Codex CLI, Gemini CLI, Claude Code and the Cline CLI (3.x,
+# SDK sessions; 2.x, Cline's classic task folders) for tests/corpus/:
 # installs the tools into a temporary folder (npm, never into the repository), starts the
 # fake model server beside this script, runs each tool's non-interactive mode under its
 # own temporary HOME against it, and prints where each history file was written. Copy the
 # files into tests/corpus/<store>/ unchanged and write their `.expect.json` by reading
 # them. Not run in CI: the corpus files are committed and the replay test only reads them.
 #
-# Usage: tests/corpus/recorder/record.sh [codex|gemini|claude|cline ...]   (all by default)
+# Usage: tests/corpus/recorder/record.sh [codex|gemini|claude|cline|cline2 ...]   (all by default)
 # Environment: REC (the work folder, /tmp/koru-rec), PORT (8765), TOOLS (where npm installs
-# the tools, $REC/tools; an existing install there is reused).
+# the tools, $REC/tools; an existing install there is reused), CLINE2 (the 2.x version of
+# the Cline CLI, 2.18.0; installed in $REC/tools-cline2, beside the 3.x one).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -135,7 +136,49 @@ record_cline() {
   find "$sessions" -type f | sort
 }
 
-for tool in "${@:-codex gemini claude cline}"; do
+record_cline2() {
+  local root="$REC/cline2"
+  local version="${CLINE2:-2.18.0}"
+  local tools="$REC/tools-cline2"
+  if [ ! -x "$tools/node_modules/.bin/cline" ]; then
+    mkdir -p "$tools"
+    (cd "$tools" && npm init -y >/dev/null && npm install "cline@$version")
+  fi
+  rm -rf "$root" && mkdir -p "$root/home"
+  project "$root/demo"
+  local tasks="$root/home/.cline/data/tasks"
+  local cline=(env HOME="$root/home" "$tools/node_modules/.bin/cline")
+  cd "$root/demo"
+  # The classic core's `openai` provider with a base URL speaks Chat Completions with
+  # tools in XML, which the fake model answers in kind.
+  "${cline[@]}" auth --provider openai --apikey dummy --modelid fake-model \
+    --baseurl "http://127.0.0.1:$PORT/v1" </dev/null
+  # Every state of each ui_messages.json (rewritten whole on each change) as it is written.
+  python3 "$HERE/capture_rewrites.py" --root "$tasks" --out "$root/rewrites" &
+  local capture=$!
+  # `-y` (yolo) approves every tool and answers for the user; the task ends when the
+  # model calls attempt_completion.
+  "${cline[@]}" task -y "What is the capital of France? Answer in one sentence." </dev/null
+  sleep 1.1
+  "${cline[@]}" task -y "Please run ls in this folder and tell me what it prints." </dev/null
+  sleep 1.1
+  "${cline[@]}" task -y "What is the capital of France? Answer in one sentence." </dev/null
+  # A second turn in the same task: `-T <id>` reopens it with a new prompt.
+  local last
+  last="$(ls -t "$tasks" | head -1)"
+  "${cline[@]}" task -y -T "$last" "And of Italy? One sentence too." </dev/null
+  sleep 1.1
+  # Without `-y` the question waits for an answer that never comes (no terminal); the
+  # CLI is then stopped with SIGTERM, as a user stops it.
+  timeout -s TERM 15 "${cline[@]}" task "Look at the files here, but ask me which one first." \
+    </dev/null || true
+  sleep 1
+  kill "$capture" && wait "$capture" || true
+  find "$root/home/.cline/data/tasks" "$root/home/.cline/data/state" -type f | sort
+  find "$root/rewrites" -type f | sort
+}
+
+for tool in "${@:-codex gemini claude cline cline2}"; do
   for name in $tool; do
     "record_$name"
   done

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use koru_system_tests::{Observer, Sandbox};
+use koru_system_tests::{observed_kind, Observer, Sandbox};
 use rusqlite::Connection;
 use serde_json::Value;
 
@@ -364,15 +364,6 @@ fn folder_state(database: &Path) -> BTreeMap<PathBuf, (u64, SystemTime, Vec<u8>)
         .collect()
 }
 
-fn kind_of(event: &Value) -> String {
-    let kind = event["kind"].as_str().unwrap_or("?");
-    if event["basis"] == "inferred" {
-        format!("{kind} (inferred)")
-    } else {
-        kind.to_string()
-    }
-}
-
 /// The stream's events by chat until `expected` arrived (at most 30 s), then whatever else
 /// comes before the stream has been silent for `SILENCE`.
 fn events_by_chat(observer: &Observer, expected: usize) -> BTreeMap<String, Vec<Value>> {
@@ -474,7 +465,7 @@ fn replay(placement: Placement) {
         for wanted in &expect.chats {
             let what = format!("{placement:?}: chat {}", wanted.chat_id);
             let chat_events = events.remove(&wanted.chat_id).unwrap_or_default();
-            let kinds: Vec<String> = chat_events.iter().map(kind_of).collect();
+            let kinds: Vec<String> = chat_events.iter().map(observed_kind).collect();
             assert_eq!(kinds, wanted.events, "{what}: the live events");
             for event in &chat_events {
                 assert_eq!(event["store"], expect.store.as_str(), "{what}");

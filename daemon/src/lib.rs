@@ -1,28 +1,35 @@
 //! koru-daemon: the daemon (socket server, sessions, drives) and the `koru` command line that talks to it.
 //!
-//! Rooms: `server/` owns the Unix socket and one task per connection; `app/` is the single
-//! state machine that every connection feeds through one closed event enum; `client.rs` is
-//! the controller/plugin side of the protocol used by the CLI and the dev fake plugin;
-//! `cli/` holds the subcommands; `dev/` the reference fake plugin.
+//! Rooms, from the bottom up (docs/architecture.md; `tests/rooms.rs` keeps the order): base
+//! helpers; the domain rooms `registry/`, `observe/`, `drive/`; `control/` (the client side of
+//! the protocol under every face); `doctor/`; `app/` (the single state machine fed by one
+//! closed event enum); `server/` (the socket); `dev/` (the reference fake plugin); the faces
+//! `cli/`, `http/`, `mcp/`; `main_loop.rs` (the wiring); `entry.rs` (the binary).
 
 /// The state machine: sessions, drives, chats, recovery, fed by one closed event enum.
 pub mod app;
 /// The `koru` subcommands (a face).
 pub mod cli;
-/// The controller/plugin side of the protocol over the socket, for every face.
-pub mod client;
 /// Time behind a trait, so the state machine can be tested with a fake clock.
 pub mod clock;
 /// NDJSON framing with a line-length limit.
 pub mod codec;
+/// The control layer under the faces: the protocol's client side over the socket (typed
+/// requests, following a drive, the one client-error → code map), for every face.
+pub mod control;
 /// The reference fake plugin (`koru dev fake-plugin`) for plugin authors and tests.
 pub mod dev;
 /// `koru doctor`: probes, evaluation against the registry, the report and its rendering.
 pub mod doctor;
 /// Delivering a prompt: the route planner and OS injection.
 pub mod drive;
+/// What the `koru` binary runs: the command line handed to each command's room.
+pub mod entry;
 /// The loopback HTTP server: REST API, event stream, dashboard, MCP over HTTP (a face).
 pub mod http;
+/// The daemon's main loop and wiring: socket server, state machine, observers, registry
+/// watch, HTTP with MCP mounted in it, signals.
+pub mod main_loop;
 /// The MCP server for a controller LLM (a face).
 pub mod mcp;
 /// Chat-store observers: parsers, followers, the watcher.
@@ -37,3 +44,6 @@ pub mod registry;
 pub mod server;
 /// Plain-text tables and ages for the faces and doctor.
 pub mod table;
+/// What a workspace named by a user or a controller means (path, folder URI, remote form)
+/// and how well it matches a window's folders.
+pub mod workspace_ref;

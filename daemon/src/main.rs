@@ -1,5 +1,5 @@
 //! The `koru` binary: parses the command line and hands over to the CLI dispatcher.
 
 fn main() -> std::process::ExitCode {
-    koru_daemon::cli::main()
+    koru_daemon::entry::main()
 }

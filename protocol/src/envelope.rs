@@ -58,6 +58,9 @@ impl Envelope {
     }
 }
 
+/// The `bye` reason with which the daemon asks a plugin to connect again.
+pub const RECONNECT_REQUESTED: &str = "reconnect_requested";
+
 /// `bye`: the sender is about to close the connection.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Bye {

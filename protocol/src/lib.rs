@@ -23,7 +23,7 @@ pub use drive::{
 };
 pub use envelope::{
     decode_line, encode_line, Bye, DecodeError, DriveResult, Envelope, Message, RequestId,
-    StreamItem, KNOWN_MESSAGE_TYPES,
+    StreamItem, KNOWN_MESSAGE_TYPES, RECONNECT_REQUESTED,
 };
 pub use error::{ErrorCode, ErrorMessage, Location};
 pub use handshake::{
@@ -33,7 +33,7 @@ pub use handshake::{
 pub use observe::{
     ChatInfo, ChatsList, ChatsListResult, DriveObservation, NeedsInputKind, ObservationBasis,
     ObserveReport, ObserveReported, ObservedChatState, ObservedEvent, ObservedKind, ObservedStage,
-    ObserverMode, ObserverStatus, StoreProblem, StoreProblemKind,
+    ObserverMode, ObserverStatus, StoreProblem, StoreProblemKind, PLUGIN_OBSERVATION_STORE,
 };
 pub use product::IdeProduct;
 pub use recovery::{RecoveryAction, RecoveryResult, RecoveryRun, RECOVERY_ACTIONS};

@@ -154,6 +154,10 @@ impl ObservedStage {
     }
 }
 
+/// The `store` of a drive observation that came from the window's plugin (the chat told
+/// it), not from a chat-history store.
+pub const PLUGIN_OBSERVATION_STORE: &str = "plugin";
+
 /// What the chat-store observers proved about a drive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DriveObservation {
@@ -170,6 +174,13 @@ pub struct DriveObservation {
     /// Why it failed, or which drives made it ambiguous.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+}
+
+impl DriveObservation {
+    /// Whether the window's plugin told this (not a chat-history store).
+    pub fn is_from_plugin(&self) -> bool {
+        self.store == PLUGIN_OBSERVATION_STORE
+    }
 }
 
 /// `observe.report` (controller → daemon): observations from outside the stores — e.g.

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use koru_daemon::client::{controller_hello, Client};
+use koru_daemon::control::{controller_hello, Client};
 use koru_protocol::{DriveCreate, DriveOptions, DriveState, Message, StreamEvent, Target};
 use koru_system_tests::Sandbox;
 use rmcp::model::CallToolRequestParams;

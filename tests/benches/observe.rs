@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use koru_daemon::client::{controller_hello, Client};
+use koru_daemon::control::{controller_hello, Client};
 use koru_daemon::observe::claude_code::ClaudeCodeParser;
 use koru_daemon::observe::tail::JsonlTail;
 use koru_daemon::observe::LineParser;

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use koru_daemon::client::{self, Client};
+use koru_daemon::control::{self, Client};
 use koru_protocol::{
     encode_line, Ack, AckStage, Capability, DriveCreate, DriveOptions, DriveState, Envelope,
     IdeInfo, IdeProduct, Message, StreamEvent, StreamItem, Target, WindowInfo,
@@ -256,7 +256,7 @@ async fn drive_round_trips(
     let (drive_seen, mut drive_seen_at) = tokio::sync::mpsc::unbounded_channel();
     let plugin_task = tokio::spawn(answer_drives(plugin, drive_seen));
 
-    let mut controller = Client::connect(socket, client::controller_hello("koru-bench"))
+    let mut controller = Client::connect(socket, control::controller_hello("koru-bench"))
         .await
         .context("the controller cannot connect")?;
     let subscribed = controller.request(Message::EventsSubscribe {}).await?;
@@ -429,7 +429,7 @@ fn bench_plugin_hello() -> koru_protocol::Hello {
         Capability::ChatEvents,
     ];
     capabilities.extend(commands.map(|id| Capability::Command { id: id.to_string() }));
-    client::plugin_hello(
+    control::plugin_hello(
         "koru-bench-plugin",
         IdeInfo {
             product: IdeProduct::VsCode,

@@ -8,7 +8,6 @@
 pub mod drives;
 pub mod recovery;
 pub mod sessions;
-pub mod workspace_ref;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -99,34 +98,6 @@ pub enum DaemonEvent {
     Tick,
 }
 
-// The rooms below the loop report through their own types; the loop turns them into its
-// events here, so none of them imports `DaemonEvent`.
-impl From<crate::observe::watcher::ObserverReport> for DaemonEvent {
-    fn from(report: crate::observe::watcher::ObserverReport) -> Self {
-        use crate::observe::watcher::ObserverReport;
-        match report {
-            ObserverReport::Observed { events, replay } => DaemonEvent::Observed { events, replay },
-            ObserverReport::Health { observers } => DaemonEvent::ObserverHealth { observers },
-        }
-    }
-}
-
-impl From<crate::registry::watch::RegistryReloaded> for DaemonEvent {
-    fn from(report: crate::registry::watch::RegistryReloaded) -> Self {
-        DaemonEvent::RegistryChanged {
-            loaded: report.loaded,
-        }
-    }
-}
-
-impl From<crate::drive::inject::InjectionFinished> for DaemonEvent {
-    fn from(report: crate::drive::inject::InjectionFinished) -> Self {
-        DaemonEvent::InjectionFinished {
-            outcome: report.outcome,
-        }
-    }
-}
-
 /// How long after a drive is created its prompt may show up in a chat store and still be
 /// matched to it.
 const CORRELATION_WINDOW_MS: u64 = 120_000;
@@ -139,9 +110,7 @@ const OBSERVED_BUSY_MS: u64 = 300_000;
 /// from its plugin.
 const CHAT_RUNNING_BUSY_MS: u64 = 600_000;
 
-/// The `store` of a drive observation that came from the window's plugin (the chat told
-/// it), not from a chat-history store.
-pub const PLUGIN_OBSERVATION_STORE: &str = "plugin";
+pub use koru_protocol::PLUGIN_OBSERVATION_STORE;
 
 /// How far along a chat's handling of a prompt an observed stage is; later stages win.
 fn observed_rank(stage: koru_protocol::ObservedStage) -> u8 {
@@ -2074,31 +2043,6 @@ fn unknown_drive(drive_id: &str) -> ErrorMessage {
 fn new_id(prefix: &str) -> String {
     let hex = uuid::Uuid::new_v4().simple().to_string();
     format!("{prefix}{}", &hex[..12])
-}
-
-/// Runs the state machine until `shutdown` fires, then shuts it down.
-pub async fn run_loop<C: Clock>(
-    mut app: App<C>,
-    mut events: mpsc::Receiver<DaemonEvent>,
-    tick_every: std::time::Duration,
-    shutdown: CancellationToken,
-) {
-    let mut ticker = tokio::time::interval(tick_every);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let event = tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => break,
-            Some(event) = events.recv() => event,
-            _ = ticker.tick() => DaemonEvent::Tick,
-        };
-        // A bug in one handler must not take the daemon down: log it and go on.
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| app.handle(event)));
-        if outcome.is_err() {
-            tracing::error!("a daemon event handler panicked; the event was dropped");
-        }
-    }
-    app.shutdown();
 }
 
 #[cfg(test)]

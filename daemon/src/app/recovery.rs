@@ -487,8 +487,7 @@ impl<C: Clock> App<C> {
     }
 }
 
-/// The `bye` reason that asks a plugin to connect again.
-pub const RECONNECT_REQUESTED: &str = "reconnect_requested";
+pub use koru_protocol::RECONNECT_REQUESTED;
 
 fn no_session(session_id: &str) -> ErrorMessage {
     ErrorMessage::new(

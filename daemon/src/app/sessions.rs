@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use super::workspace_ref::WorkspaceRef;
+use crate::workspace_ref::WorkspaceRef;
 use koru_protocol::{
     Capability, ChatState, ClientInfo, ErrorCode, ErrorMessage, Hello, IdeInfo, IdeProduct, Role,
     SessionHealth, SessionInfo, Target, WindowInfo,

@@ -1,132 +1,24 @@
 //! The subcommands that talk to the daemon (status, sessions, send, drives, cancel) and the one that is the daemon.
 
 use std::io::{IsTerminal, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use koru_protocol::{
-    DriveCreate, DriveInfo, DriveOptions, DriveRef, DriveState, DrivesList, IdeProduct, Message,
+    DriveCreate, DriveInfo, DriveOptions, DriveState, DrivesList, IdeProduct, Message,
     SessionsList, StreamEvent, Target,
 };
-use tokio_util::sync::CancellationToken;
 
-use super::{CancelArgs, DaemonArgs, DrivesArgs, ObserveArgs, SendArgs};
-use crate::client::{controller_hello, Client};
+use super::{CancelArgs, DrivesArgs, ObserveArgs, SendArgs};
 use crate::clock::{Clock, SystemClock};
-use crate::server::DaemonConfig;
+use crate::control::Controller;
 use crate::table::{age, render};
 
-pub async fn daemon(
-    socket: PathBuf,
-    args: DaemonArgs,
-    registry_paths: crate::registry::LayerPaths,
-) -> anyhow::Result<ExitCode> {
-    let config = DaemonConfig {
-        heartbeat: Duration::from_millis(args.heartbeat_ms.max(1)),
-        handshake_timeout: Duration::from_millis(args.handshake_timeout_ms.max(1)),
-        max_line_bytes: args.max_line_bytes.max(64),
-        default_drive_timeout: Duration::from_millis(args.drive_timeout_ms.max(1)),
-        step_timeout: Duration::from_millis(args.step_timeout_ms.max(1)),
-        outbound_capacity: args.outbound_queue.max(1),
-        registry_paths,
-        observe: (!args.no_observe).then(|| crate::observe::watcher::ObserveConfig {
-            quiet: Duration::from_millis(args.observe_quiet_ms.max(1)),
-            ..Default::default()
-        }),
-        ..DaemonConfig::with_socket(socket)
-    };
-    let shutdown = CancellationToken::new();
-    let mut config = config;
-    let mut http_task = None;
-    if let Some(addr) = args.http {
-        check_http_address(addr, args.http_allow_remote)?;
-        let token_file = crate::http::token::token_path();
-        let token = crate::http::token::load_or_create(&token_file)
-            .context("cannot set up the HTTP bearer token")?;
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
-        let bound = listener.local_addr()?;
-        config.http = Some(koru_protocol::HttpStatus {
-            mcp_url: format!("http://{bound}/mcp"),
-            token: token.clone(),
-            token_file: token_file.display().to_string(),
-        });
-        let http_config = crate::http::HttpConfig {
-            token,
-            socket: config.socket_path.clone(),
-            layers: config.registry_paths.clone(),
-            event_buffer: args.http_event_buffer.max(1),
-        };
-        let stop = shutdown.clone();
-        http_task = Some(tokio::spawn(async move {
-            if let Err(error) = crate::http::serve(listener, http_config, stop).await {
-                tracing::error!(%error, "the HTTP server stopped");
-            }
-        }));
-    }
-    let signals = spawn_signal_handler(shutdown.clone())?;
-    let outcome = crate::server::run(config, shutdown.clone(), |_| {}).await;
-    shutdown.cancel();
-    signals.abort();
-    if let Some(task) = http_task {
-        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
-    }
-    outcome.context("cannot start the daemon")?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The `--http` binding rule: loopback, unless `--http-allow-remote` says otherwise (then
-/// with a warning, since others on the network can reach the port).
-pub fn check_http_address(addr: std::net::SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
-    if addr.ip().is_loopback() {
-        return Ok(());
-    }
-    if !allow_remote {
-        bail!(
-            "--http {addr} is not a loopback address; pass --http-allow-remote to serve it anyway"
-        );
-    }
-    tracing::warn!(
-        %addr,
-        "serving HTTP on a non-loopback address (--http-allow-remote): others on the network can reach it; the bearer token still guards it, but travels unencrypted"
-    );
-    Ok(())
-}
-
-/// `koru mcp`: an MCP server on stdin/stdout that acts through the daemon at `socket`.
-pub async fn mcp(socket: PathBuf, layers: crate::registry::LayerPaths) -> anyhow::Result<ExitCode> {
-    use rmcp::ServiceExt;
-    let server =
-        crate::mcp::server::KoruMcp::new(crate::mcp::backend::Backend::new(socket), layers);
-    let service = server
-        .serve(rmcp::transport::io::stdio_pipes())
-        .await
-        .context("the MCP client did not complete the handshake")?;
-    service.waiting().await.context("the MCP session failed")?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn spawn_signal_handler(
-    shutdown: CancellationToken,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    Ok(tokio::spawn(async move {
-        let name = tokio::select! {
-            _ = terminate.recv() => "SIGTERM",
-            _ = interrupt.recv() => "SIGINT",
-        };
-        tracing::info!(signal = name, "stopping");
-        shutdown.cancel();
-    }))
-}
-
-pub(super) async fn connect(socket: &Path) -> anyhow::Result<Client> {
-    Ok(Client::connect(socket, controller_hello("koru-cli")).await?)
+/// The CLI's controller for the daemon at `socket`.
+pub(super) fn controller(socket: &Path) -> Controller {
+    Controller::new(socket.to_path_buf(), "koru-cli")
 }
 
 /// Pretty JSON on stdout.
@@ -138,11 +30,7 @@ pub(super) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 }
 
 pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let mut client = connect(socket).await?;
-    let Message::StatusResult(status) = client.request(Message::Status {}).await? else {
-        bail!("the daemon answered status with something else");
-    };
-    client.close().await;
+    let status = controller(socket).once(|c| Box::pin(c.status())).await?;
     if json {
         print_json(&status)?;
     } else {
@@ -174,14 +62,9 @@ pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn sessions(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let mut client = connect(socket).await?;
-    let Message::SessionsListResult(result) = client
-        .request(Message::SessionsList(SessionsList::default()))
-        .await?
-    else {
-        bail!("the daemon answered sessions.list with something else");
-    };
-    client.close().await;
+    let result = controller(socket)
+        .once(|c| Box::pin(c.sessions(SessionsList::default())))
+        .await?;
     if json {
         print_json(&result.sessions)?;
         return Ok(ExitCode::SUCCESS);
@@ -235,17 +118,13 @@ pub async fn sessions(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode> {
-    let mut client = connect(socket).await?;
-    let Message::DrivesListResult(result) = client
-        .request(Message::DrivesList(DrivesList {
-            session_id: args.session,
-            active_only: args.active,
-        }))
-        .await?
-    else {
-        bail!("the daemon answered drives.list with something else");
+    let filter = DrivesList {
+        session_id: args.session,
+        active_only: args.active,
     };
-    client.close().await;
+    let result = controller(socket)
+        .once(|c| Box::pin(c.drives(filter)))
+        .await?;
     if args.json {
         print_json(&result.drives)?;
         return Ok(ExitCode::SUCCESS);
@@ -284,20 +163,13 @@ pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode>
 }
 
 pub async fn cancel(socket: &Path, args: CancelArgs) -> anyhow::Result<ExitCode> {
-    let mut client = connect(socket).await?;
-    let reply = client
-        .request(Message::DriveCancel(DriveRef {
-            drive_id: args.drive_id,
-        }))
+    let drive = controller(socket)
+        .once(move |c| Box::pin(c.cancel_drive(args.drive_id)))
         .await?;
-    client.close().await;
-    let Message::DriveResult(result) = reply else {
-        bail!("the daemon answered drive.cancel with something else");
-    };
     if args.json {
-        print_json(&result.drive)?;
+        print_json(&drive)?;
     } else {
-        println!("{} {}", result.drive.drive_id, result.drive.state);
+        println!("{} {}", drive.drive_id, drive.state);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -332,8 +204,8 @@ fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
         if let Some(text) = workspace.to_str() {
             if text.contains("://")
                 || matches!(
-                    crate::app::workspace_ref::WorkspaceRef::parse(text),
-                    Ok(crate::app::workspace_ref::WorkspaceRef::Remote { .. })
+                    crate::workspace_ref::WorkspaceRef::parse(text),
+                    Ok(crate::workspace_ref::WorkspaceRef::Remote { .. })
                 )
             {
                 return Ok(Target::Workspace(text.to_string()));
@@ -367,12 +239,12 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let wait = args.wait || args.wait_reply;
-    let mut client = connect(socket).await?;
+    let mut client = controller(socket).connect().await?;
     if wait {
-        client.request(Message::EventsSubscribe {}).await?;
+        client.subscribe().await?;
     }
-    let reply = client
-        .request(Message::DriveCreate(DriveCreate {
+    let created = client
+        .create_drive(DriveCreate {
             target,
             prompt,
             options: DriveOptions {
@@ -385,34 +257,31 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
                     koru_protocol::BusyPolicy::Queue
                 },
             },
-        }))
+        })
         .await?;
-    let Message::DriveResult(created) = reply else {
-        bail!("the daemon answered drive.create with something else");
-    };
-    let drive_id = created.drive.drive_id.clone();
+    let drive_id = created.drive_id.clone();
     if !wait {
         if args.json {
-            print_json(&created.drive)?;
+            print_json(&created)?;
         } else {
             println!(
                 "{drive_id} {} (session {})",
-                created.drive.state, created.drive.session_id
+                created.state, created.session_id
             );
         }
         client.close().await;
         return Ok(ExitCode::SUCCESS);
     }
 
-    let mut progress = Progress::new(!args.json, created.drive.created_at_ms);
-    progress.show(&created.drive);
+    let mut progress = Progress::new(!args.json, created.created_at_ms);
+    progress.show(&created);
     // The drive's own deadline ends it; waiting for the reply after it is bounded here.
     let reply_deadline =
         tokio::time::Instant::now() + Duration::from_secs_f64(args.timeout.unwrap_or(120.0));
     let wait_reply = args.wait_reply;
     let followed = client
         .follow_drive(
-            created.drive,
+            created,
             |drive| {
                 drive.state.is_terminal()
                     && !(wait_reply && drive.state == DriveState::Done && !drive.reply_settled())
@@ -420,14 +289,14 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
             |drive| drive.state.is_terminal().then_some(reply_deadline),
             Some(Duration::from_millis(120)),
             |event| match event {
-                crate::client::Followed::Update(drive) => progress.show(drive),
-                crate::client::Followed::Tick(drive) => progress.spin(drive.state),
+                crate::control::Followed::Update(drive) => progress.show(drive),
+                crate::control::Followed::Tick(drive) => progress.spin(drive.state),
             },
         )
         .await;
     let (last, reply_timed_out) = match followed {
         Ok(followed) => followed,
-        Err(crate::client::ClientError::Closed) => {
+        Err(crate::control::ClientError::Closed) => {
             bail!("the daemon closed the connection before drive {drive_id} ended")
         }
         Err(error) => return Err(error.into()),
@@ -584,8 +453,8 @@ pub async fn observe(socket: &Path, args: ObserveArgs) -> anyhow::Result<ExitCod
         ),
         None => None,
     };
-    let mut client = connect(socket).await?;
-    client.request(Message::EventsSubscribe {}).await?;
+    let mut client = controller(socket).connect().await?;
+    client.subscribe().await?;
     let mut stdout = std::io::stdout();
     while let Some(envelope) = client.next().await? {
         let Message::Stream(item) = envelope.message else {
@@ -657,14 +526,9 @@ fn describe_observation(o: &koru_protocol::ObservedEvent) -> String {
 
 /// `koru chats`.
 pub async fn chats(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let mut client = connect(socket).await?;
-    let Message::ChatsListResult(result) = client
-        .request(Message::ChatsList(koru_protocol::ChatsList::default()))
-        .await?
-    else {
-        bail!("the daemon answered chats.list with something else");
-    };
-    client.close().await;
+    let result = controller(socket)
+        .once(|c| Box::pin(c.chats(koru_protocol::ChatsList::default())))
+        .await?;
     if json {
         print_json(&result.chats)?;
         return Ok(ExitCode::SUCCESS);
@@ -777,7 +641,7 @@ fn report_reply(drive: &DriveInfo, timed_out: bool, json: bool) -> ExitCode {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
-            let place = if o.store == crate::app::PLUGIN_OBSERVATION_STORE {
+            let place = if o.is_from_plugin() {
                 "the window's chat (as its plugin reports)".to_string()
             } else {
                 format!("{} chat {}", o.store, o.chat_id)

@@ -5,12 +5,10 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use koru_protocol::{
-    Message, NeedsInputKind, ObservationBasis, ObserveReport, ObservedEvent, ObservedKind,
-};
+use koru_protocol::{NeedsInputKind, ObservationBasis, ObserveReport, ObservedEvent, ObservedKind};
 use serde_json::Value;
 
-use crate::client::{controller_hello, Client};
+use crate::control::Controller;
 use crate::observe::{claude_code, excerpt_and_length};
 
 /// The observation a hook's stdin JSON means, if any. Pure, for tests.
@@ -107,17 +105,15 @@ pub async fn run(socket: &Path, print_config: bool) -> anyhow::Result<ExitCode> 
         return Ok(ExitCode::SUCCESS);
     };
     let forward = async {
-        let mut client = Client::connect(socket, controller_hello("koru-hook")).await?;
-        client
-            .request(Message::ObserveReport(ObserveReport {
-                observations: vec![observation],
-            }))
-            .await?;
-        client.close().await;
-        Ok::<(), crate::client::ClientError>(())
+        let report = ObserveReport {
+            observations: vec![observation],
+        };
+        Controller::new(socket.to_path_buf(), "koru-hook")
+            .once(|c| Box::pin(c.report_observation(report)))
+            .await
     };
     match tokio::time::timeout(Duration::from_secs(2), forward).await {
-        Ok(Ok(())) => {}
+        Ok(Ok(_)) => {}
         Ok(Err(error)) => eprintln!("koru hook: {error}"),
         Err(_) => eprintln!("koru hook: the daemon did not answer within 2 s"),
     }

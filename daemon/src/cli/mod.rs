@@ -135,8 +135,9 @@ pub struct DaemonArgs {
     #[arg(long)]
     pub http_allow_remote: bool,
     /// How many events the HTTP server keeps for clients that resume (tests make it small)
-    #[arg(long, value_name = "EVENTS", default_value_t = crate::http::events::DEFAULT_BUFFER, hide = true)]
-    pub http_event_buffer: usize,
+    /// [default: the HTTP server's own, 1024]
+    #[arg(long, value_name = "EVENTS", hide = true)]
+    pub http_event_buffer: Option<usize>,
     /// Do not observe the AI agents' chat-history stores
     #[arg(long)]
     pub no_observe: bool,
@@ -291,102 +292,47 @@ pub enum DevCommand {
     ProtocolSchema,
 }
 
-/// Entry point of the binary.
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logging(cli.log_format, matches!(cli.command, Command::Daemon(_)));
-    // The daemon is one event loop on one thread: every message crosses several tasks
-    // (connection reader → state machine → peer's writer), and on one thread those
-    // hand-offs are plain queue pushes instead of cross-thread wake-ups. Blocking work
-    // (registry reloads) goes to tokio's blocking pool.
-    let mut builder = if matches!(cli.command, Command::Daemon(_)) {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-    };
-    let runtime = match builder.enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("koru: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
+/// Runs one of the client commands (every command but `daemon`, `mcp` and `dev
+/// fake-plugin`, which `entry.rs` hands to their own rooms).
+pub async fn run(
+    command: Command,
+    socket: &std::path::Path,
+    layers: crate::registry::LayerPaths,
+) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Doctor(args) => doctor_cmd::run(socket, args, layers).await,
+        Command::Registry(RegistryCommand::Validate { file }) => {
+            registry_cmd::validate(file.as_deref(), &layers)
         }
-    };
-    let socket = crate::paths::socket_path(cli.socket.as_deref());
-    let layers = registry_cmd::cli_layer_paths(cli.registry.as_ref());
-    let outcome = runtime.block_on(async move {
-        match cli.command {
-            Command::Daemon(args) => {
-                // The daemon's own layers: project layers belong to sessions, not to the
-                // directory the daemon was started from.
-                let daemon_layers =
-                    crate::registry::LayerPaths::discover(None, cli.registry.as_deref());
-                commands::daemon(socket, args, daemon_layers).await
-            }
-            Command::Doctor(args) => doctor_cmd::run(&socket, args, layers).await,
-            Command::Registry(RegistryCommand::Validate { file }) => {
-                registry_cmd::validate(file.as_deref(), &layers)
-            }
-            Command::Registry(RegistryCommand::Show { id, json }) => {
-                registry_cmd::show(id.as_deref(), json, &layers)
-            }
-            Command::Registry(RegistryCommand::Schema) => registry_cmd::schema(),
-            Command::Status(flag) => commands::status(&socket, flag.json).await,
-            Command::Sessions(flag) => commands::sessions(&socket, flag.json).await,
-            Command::Send(args) => commands::send(&socket, args).await,
-            Command::Drives(args) => commands::drives(&socket, args).await,
-            Command::Cancel(args) => commands::cancel(&socket, args).await,
-            Command::Recover(args) => recover_cmd::run(&socket, args).await,
-            Command::Completions { shell } => {
-                clap_complete::generate(shell, &mut Cli::command(), "koru", &mut std::io::stdout());
-                Ok(ExitCode::SUCCESS)
-            }
-            Command::Dev(DevCommand::ProtocolSchema) => {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&koru_protocol::json_schema())?
-                );
-                Ok(ExitCode::SUCCESS)
-            }
-            Command::Mcp => commands::mcp(socket, layers).await,
-            Command::Dashboard(args) => dashboard_cmd::run(&socket, args).await,
-            Command::Hook(HookCommand::ClaudeCode { print_config }) => {
-                hook_cmd::run(&socket, print_config).await
-            }
-            Command::Observe(args) => commands::observe(&socket, args).await,
-            Command::Chats(flag) => commands::chats(&socket, flag.json).await,
-            Command::Dev(DevCommand::FakePlugin(args)) => {
-                crate::dev::fake_plugin::run(&socket, *args).await
-            }
+        Command::Registry(RegistryCommand::Show { id, json }) => {
+            registry_cmd::show(id.as_deref(), json, &layers)
         }
-    });
-    // Connection tasks may still be parked on I/O; do not wait for them at exit.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
-    match outcome {
-        Ok(code) => code,
-        Err(err) => {
-            if let Some(client_error) = err.downcast_ref::<crate::client::ClientError>() {
-                if matches!(client_error, crate::client::ClientError::NoDaemon { .. }) {
-                    eprintln!("koru: {client_error}");
-                    return ExitCode::from(EXIT_NO_DAEMON);
-                }
-            }
-            eprintln!("koru: {err:#}");
-            ExitCode::FAILURE
+        Command::Registry(RegistryCommand::Schema) => registry_cmd::schema(),
+        Command::Status(flag) => commands::status(socket, flag.json).await,
+        Command::Sessions(flag) => commands::sessions(socket, flag.json).await,
+        Command::Send(args) => commands::send(socket, args).await,
+        Command::Drives(args) => commands::drives(socket, args).await,
+        Command::Cancel(args) => commands::cancel(socket, args).await,
+        Command::Recover(args) => recover_cmd::run(socket, args).await,
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "koru", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Dev(DevCommand::ProtocolSchema) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&koru_protocol::json_schema())?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Dashboard(args) => dashboard_cmd::run(socket, args).await,
+        Command::Hook(HookCommand::ClaudeCode { print_config }) => {
+            hook_cmd::run(socket, print_config).await
+        }
+        Command::Observe(args) => commands::observe(socket, args).await,
+        Command::Chats(flag) => commands::chats(socket, flag.json).await,
+        Command::Daemon(_) | Command::Mcp | Command::Dev(DevCommand::FakePlugin(_)) => {
+            anyhow::bail!("daemon, mcp and dev fake-plugin are not client commands")
         }
     }
-}
-
-fn init_logging(format: LogFormat, is_daemon: bool) {
-    use tracing_subscriber::EnvFilter;
-    // The daemon logs at info by default; client commands stay quiet unless asked.
-    let default = if is_daemon { "info" } else { "warn" };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = match format {
-        LogFormat::Human => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
 }

@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail};
-use koru_protocol::{Message, RecoveryAction, RecoveryRun, Route};
+use anyhow::anyhow;
+use koru_protocol::{RecoveryAction, Route};
 
 use super::RecoverArgs;
 use crate::recovery::ArgumentError;
@@ -50,14 +50,9 @@ pub fn action_of(args: &RecoverArgs) -> anyhow::Result<RecoveryAction> {
 
 pub async fn run(socket: &Path, args: RecoverArgs) -> anyhow::Result<ExitCode> {
     let action = action_of(&args)?;
-    let mut client = super::commands::connect(socket).await?;
-    let reply = client
-        .request(Message::RecoveryRun(RecoveryRun { action }))
+    let result = super::commands::controller(socket)
+        .once(|c| Box::pin(c.run_recovery(action)))
         .await?;
-    client.close().await;
-    let Message::RecoveryResult(result) = reply else {
-        bail!("the daemon answered recovery.run with something else");
-    };
     if args.json {
         super::commands::print_json(&result)?;
     } else if result.ok {

@@ -14,7 +14,7 @@ use koru_protocol::{
     IdeProduct, Message, PluginEvent, PluginEventKind, Route, SubmitEvidence, WindowInfo,
 };
 
-use crate::client::{plugin_hello, Client};
+use crate::control::{plugin_hello, Client};
 
 /// How the fake plugin answers drives. Every behaviour that runs steps runs them honestly:
 /// a step whose command the fake IDE lacks fails, and a drive is acked only as far as its
@@ -574,7 +574,7 @@ async fn serve(
             Message::Bye(bye) => {
                 let reason = bye.reason.unwrap_or_default();
                 eprintln!("fake plugin: daemon said bye ({reason})");
-                reconnect = reason == crate::app::recovery::RECONNECT_REQUESTED;
+                reconnect = reason == koru_protocol::RECONNECT_REQUESTED;
             }
             Message::Error(error) => {
                 eprintln!(

@@ -4,10 +4,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use koru_protocol::{Message, SessionInfo, SessionsList, StatusInfo};
+use koru_protocol::{SessionInfo, SessionsList, StatusInfo};
 use koru_registry::{Platform, Registry};
 
-use crate::client::{controller_hello, Client};
+use crate::control::Controller;
 
 /// Features this build of koru has, for `requires.features`: every build has them all
 /// (the daemon links the enigo injector and serves MCP, the REST API and the dashboard
@@ -475,26 +475,14 @@ async fn probe_daemon(socket: &Path, timeout: Duration) -> DaemonFact {
         socket: socket.display().to_string(),
         ..DaemonFact::default()
     };
-    let ask = async {
-        let mut client = Client::connect(socket, controller_hello("koru-doctor")).await?;
-        let status = match client.request(Message::Status {}).await? {
-            Message::StatusResult(status) => status,
-            other => {
-                return Err(crate::client::ClientError::Unexpected(
-                    other.type_name().to_string(),
-                ))
-            }
-        };
-        let sessions = match client
-            .request(Message::SessionsList(SessionsList::default()))
-            .await?
-        {
-            Message::SessionsListResult(result) => result.sessions,
-            _ => Vec::new(),
-        };
-        client.close().await;
-        Ok::<_, crate::client::ClientError>((status, sessions))
-    };
+    let controller = Controller::new(socket.to_path_buf(), "koru-doctor");
+    let ask = controller.once(|client| {
+        Box::pin(async move {
+            let status = client.status().await?;
+            let sessions = client.sessions(SessionsList::default()).await?.sessions;
+            Ok((status, sessions))
+        })
+    });
     match tokio::time::timeout(timeout, ask).await {
         Ok(Ok((status, sessions))) => {
             fact.status = Some(status);

@@ -1,6 +1,5 @@
 //! The `/api/v1` JSON endpoints: each request opens a controller connection to the daemon (named `api` for the bearer token, `dashboard` for the cookie), asks, and answers with the protocol's own types; bodies are read with a size limit and parsed with the place of the first error.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use aide::axum::routing::{get_with, post_with};
@@ -18,9 +17,8 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use koru_protocol::{
-    ChatsList, ChatsListResult, DriveCreate, DriveRef, DriveResult, DriveState, DrivesList,
-    DrivesListResult, Message, RecoveryAction, RecoveryResult, RecoveryRun, SessionsList,
-    SessionsListResult, StatusInfo,
+    ChatsList, ChatsListResult, DriveCreate, DriveResult, DriveState, DrivesList, DrivesListResult,
+    RecoveryAction, RecoveryResult, RecoveryRun, SessionsList, SessionsListResult, StatusInfo,
 };
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -30,7 +28,7 @@ use super::auth::{Caller, CODE_LIFETIME};
 use super::errors::ApiError;
 use super::recovery::{actions, ActionList};
 use super::{events, AppState, MAX_BODY_BYTES};
-use crate::client::{controller_hello, Client};
+use crate::control::{Client, Controller, Exchange};
 use crate::doctor::DoctorReport;
 use crate::registry::view::RegistryView;
 
@@ -121,10 +119,9 @@ pub fn routes() -> ApiRouter<AppState> {
         )
 }
 
-/// A controller connection to the daemon on behalf of one request's caller.
+/// The daemon, reached on behalf of one request's caller (a connection per exchange).
 pub struct Daemon {
-    socket: PathBuf,
-    caller: Caller,
+    controller: Controller,
 }
 
 impl FromRequestParts<AppState> for Daemon {
@@ -135,8 +132,7 @@ impl FromRequestParts<AppState> for Daemon {
             ApiError::unauthorized("this endpoint needs the bearer token or the dashboard cookie")
         })?;
         Ok(Daemon {
-            socket: state.socket.clone(),
-            caller,
+            controller: Controller::new(state.socket.clone(), caller.client_name()),
         })
     }
 }
@@ -144,18 +140,13 @@ impl FromRequestParts<AppState> for Daemon {
 impl OperationInput for Daemon {}
 
 impl Daemon {
-    /// Sends one request on a fresh connection and returns the reply.
-    pub async fn ask(&self, message: Message) -> Result<Message, ApiError> {
-        let mut client =
-            Client::connect(&self.socket, controller_hello(self.caller.client_name())).await?;
-        let reply = client.request(message).await;
-        client.close().await;
-        Ok(reply?)
+    /// Runs one exchange on a fresh connection (see [`Controller::once`]).
+    pub async fn once<T>(
+        &self,
+        exchange: impl for<'a> FnOnce(&'a mut Client) -> Exchange<'a, T>,
+    ) -> Result<T, ApiError> {
+        Ok(self.controller.once(exchange).await?)
     }
-}
-
-fn unexpected(request: &str) -> ApiError {
-    ApiError::internal(format!("the daemon answered {request} with something else"))
 }
 
 /// A JSON request body: `Content-Type: application/json` (else 415), at most 1 MiB (else
@@ -370,9 +361,7 @@ async fn health() -> Json<Health> {
 }
 
 async fn status(daemon: Daemon) -> Result<Json<StatusInfo>, ApiError> {
-    let Message::StatusResult(mut status) = daemon.ask(Message::Status {}).await? else {
-        return Err(unexpected("status"));
-    };
+    let mut status = daemon.once(|c| Box::pin(c.status())).await?;
     if let Some(http) = status.http.as_mut() {
         // The token authenticates programs; a page that can read this already has access.
         http.token = String::new();
@@ -381,13 +370,10 @@ async fn status(daemon: Daemon) -> Result<Json<StatusInfo>, ApiError> {
 }
 
 async fn sessions(daemon: Daemon) -> Result<Json<SessionsListResult>, ApiError> {
-    match daemon
-        .ask(Message::SessionsList(SessionsList::default()))
-        .await?
-    {
-        Message::SessionsListResult(result) => Ok(Json(result)),
-        _ => Err(unexpected("sessions.list")),
-    }
+    let result = daemon
+        .once(|c| Box::pin(c.sessions(SessionsList::default())))
+        .await?;
+    Ok(Json(result))
 }
 
 /// The filters of `GET drives`.
@@ -443,10 +429,7 @@ async fn drives(
         session_id: query.session_id.filter(|s| !s.is_empty()),
         active_only: query.active.unwrap_or(false) || filter == Some(StateFilter::Active),
     };
-    let Message::DrivesListResult(mut result) = daemon.ask(Message::DrivesList(request)).await?
-    else {
-        return Err(unexpected("drives.list"));
-    };
+    let mut result = daemon.once(|c| Box::pin(c.drives(request))).await?;
     if let Some(filter) = filter {
         result.drives.retain(|d| filter.keeps(d.state));
     }
@@ -464,61 +447,53 @@ async fn drive(
     daemon: Daemon,
     Path(DriveId { id }): Path<DriveId>,
 ) -> Result<Json<DriveResult>, ApiError> {
-    match daemon
-        .ask(Message::DriveGet(DriveRef { drive_id: id }))
-        .await?
-    {
-        Message::DriveResult(result) => Ok(Json(result)),
-        _ => Err(unexpected("drive.get")),
-    }
+    let drive = daemon.once(move |c| Box::pin(c.get_drive(id))).await?;
+    Ok(Json(DriveResult { drive }))
 }
 
 async fn create_drive(
     daemon: Daemon,
     ApiJson(create): ApiJson<DriveCreate>,
 ) -> Result<Created<Json<DriveResult>>, ApiError> {
-    if create.prompt.len() > crate::client::MAX_PROMPT_BYTES {
+    if create.prompt.len() > crate::control::MAX_PROMPT_BYTES {
         return Err(ApiError::invalid_argument(format!(
             "`prompt` is {} bytes of UTF-8; the limit is {} bytes",
             create.prompt.len(),
-            crate::client::MAX_PROMPT_BYTES
+            crate::control::MAX_PROMPT_BYTES
         ))
         .with_detail(serde_json::json!({"field": "prompt"})));
     }
-    match daemon.ask(Message::DriveCreate(create)).await? {
-        Message::DriveResult(result) => Ok(Created(Json(result))),
-        _ => Err(unexpected("drive.create")),
-    }
+    let drive = daemon.once(|c| Box::pin(c.create_drive(create))).await?;
+    Ok(Created(Json(DriveResult { drive })))
 }
 
 async fn cancel_drive(
     daemon: Daemon,
     Path(DriveId { id }): Path<DriveId>,
 ) -> Result<Json<DriveResult>, ApiError> {
-    match daemon
-        .ask(Message::DriveCancel(DriveRef { drive_id: id }))
-        .await?
-    {
-        Message::DriveResult(result) => Ok(Json(result)),
-        _ => Err(unexpected("drive.cancel")),
-    }
+    let drive = daemon.once(move |c| Box::pin(c.cancel_drive(id))).await?;
+    Ok(Json(DriveResult { drive }))
 }
 
 async fn chats(daemon: Daemon) -> Result<Json<ChatsListResult>, ApiError> {
-    match daemon.ask(Message::ChatsList(ChatsList::default())).await? {
-        Message::ChatsListResult(result) => Ok(Json(result)),
-        _ => Err(unexpected("chats.list")),
-    }
+    let result = daemon
+        .once(|c| Box::pin(c.chats(ChatsList::default())))
+        .await?;
+    Ok(Json(result))
 }
 
 async fn doctor(
     daemon: Daemon,
     State(state): State<AppState>,
 ) -> Result<Json<DoctorReport>, ApiError> {
-    let report =
-        crate::doctor::build_report(&daemon.socket, &[], Duration::from_secs(2), &state.layers)
-            .await
-            .map_err(|error| ApiError::internal(format!("the doctor report failed: {error:#}")))?;
+    let report = crate::doctor::build_report(
+        daemon.controller.socket(),
+        &[],
+        Duration::from_secs(2),
+        &state.layers,
+    )
+    .await
+    .map_err(|error| ApiError::internal(format!("the doctor report failed: {error:#}")))?;
     Ok(Json(report))
 }
 
@@ -537,13 +512,8 @@ async fn interfaces(
 }
 
 async fn run(daemon: &Daemon, action: RecoveryAction) -> Result<Json<RecoveryResult>, ApiError> {
-    match daemon
-        .ask(Message::RecoveryRun(RecoveryRun { action }))
-        .await?
-    {
-        Message::RecoveryResult(result) => Ok(Json(result)),
-        _ => Err(unexpected("recovery.run")),
-    }
+    let result = daemon.once(|c| Box::pin(c.run_recovery(action))).await?;
+    Ok(Json(result))
 }
 
 async fn reload_registry(daemon: Daemon) -> Result<Json<RecoveryResult>, ApiError> {
@@ -561,14 +531,7 @@ async fn run_recovery(
     run(&daemon, request.action).await
 }
 
-/// A dashboard login link.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct LoginCode {
-    /// `http://HOST:PORT/login?code=…`: open it in a browser within a minute, once.
-    pub url: String,
-    /// When the code stops working (Unix ms).
-    pub expires_at_ms: u64,
-}
+pub use crate::control::dashboard_login::LoginCode;
 
 async fn dashboard_code(
     State(state): State<AppState>,

@@ -7,22 +7,10 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use koru_protocol::ErrorCode;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
-use crate::client::ClientError;
+use crate::control::ClientError;
 
-/// The body of every error answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ErrorBody {
-    /// A stable machine-readable code (`bad_json`, `unauthorized`, `unknown_drive`, …).
-    pub code: String,
-    /// One sentence for a person: what was wrong and what to do.
-    pub message: String,
-    /// More about where or why, when there is more to say (`bad_json`: `line`, `column`,
-    /// `path`), else null.
-    pub detail: Option<serde_json::Value>,
-}
+pub use crate::control::dashboard_login::ErrorBody;
 
 /// A refused or failed request: its status and body.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

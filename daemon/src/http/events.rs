@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::errors::ApiError;
 use super::AppState;
-use crate::client::{controller_hello, Client};
+use crate::control::{controller_hello, Client};
 
 /// How many events the hub keeps for clients that reconnect.
 pub const DEFAULT_BUFFER: usize = 1024;
@@ -300,9 +300,9 @@ impl EventsHub {
     }
 }
 
-async fn subscribe(socket: &std::path::Path) -> Result<Client, crate::client::ClientError> {
+async fn subscribe(socket: &std::path::Path) -> Result<Client, crate::control::ClientError> {
     let mut client = Client::connect(socket, controller_hello(HUB_CLIENT_NAME)).await?;
-    client.request(Message::EventsSubscribe {}).await?;
+    client.subscribe().await?;
     Ok(client)
 }
 

@@ -1,4 +1,4 @@
-//! The daemon's HTTP side (`koru daemon --http ADDR`): one loopback port serving MCP at `/mcp`, the JSON API at `/api/v1` with live events, and the embedded web dashboard; every request passes the guard in `auth.rs` first.
+//! The daemon's HTTP side (`koru daemon --http ADDR`): one loopback port serving MCP at `/mcp` (the MCP face's service, mounted here by the main loop), the JSON API at `/api/v1` with live events, and the embedded web dashboard; every request passes the guard in `auth.rs` first.
 //!
 //! Rooms: `auth.rs` (Host/Origin, bearer token, login codes, session cookies), `api.rs` (the
 //! endpoints; each opens a controller connection to the daemon's socket), `events.rs` (the
@@ -23,8 +23,6 @@ use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{middleware, Router};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 pub use auth::allowed_authorities;
@@ -32,8 +30,6 @@ use auth::Auth;
 use errors::ApiError;
 use events::EventsHub;
 
-use crate::mcp::backend::Backend;
-use crate::mcp::server::KoruMcp;
 use crate::registry::LayerPaths;
 
 /// Largest request body accepted (a prompt is at most 256 KiB; JSON escaping can double it).
@@ -50,6 +46,22 @@ pub struct HttpConfig {
     pub layers: LayerPaths,
     /// How many events the hub keeps for resumption.
     pub event_buffer: usize,
+    /// What answers at `/mcp` (MCP over HTTP, mounted by the main loop; the HTTP face does
+    /// not import the MCP face). Behind the same guard as the rest: bearer token only.
+    pub mcp: Router,
+}
+
+/// The host names (no port) requests to a server bound at `addr` may name, for servers
+/// mounted beside the API that check Host themselves (MCP over HTTP).
+pub fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
+    allowed_authorities(addr)
+        .iter()
+        .map(|a| {
+            a.rsplit_once(':')
+                .map(|(h, _)| h.trim_matches(['[', ']']).to_string())
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// Shared by every request of one server.
@@ -70,25 +82,6 @@ pub fn router(
     shutdown: CancellationToken,
 ) -> Router {
     let allowed = allowed_authorities(addr);
-    let hosts: Vec<String> = allowed
-        .iter()
-        .map(|a| {
-            a.rsplit_once(':')
-                .map(|(h, _)| h.trim_matches(['[', ']']).to_string())
-                .unwrap_or_default()
-        })
-        .collect();
-    let mcp_config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(shutdown.child_token())
-        .with_allowed_hosts(hosts)
-        .with_max_request_body_bytes(MAX_BODY_BYTES);
-    let backend = Backend::new(config.socket.clone());
-    let layers = config.layers.clone();
-    let mcp = StreamableHttpService::new(
-        move || Ok(KoruMcp::new(backend.clone(), layers.clone())),
-        Arc::new(LocalSessionManager::default()),
-        mcp_config,
-    );
     let auth = Arc::new(Auth::new(config.token.clone(), allowed));
     let state = AppState {
         socket: config.socket.clone(),
@@ -103,7 +96,7 @@ pub fn router(
         .route("/", get(assets::index))
         .route("/assets/{name}", get(assets::asset))
         .route("/login", get(assets::login))
-        .nest_service("/mcp", mcp)
+        .nest_service("/mcp", config.mcp.clone())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(auth, auth::guard))

@@ -4,14 +4,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use koru_protocol::{
-    BusyPolicy, DriveCreate, DriveInfo, DriveOptions, DriveRef, DriveState, IdeProduct, Message,
+    BusyPolicy, DriveCreate, DriveInfo, DriveOptions, DriveState, IdeProduct, Message,
     SessionsList, StreamEvent, Target,
 };
 
 use super::format;
-use crate::client::{controller_hello, Client, ClientError};
+use crate::control::{ClientError, Controller};
 
-pub use crate::client::MAX_PROMPT_BYTES;
+pub use crate::control::MAX_PROMPT_BYTES;
 /// The longest a tool waits, in seconds.
 pub const MAX_TIMEOUT_S: f64 = 3600.0;
 /// How long a tool waits when the caller gives no `timeout_s`.
@@ -180,8 +180,8 @@ impl Backend {
         &self.socket
     }
 
-    async fn connect(&self) -> Result<Client, ToolError> {
-        Ok(Client::connect(&self.socket, controller_hello("koru-mcp")).await?)
+    fn controller(&self) -> Controller {
+        Controller::new(self.socket.clone(), "koru-mcp")
     }
 
     /// `list_sessions`: one line per plugin session.
@@ -190,37 +190,33 @@ impl Backend {
         product: Option<String>,
         workspace: Option<String>,
     ) -> Result<String, ToolError> {
-        let mut client = self.connect().await?;
-        let reply = client
-            .request(Message::SessionsList(SessionsList {
-                product: product.map(|p| p.parse().unwrap_or_else(|never| match never {})),
-                workspace,
-            }))
-            .await?;
-        client.close().await;
-        let Message::SessionsListResult(result) = reply else {
-            return Err(ToolError::new(
-                "daemon_error",
-                "unexpected answer to sessions.list",
-            ));
+        let filter = SessionsList {
+            product: product.map(|p| p.parse().unwrap_or_else(|never| match never {})),
+            workspace,
         };
+        let result = self
+            .controller()
+            .once(|c| Box::pin(c.sessions(filter)))
+            .await?;
         Ok(format::sessions(&result.sessions))
     }
 
     /// `get_drive`.
     pub async fn get_drive(&self, drive_id: &str) -> Result<DriveInfo, ToolError> {
-        self.drive_request(Message::DriveGet(DriveRef {
-            drive_id: drive_id.to_string(),
-        }))
-        .await
+        let drive_id = drive_id.to_string();
+        Ok(self
+            .controller()
+            .once(move |c| Box::pin(c.get_drive(drive_id)))
+            .await?)
     }
 
     /// `cancel_drive`.
     pub async fn cancel_drive(&self, drive_id: &str) -> Result<DriveInfo, ToolError> {
-        self.drive_request(Message::DriveCancel(DriveRef {
-            drive_id: drive_id.to_string(),
-        }))
-        .await
+        let drive_id = drive_id.to_string();
+        Ok(self
+            .controller()
+            .once(move |c| Box::pin(c.cancel_drive(drive_id)))
+            .await?)
     }
 
     /// `recover`: runs a recovery action; `ok: false` comes back as a tool error with the
@@ -229,41 +225,19 @@ impl Backend {
         &self,
         action: koru_protocol::RecoveryAction,
     ) -> Result<koru_protocol::RecoveryResult, ToolError> {
-        let mut client = self.connect().await?;
-        let reply = client
-            .request(Message::RecoveryRun(koru_protocol::RecoveryRun { action }))
-            .await;
-        client.close().await;
-        match reply? {
-            Message::RecoveryResult(result) if result.ok => Ok(result),
-            Message::RecoveryResult(result) => {
-                let code = result
-                    .blocker
-                    .as_ref()
-                    .map(|b| b.code.clone())
-                    .unwrap_or_else(|| "recovery_failed".into());
-                Err(ToolError::new(&code, result.summary))
-            }
-            _ => Err(ToolError::new(
-                "daemon_error",
-                "unexpected answer to recovery.run",
-            )),
+        let result = self
+            .controller()
+            .once(|c| Box::pin(c.run_recovery(action)))
+            .await?;
+        if result.ok {
+            return Ok(result);
         }
-    }
-
-    /// A request answered by `drive.result`.
-    async fn drive_request(&self, request: Message) -> Result<DriveInfo, ToolError> {
-        let name = request.type_name();
-        let mut client = self.connect().await?;
-        let reply = client.request(request).await;
-        client.close().await;
-        match reply? {
-            Message::DriveResult(result) => Ok(result.drive),
-            _ => Err(ToolError::new(
-                "daemon_error",
-                format!("unexpected answer to {name}"),
-            )),
-        }
+        let code = result
+            .blocker
+            .as_ref()
+            .map(|b| b.code.clone())
+            .unwrap_or_else(|| "recovery_failed".into());
+        Err(ToolError::new(&code, result.summary))
     }
 
     /// `send_prompt`: creates the drive and waits as asked, calling `progress` with each new
@@ -276,12 +250,12 @@ impl Backend {
         check_prompt(&request.prompt)?;
         let target = parse_target(&request.target)?;
         let timeout = timeout_of(request.timeout_s)?;
-        let mut client = self.connect().await?;
+        let mut client = self.controller().connect().await?;
         if request.wait != WaitFor::None {
-            client.request(Message::EventsSubscribe {}).await?;
+            client.subscribe().await?;
         }
         let reply = client
-            .request(Message::DriveCreate(DriveCreate {
+            .create_drive(DriveCreate {
                 target,
                 prompt: request.prompt,
                 options: DriveOptions {
@@ -290,16 +264,10 @@ impl Backend {
                     timeout_ms: Some(timeout.as_millis() as u64),
                     busy: BusyPolicy::Queue,
                 },
-            }))
+            })
             .await;
         let created = match reply {
-            Ok(Message::DriveResult(result)) => result.drive,
-            Ok(_) => {
-                return Err(ToolError::new(
-                    "daemon_error",
-                    "unexpected answer to drive.create",
-                ))
-            }
+            Ok(created) => created,
             Err(error) => {
                 client.close().await;
                 return Err(error.into());
@@ -317,7 +285,7 @@ impl Backend {
                 |_| Some(deadline),
                 None,
                 |event| {
-                    if let crate::client::Followed::Update(drive) = event {
+                    if let crate::control::Followed::Update(drive) = event {
                         if (drive.state, drive.observation.clone()) != shown {
                             shown = (drive.state, drive.observation.clone());
                             progress(drive);
@@ -346,22 +314,14 @@ impl Backend {
         drive_id: &str,
         timeout: Duration,
     ) -> Result<DriveInfo, ToolError> {
-        let mut client = self.connect().await?;
-        client.request(Message::EventsSubscribe {}).await?;
-        let reply = client
-            .request(Message::DriveGet(DriveRef {
-                drive_id: drive_id.to_string(),
-            }))
-            .await;
-        let last = match reply {
-            Ok(Message::DriveResult(result)) => result.drive,
-            Ok(_) => {
-                return Err(ToolError::new(
-                    "daemon_error",
-                    "unexpected answer to drive.get",
-                ))
+        let mut client = self.controller().connect().await?;
+        client.subscribe().await?;
+        let last = match client.get_drive(drive_id.to_string()).await {
+            Ok(last) => last,
+            Err(error) => {
+                client.close().await;
+                return Err(error.into());
             }
-            Err(error) => return Err(error.into()),
         };
         let deadline = tokio::time::Instant::now() + timeout;
         let followed = client
@@ -397,17 +357,9 @@ impl Backend {
         session_id: &str,
         timeout: Duration,
     ) -> Result<Option<(String, String, usize)>, ToolError> {
-        let mut client = self.connect().await?;
-        client.request(Message::EventsSubscribe {}).await?;
-        let reply = client
-            .request(Message::SessionsList(SessionsList::default()))
-            .await?;
-        let Message::SessionsListResult(result) = reply else {
-            return Err(ToolError::new(
-                "daemon_error",
-                "unexpected answer to sessions.list",
-            ));
-        };
+        let mut client = self.controller().connect().await?;
+        client.subscribe().await?;
+        let result = client.sessions(SessionsList::default()).await?;
         let Some(session) = result
             .sessions
             .into_iter()

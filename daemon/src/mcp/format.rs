@@ -63,7 +63,7 @@ pub fn furthest_stage(drive: &DriveInfo) -> DriveState {
 
 /// Where an observation comes from: `STORE chat ID`, or the window's chat through its plugin.
 pub fn observation_place(o: &koru_protocol::DriveObservation) -> String {
-    if o.store == crate::app::PLUGIN_OBSERVATION_STORE {
+    if o.is_from_plugin() {
         "the window's chat (through its plugin)".to_string()
     } else {
         format!("{} chat {}", o.store, o.chat_id)
@@ -128,7 +128,7 @@ pub fn drive(drive: &DriveInfo) -> String {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        if observed.store == crate::app::PLUGIN_OBSERVATION_STORE {
+        if observed.is_from_plugin() {
             text.push_str(&format!("\nchat (via plugin): {stage}"));
         } else {
             text.push_str(&format!(

@@ -3,3 +3,47 @@
 pub mod backend;
 pub mod format;
 pub mod server;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::registry::LayerPaths;
+
+/// `koru mcp`: an MCP server on stdin/stdout that acts through the daemon at `socket`.
+pub async fn serve_stdio(socket: PathBuf, layers: LayerPaths) -> anyhow::Result<ExitCode> {
+    use rmcp::ServiceExt;
+    let service = server::KoruMcp::new(backend::Backend::new(socket), layers)
+        .serve(rmcp::transport::io::stdio_pipes())
+        .await
+        .context("the MCP client did not complete the handshake")?;
+    service.waiting().await.context("the MCP session failed")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// MCP over streamable HTTP, one MCP session per client, acting through the daemon at
+/// `socket`: requests must name one of `allowed_hosts` and carry at most `max_body_bytes`;
+/// sessions end with `shutdown`.
+pub fn http_service(
+    socket: PathBuf,
+    layers: LayerPaths,
+    allowed_hosts: Vec<String>,
+    max_body_bytes: usize,
+    shutdown: CancellationToken,
+) -> StreamableHttpService<server::KoruMcp, LocalSessionManager> {
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(shutdown)
+        .with_allowed_hosts(allowed_hosts)
+        .with_max_request_body_bytes(max_body_bytes);
+    let backend = backend::Backend::new(socket);
+    StreamableHttpService::new(
+        move || Ok(server::KoruMcp::new(backend.clone(), layers.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}

@@ -1,4 +1,9 @@
-//! The client side of the protocol, used by the CLI, `koru dev fake-plugin` and tests: connect, hello/welcome, requests with ids, and a stream of incoming lines with pings answered.
+//! The control layer under the faces: the client side of the protocol (connect, hello/welcome, requests with ids, incoming lines with pings answered, following a drive, the one client-error → code map), used by the CLI, the HTTP API, MCP, doctor's self-probe, `koru dev fake-plugin` and tests.
+
+pub mod dashboard_login;
+mod requests;
+
+pub use requests::{Controller, Exchange};
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};

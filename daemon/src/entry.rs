@@ -1,0 +1,77 @@
+//! What the `koru` binary runs: parses the command line, sets up logging and the runtime, and hands each command to its room: `koru daemon` to the main loop, `koru mcp` to the MCP face, `koru dev fake-plugin` to the reference plugin, every other command to the CLI face.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command, DevCommand, LogFormat, EXIT_NO_DAEMON};
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format, matches!(cli.command, Command::Daemon(_)));
+    // The daemon is one event loop on one thread: every message crosses several tasks
+    // (connection reader → state machine → peer's writer), and on one thread those
+    // hand-offs are plain queue pushes instead of cross-thread wake-ups. Blocking work
+    // (registry reloads) goes to tokio's blocking pool.
+    let mut builder = if matches!(cli.command, Command::Daemon(_)) {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("koru: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let socket = crate::paths::socket_path(cli.socket.as_deref());
+    let layers = crate::cli::registry_cmd::cli_layer_paths(cli.registry.as_ref());
+    let outcome = runtime.block_on(async move {
+        match cli.command {
+            Command::Daemon(args) => {
+                // The daemon's own layers: project layers belong to sessions, not to the
+                // directory the daemon was started from.
+                let daemon_layers =
+                    crate::registry::LayerPaths::discover(None, cli.registry.as_deref());
+                crate::main_loop::run_daemon(socket, args, daemon_layers).await
+            }
+            Command::Mcp => crate::mcp::serve_stdio(socket, layers).await,
+            Command::Dev(DevCommand::FakePlugin(args)) => {
+                crate::dev::fake_plugin::run(&socket, *args).await
+            }
+            command => crate::cli::run(command, &socket, layers).await,
+        }
+    });
+    // Connection tasks may still be parked on I/O; do not wait for them at exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            if let Some(client_error) = err.downcast_ref::<crate::control::ClientError>() {
+                if matches!(client_error, crate::control::ClientError::NoDaemon { .. }) {
+                    eprintln!("koru: {client_error}");
+                    return ExitCode::from(EXIT_NO_DAEMON);
+                }
+            }
+            eprintln!("koru: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, is_daemon: bool) {
+    use tracing_subscriber::EnvFilter;
+    // The daemon logs at info by default; client commands stay quiet unless asked.
+    let default = if is_daemon { "info" } else { "warn" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let _ = match format {
+        LogFormat::Human => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}

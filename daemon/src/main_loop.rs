@@ -1,0 +1,366 @@
+//! The daemon's main loop and its wiring: what `koru daemon` starts (the socket server, the state machine fed by one event channel, the chat-store observers, the registry watch, the HTTP face with MCP mounted in it, signal handling) and how it stops.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::app::{App, AppConfig, DaemonEvent};
+use crate::clock::{Clock, SystemClock};
+use crate::server::{ConnectionConfig, SocketError};
+
+/// Everything `koru daemon` can be told.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub socket_path: PathBuf,
+    pub heartbeat: Duration,
+    pub handshake_timeout: Duration,
+    pub max_line_bytes: usize,
+    pub outbound_capacity: usize,
+    pub default_drive_timeout: Duration,
+    /// How long a plugin may take to ack the next stage of a route.
+    pub step_timeout: Duration,
+    /// How long shutdown waits for connections to flush and close.
+    pub drain_timeout: Duration,
+    pub drive_history: usize,
+    /// The registry layer files besides the built-in one.
+    pub registry_paths: crate::registry::LayerPaths,
+    /// The HTTP endpoint served beside the socket, if any (reported by `status`).
+    pub http: Option<koru_protocol::HttpStatus>,
+    /// Chat-store observation (`None`: off). The store roots come from the registry.
+    pub observe: Option<crate::observe::watcher::ObserveConfig>,
+}
+
+impl DaemonConfig {
+    pub fn with_socket(socket_path: PathBuf) -> Self {
+        DaemonConfig {
+            socket_path,
+            heartbeat: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(5),
+            max_line_bytes: koru_protocol::DEFAULT_MAX_LINE_BYTES,
+            outbound_capacity: 1024,
+            default_drive_timeout: Duration::from_secs(30),
+            step_timeout: Duration::from_secs(15),
+            drain_timeout: Duration::from_secs(3),
+            drive_history: 1000,
+            registry_paths: crate::registry::LayerPaths::default(),
+            http: None,
+            observe: Some(crate::observe::watcher::ObserveConfig::default()),
+        }
+    }
+}
+
+/// `koru daemon`: the daemon with what its command line asks for (HTTP beside the socket
+/// when `--http` is given), until SIGTERM or SIGINT.
+pub async fn run_daemon(
+    socket: PathBuf,
+    args: crate::cli::DaemonArgs,
+    registry_paths: crate::registry::LayerPaths,
+) -> anyhow::Result<ExitCode> {
+    let config = DaemonConfig {
+        heartbeat: Duration::from_millis(args.heartbeat_ms.max(1)),
+        handshake_timeout: Duration::from_millis(args.handshake_timeout_ms.max(1)),
+        max_line_bytes: args.max_line_bytes.max(64),
+        default_drive_timeout: Duration::from_millis(args.drive_timeout_ms.max(1)),
+        step_timeout: Duration::from_millis(args.step_timeout_ms.max(1)),
+        outbound_capacity: args.outbound_queue.max(1),
+        registry_paths,
+        observe: (!args.no_observe).then(|| crate::observe::watcher::ObserveConfig {
+            quiet: Duration::from_millis(args.observe_quiet_ms.max(1)),
+            ..Default::default()
+        }),
+        ..DaemonConfig::with_socket(socket)
+    };
+    let shutdown = CancellationToken::new();
+    let mut config = config;
+    let mut http_task = None;
+    if let Some(addr) = args.http {
+        check_http_address(addr, args.http_allow_remote)?;
+        let token_file = crate::http::token::token_path();
+        let token = crate::http::token::load_or_create(&token_file)
+            .context("cannot set up the HTTP bearer token")?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let bound = listener.local_addr()?;
+        config.http = Some(koru_protocol::HttpStatus {
+            mcp_url: format!("http://{bound}/mcp"),
+            token: token.clone(),
+            token_file: token_file.display().to_string(),
+        });
+        // MCP over HTTP: the MCP face, mounted at /mcp by the HTTP face.
+        let mcp = crate::mcp::http_service(
+            config.socket_path.clone(),
+            config.registry_paths.clone(),
+            crate::http::allowed_hosts(bound),
+            crate::http::MAX_BODY_BYTES,
+            shutdown.child_token(),
+        );
+        let http_config = crate::http::HttpConfig {
+            token,
+            socket: config.socket_path.clone(),
+            layers: config.registry_paths.clone(),
+            event_buffer: args
+                .http_event_buffer
+                .unwrap_or(crate::http::events::DEFAULT_BUFFER)
+                .max(1),
+            mcp: axum::Router::new().fallback_service(mcp),
+        };
+        let stop = shutdown.clone();
+        http_task = Some(tokio::spawn(async move {
+            if let Err(error) = crate::http::serve(listener, http_config, stop).await {
+                tracing::error!(%error, "the HTTP server stopped");
+            }
+        }));
+    }
+    let signals = spawn_signal_handler(shutdown.clone())?;
+    let outcome = run(config, shutdown.clone(), |_| {}).await;
+    shutdown.cancel();
+    signals.abort();
+    if let Some(task) = http_task {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
+    outcome.context("cannot start the daemon")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `--http` binding rule: loopback, unless `--http-allow-remote` says otherwise (then
+/// with a warning, since others on the network can reach the port).
+pub fn check_http_address(addr: std::net::SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
+    if addr.ip().is_loopback() {
+        return Ok(());
+    }
+    if !allow_remote {
+        bail!(
+            "--http {addr} is not a loopback address; pass --http-allow-remote to serve it anyway"
+        );
+    }
+    tracing::warn!(
+        %addr,
+        "serving HTTP on a non-loopback address (--http-allow-remote): others on the network can reach it; the bearer token still guards it, but travels unencrypted"
+    );
+    Ok(())
+}
+
+fn spawn_signal_handler(
+    shutdown: CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    Ok(tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+        };
+        tracing::info!(signal = name, "stopping");
+        shutdown.cancel();
+    }))
+}
+
+/// The daemon's main loop: binds the socket, owns the event channel, starts the state
+/// machine, the observers and the registry watch, accepts connections until `shutdown`,
+/// then drains and removes the socket.
+///
+/// `ready` is called once the socket is bound and accepting.
+pub async fn run(
+    config: DaemonConfig,
+    shutdown: CancellationToken,
+    ready: impl FnOnce(&std::path::Path),
+) -> Result<(), SocketError> {
+    crate::server::raise_open_files_limit();
+    // What the chat stores held before anyone could connect is history; what is written
+    // from now on is news, even while the observers are still starting.
+    let started_ms = crate::clock::Clock::now_ms(&SystemClock);
+    // Watch the registry files before anyone can connect, so no later edit is missed.
+    let registry_watch =
+        crate::registry::watch::RegistryWatcher::start(config.registry_paths.clone());
+    let mut bound = crate::server::socket::bind(&config.socket_path)?;
+    tracing::info!(socket = %bound.path().display(), pid = std::process::id(), version = env!("CARGO_PKG_VERSION"), "koru daemon listening");
+    ready(bound.path());
+
+    let (events_tx, events_rx) = mpsc::channel(4096);
+    let registry = crate::registry::load_layers(&config.registry_paths);
+    let observe_registry = registry.registry.clone();
+    for diagnostic in &registry.diagnostics {
+        tracing::warn!(%diagnostic, "registry problem; that layer is left out");
+    }
+    let mut app = App::new(
+        AppConfig {
+            socket_display: bound.path().display().to_string(),
+            heartbeat_ms: config.heartbeat.as_millis() as u64,
+            max_line_bytes: config.max_line_bytes,
+            default_drive_timeout_ms: config.default_drive_timeout.as_millis() as u64,
+            step_timeout_ms: config.step_timeout.as_millis() as u64,
+            drive_history: config.drive_history,
+            daemon_pid: std::process::id(),
+            http: config.http.clone(),
+            observing: config.observe.is_some(),
+        },
+        SystemClock,
+        registry,
+        Box::new(crate::drive::inject::SystemInjections::new(
+            events_tx.clone(),
+        )),
+        Box::new(crate::app::recovery::SystemRecovery::new(
+            events_tx.clone(),
+            bound.path().to_path_buf(),
+            config.registry_paths.clone(),
+        )),
+    );
+    // The watcher learns the folders plugin sessions announce through this channel; the
+    // state machine only sends on it.
+    let (announced_tx, announced_rx) = mpsc::unbounded_channel();
+    if config.observe.is_some() {
+        app = app.with_session_store_roots(Box::new(
+            crate::observe::announced::WatcherSessionRoots::new(announced_tx),
+        ));
+    }
+    let tick = (config.heartbeat / 4).clamp(Duration::from_millis(20), Duration::from_millis(100));
+    let app_stop = CancellationToken::new();
+    let app_task = tokio::spawn(run_state_machine(app, events_rx, tick, app_stop.clone()));
+
+    let connection_config = Arc::new(ConnectionConfig {
+        max_line_bytes: config.max_line_bytes,
+        handshake_timeout: config.handshake_timeout,
+        outbound_capacity: config.outbound_capacity,
+        malformed_limit: 3,
+        write_timeout: Duration::from_secs(5),
+        close_flush_timeout: Duration::from_secs(1),
+    });
+    let tracker = TaskTracker::new();
+    if let Some(mut observe) = config.observe.clone() {
+        use crate::observe::stores::Store;
+        observe.roots = Store::ALL
+            .into_iter()
+            .flat_map(|store| {
+                store_roots(&observe_registry, store.id())
+                    .into_iter()
+                    .map(move |root| (store, root))
+            })
+            .collect();
+        observe.announce =
+            crate::observe::announced::AnnounceConfig::from_registry(&observe_registry);
+        observe.started_ms = Some(started_ms);
+        tracing::info!(roots = ?observe.roots, announced = ?observe.announce, "observing chat stores");
+        tracker.spawn(crate::observe::watcher::run(
+            observe,
+            events_tx.clone(),
+            announced_rx,
+            shutdown.clone(),
+        ));
+    }
+    tracker.spawn(crate::registry::watch::run(
+        registry_watch,
+        events_tx.clone(),
+        shutdown.clone(),
+    ));
+    crate::server::accept_connections(
+        &mut bound,
+        &events_tx,
+        connection_config,
+        &tracker,
+        &shutdown,
+    )
+    .await;
+
+    tracing::info!("shutting down: no new connections, saying bye to peers");
+    bound.unlink();
+    drop(events_tx);
+    app_stop.cancel();
+    if let Err(err) = app_task.await {
+        tracing::error!(error = %err, "the daemon's state machine ended abnormally");
+    }
+    tracker.close();
+    if tokio::time::timeout(config.drain_timeout, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            timeout_ms = config.drain_timeout.as_millis() as u64,
+            "some connections did not close in time; leaving them"
+        );
+    }
+    drop(bound);
+    tracing::info!("koru daemon stopped");
+    Ok(())
+}
+
+/// Runs the state machine until `shutdown` fires, then shuts it down.
+pub async fn run_state_machine<C: Clock>(
+    mut app: App<C>,
+    mut events: mpsc::Receiver<DaemonEvent>,
+    tick_every: std::time::Duration,
+    shutdown: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(tick_every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let event = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            Some(event) = events.recv() => event,
+            _ = ticker.tick() => DaemonEvent::Tick,
+        };
+        // A bug in one handler must not take the daemon down: log it and go on.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| app.handle(event)));
+        if outcome.is_err() {
+            tracing::error!("a daemon event handler panicked; the event was dropped");
+        }
+    }
+    app.shutdown();
+}
+
+// The rooms below the state machine report through their own types; the main loop turns
+// them into its events here, so none of them imports `DaemonEvent`.
+impl From<crate::observe::watcher::ObserverReport> for DaemonEvent {
+    fn from(report: crate::observe::watcher::ObserverReport) -> Self {
+        use crate::observe::watcher::ObserverReport;
+        match report {
+            ObserverReport::Observed { events, replay } => DaemonEvent::Observed { events, replay },
+            ObserverReport::Health { observers } => DaemonEvent::ObserverHealth { observers },
+        }
+    }
+}
+
+impl From<crate::registry::watch::RegistryReloaded> for DaemonEvent {
+    fn from(report: crate::registry::watch::RegistryReloaded) -> Self {
+        DaemonEvent::RegistryChanged {
+            loaded: report.loaded,
+        }
+    }
+}
+
+impl From<crate::drive::inject::InjectionFinished> for DaemonEvent {
+    fn from(report: crate::drive::inject::InjectionFinished) -> Self {
+        DaemonEvent::InjectionFinished {
+            outcome: report.outcome,
+        }
+    }
+}
+
+/// The expanded `locations` of a store's registry entry (none when it is disabled), each
+/// once: the daemon's own environment decides where the tools write (`CLAUDE_CONFIG_DIR`,
+/// `CODEX_HOME`, `XDG_CONFIG_HOME`, …), as it does for the tools started from the same
+/// session.
+fn store_roots(registry: &koru_registry::Registry, store: &str) -> Vec<std::path::PathBuf> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let mut roots: Vec<std::path::PathBuf> = Vec::new();
+    for raw in registry
+        .interfaces()
+        .iter()
+        .filter(|i| i.id == store && i.enabled)
+        .flat_map(|i| i.locations.iter())
+    {
+        let root = std::path::PathBuf::from(crate::doctor::probe::expand_path(raw, &env));
+        if !roots.contains(&root) {
+            roots.push(root);
+        }
+    }
+    roots
+}

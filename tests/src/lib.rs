@@ -800,20 +800,22 @@ impl Observer {
     /// The next `count` observations as `kind` or `kind (inferred)`.
     pub fn kinds(&self, count: usize) -> Vec<String> {
         (0..count)
-            .map(|_| {
-                let event = self.next(Duration::from_secs(5));
-                let basis = if event["basis"] == "inferred" {
-                    " (inferred)"
-                } else {
-                    ""
-                };
-                format!("{}{basis}", event["kind"].as_str().unwrap())
-            })
+            .map(|_| observed_kind(&self.next(Duration::from_secs(5))))
             .collect()
     }
 
     pub fn nothing_within(&self, within: Duration) -> bool {
         self.lines.recv_timeout(within).is_err()
+    }
+}
+
+/// An observed event as `kind`, or `kind (inferred)` when the store recorded no end.
+pub fn observed_kind(event: &Value) -> String {
+    let kind = event["kind"].as_str().unwrap_or("?");
+    if event["basis"] == "inferred" {
+        format!("{kind} (inferred)")
+    } else {
+        kind.to_string()
     }
 }
 

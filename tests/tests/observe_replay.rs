@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use koru_system_tests::{Observer, Sandbox};
+use koru_system_tests::{observed_kind, Observer, Sandbox};
 use serde_json::Value;
 
 /// The sum of a file's scaled gaps when it is appended with its records' own timing.
@@ -101,6 +101,10 @@ fn corpus() -> Vec<CorpusFile> {
         let store = store.unwrap().path();
         if store.file_name().is_some_and(|name| name == "recorder") {
             // The script and fake model server that recorded some of the files.
+            continue;
+        }
+        if store.file_name().is_some_and(|name| name == "cursor") {
+            // A database of many chats, replayed by observe_replay_cursor.rs.
             continue;
         }
         assert!(
@@ -477,15 +481,6 @@ fn collect_events(observer: &Observer, expected: usize) -> BTreeMap<String, Vec<
     by_chat
 }
 
-fn kind_of(event: &Value) -> String {
-    let kind = event["kind"].as_str().unwrap_or("?");
-    if event["basis"] == "inferred" {
-        format!("{kind} (inferred)")
-    } else {
-        kind.to_string()
-    }
-}
-
 /// `koru chats --json` until every corpus chat is listed (at most 20 s).
 fn chats_listing(sandbox: &Sandbox, files: &[CorpusFile]) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -583,7 +578,7 @@ fn replay(placement: Placement) {
         for file in &files {
             let published: Vec<String> = events
                 .get(&file.expect.chat_id)
-                .map(|events| events.iter().map(kind_of).collect())
+                .map(|events| events.iter().map(observed_kind).collect())
                 .unwrap_or_default();
             assert!(
                 published.is_empty(),
@@ -604,7 +599,7 @@ fn replay(placement: Placement) {
             let expect = &file.expect;
             let what = format!("{} ({placement:?})", file.source.display());
             let chat_events = events.get(&expect.chat_id).cloned().unwrap_or_default();
-            let kinds: Vec<String> = chat_events.iter().map(kind_of).collect();
+            let kinds: Vec<String> = chat_events.iter().map(observed_kind).collect();
             let (expected_events, expected_replies) = expect.live(placement);
             assert_eq!(kinds, expected_events, "{what}: the live events");
             for event in &chat_events {

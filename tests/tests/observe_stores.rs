@@ -487,6 +487,98 @@ fn cline_sdk_sessions_follow_the_manifest_status_and_its_messages_file() {
 }
 
 #[test]
+fn cursor_inline_composers_are_listed_once_even_when_the_global_database_holds_one() {
+    use rusqlite::Connection;
+    let sandbox = Sandbox::new();
+    let workspace = sandbox.workspace("cursor-inline");
+    let user = sandbox.xdg_config_home().join("Cursor/User");
+    let storage = user.join("workspaceStorage/5d1e07");
+    std::fs::create_dir_all(&storage).unwrap();
+    std::fs::write(
+        storage.join("workspace.json"),
+        json!({"folder": format!("file://{}", workspace.display())}).to_string(),
+    )
+    .unwrap();
+    // The global database of Cursor 2025 holds one of the two composers as a row.
+    std::fs::create_dir_all(user.join("globalStorage")).unwrap();
+    let global = Connection::open(user.join("globalStorage/state.vscdb")).unwrap();
+    global
+        .execute_batch(
+            "CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);
+             CREATE TABLE cursorDiskKV (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);",
+        )
+        .unwrap();
+    global
+        .execute(
+            "INSERT INTO cursorDiskKV VALUES ('composerData:moved', ?1)",
+            [
+                json!({"composerId": "moved", "name": "moved", "status": "completed",
+                "createdAt": 1_748_179_228_678u64, "fullConversationHeadersOnly": []})
+                .to_string(),
+            ],
+        )
+        .unwrap();
+    drop(global);
+    let inline = |id: &str, prompt: &str| {
+        json!({"composerId": id, "status": "completed", "createdAt": 1_731_797_537_671u64,
+            "conversation": [{"type": 1, "bubbleId": format!("{id}-1"), "text": prompt},
+                             {"type": 2, "bubbleId": format!("{id}-2"), "text": "Done."}]})
+    };
+    let db_path = storage.join("state.vscdb");
+    let cursor = Connection::open(&db_path).unwrap();
+    cursor
+        .execute_batch("CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);")
+        .unwrap();
+    let _daemon = sandbox.start_daemon(&[]);
+    let observer = Observer::start(&sandbox);
+    cursor
+        .execute(
+            "INSERT INTO ItemTable VALUES ('composer.composerData', ?1)",
+            [json!({"allComposers": [inline("stays", "add a sidebar"), inline("moved", "old copy")],
+                "selectedComposerId": "stays", "composerDataVersion": 0})
+            .to_string()],
+        )
+        .unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let event = observer.next(Duration::from_secs(15));
+        if event["chat_id"] == "stays" {
+            seen.push(event["kind"].as_str().unwrap().to_string());
+            assert_eq!(event["store"], "chat_history_cursor_legacy_sqlite");
+            assert_eq!(event["workspace"], workspace.to_str().unwrap());
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            "chat_seen",
+            "prompt_seen",
+            "reply_started",
+            "reply_completed"
+        ]
+    );
+    let mut listed: Vec<(String, String)> = sandbox
+        .chats()
+        .iter()
+        .map(|chat| {
+            (
+                chat["chat_id"].as_str().unwrap().to_string(),
+                chat["store"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("moved".into(), "chat_history_cursor_sqlite".into()),
+            ("stays".into(), "chat_history_cursor_legacy_sqlite".into())
+        ],
+        "the composer the global database holds is listed once, from there"
+    );
+}
+
+#[test]
 fn cursor_legacy_chat_panels_are_read_per_workspace() {
     use rusqlite::Connection;
     let sandbox = Sandbox::new();

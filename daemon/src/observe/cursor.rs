@@ -13,6 +13,14 @@
 //! Nothing is written per turn: only the composer's `status` says how the last turn
 //! stands, so every earlier turn is complete.
 //!
+//! A per-workspace database (`workspaceStorage/<hash>/state.vscdb`, table `ItemTable`)
+//! holds the chats of Cursor 2024 (docs/observers.md, "Per-workspace databases"): the
+//! composer list `composer.composerData` with each composer's bubbles inline in
+//! `conversation[]` (from 2025 on only headers, `type: "head"`, which are not chats here),
+//! and the older chat panel `workbench.panel.aichat.view.aichat.chatdata`. An inline
+//! composer that a `composerData:` row also holds (in this database or the global one) is
+//! that row's chat and is not listed again.
+//!
 //! # Reading without writing
 //!
 //! SQLite's own read-only mode is not enough to leave the files alone. Found by reading
@@ -170,8 +178,13 @@ pub struct CursorDb {
     first_read: bool,
     /// The legacy chat panel's `ItemTable` value as last read (its length and hash).
     legacy_digest: Option<RowDigest>,
+    /// The `ItemTable` composer list (`composer.composerData`) as last read.
+    inline_digest: Option<RowDigest>,
     /// The workspace of a per-workspace database (from its `workspace.json`).
     workspace: Option<String>,
+    /// Cursor's global database, for a per-workspace one: a composer it holds as a
+    /// `composerData:` row is that database's chat, not listed again from this one.
+    global: Option<PathBuf>,
 }
 
 impl CursorDb {
@@ -179,15 +192,22 @@ impl CursorDb {
     /// creates files; no journal-mode change); a short busy timeout. Checks that the file
     /// is Cursor's (a `cursorDiskKV` table); each `changed_chats` opens its own connection.
     pub fn open(path: &Path) -> Result<Self, CursorError> {
-        let db = CursorDb {
+        let db = CursorDb::unread(path);
+        db.read(|_| Ok(()))?;
+        Ok(db)
+    }
+
+    /// The view of `path` before any read.
+    fn unread(path: &Path) -> Self {
+        CursorDb {
             path: path.to_path_buf(),
             composers: HashMap::new(),
             first_read: true,
             legacy_digest: None,
+            inline_digest: None,
             workspace: None,
-        };
-        db.read(|_| Ok(()))?;
-        Ok(db)
+            global: None,
+        }
     }
 
     /// The composers whose data changed since the previous call (all of them on the first
@@ -197,26 +217,42 @@ impl CursorDb {
         let now = Instant::now();
         let first_read = self.first_read;
         let previous = &self.composers;
-        let legacy_before = self.legacy_digest;
+        let digests_before = (self.legacy_digest, self.inline_digest);
         let workspace = self.workspace.as_deref();
-        let ((mut changed, composers), legacy) = self.read(|connection| {
+        let ((mut changed, composers), items) = self.read(|connection| {
             let composers = if has_table(connection, "cursorDiskKV")? {
                 collect_changes(connection, previous, first_read, now)?
             } else {
                 (Vec::new(), HashMap::new())
             };
-            let legacy = if has_table(connection, "ItemTable")? {
-                read_legacy_chats(connection, legacy_before, workspace)?
+            let items = if has_table(connection, "ItemTable")? {
+                Some(read_item_table_chats(
+                    connection,
+                    digests_before,
+                    workspace,
+                )?)
             } else {
-                (None, Vec::new())
+                None
             };
-            Ok((composers, legacy))
+            Ok((composers, items))
         })?;
+        let items = match items {
+            Some(mut items) => {
+                if let Some(global) = &self.global {
+                    let ids: Vec<&str> = items.inline.iter().map(|c| c.chat_id.as_str()).collect();
+                    let held = global_composer_ids(global, &ids)?;
+                    items.inline.retain(|chat| !held.contains(&chat.chat_id));
+                }
+                items
+            }
+            None => ItemTableChats::default(),
+        };
         self.composers = composers;
         self.first_read = false;
-        let (legacy_digest, legacy_chats) = legacy;
-        self.legacy_digest = legacy_digest;
-        changed.extend(legacy_chats);
+        self.legacy_digest = items.legacy_digest;
+        self.inline_digest = items.inline_digest;
+        changed.extend(items.legacy);
+        changed.extend(items.inline);
         Ok(changed)
     }
 
@@ -224,6 +260,13 @@ impl CursorDb {
     /// legacy chats that carry none of their own.
     pub fn with_workspace(mut self, workspace: Option<String>) -> Self {
         self.workspace = workspace;
+        self
+    }
+
+    /// Cursor's global database (`globalStorage/state.vscdb`), for a per-workspace one: the
+    /// composers it holds are not listed again from this one.
+    pub fn with_global(mut self, global: Option<PathBuf>) -> Self {
+        self.global = global;
         self
     }
 
@@ -558,36 +601,139 @@ pub const LEGACY_CHAT_KEY: &str = "workbench.panel.aichat.view.aichat.chatdata";
 /// A row value's length and hash.
 type RowDigest = (usize, u64);
 
-/// The legacy chat panel's tabs when its value changed since `before` (its new digest
-/// either way; `None` when the key is absent).
-fn read_legacy_chats(
+/// The `ItemTable` key of the per-workspace composer list: composers with their bubbles
+/// inline (2024), or only their headers (2025 on, the bubbles in the global database).
+pub const INLINE_COMPOSERS_KEY: &str = "composer.composerData";
+
+/// What one read found in `ItemTable`: each value's digest (`None` when the key is absent)
+/// and the chats of the values that changed.
+#[derive(Debug, Default)]
+struct ItemTableChats {
+    legacy_digest: Option<RowDigest>,
+    legacy: Vec<ChatSnapshot>,
+    inline_digest: Option<RowDigest>,
+    inline: Vec<ChatSnapshot>,
+}
+
+/// The legacy chat panel's tabs and the inline composers, each when its value changed
+/// since `(legacy, inline)` digests. Inline composers this database also holds as
+/// `composerData:` rows are left to those rows.
+fn read_item_table_chats(
     connection: &Connection,
-    before: Option<RowDigest>,
+    (legacy_before, inline_before): (Option<RowDigest>, Option<RowDigest>),
     workspace: Option<&str>,
-) -> Result<(Option<RowDigest>, Vec<ChatSnapshot>), rusqlite::Error> {
+) -> Result<ItemTableChats, rusqlite::Error> {
+    let (legacy_digest, legacy) = read_item_if_changed(connection, LEGACY_CHAT_KEY, legacy_before)?;
+    let (inline_digest, inline) =
+        read_item_if_changed(connection, INLINE_COMPOSERS_KEY, inline_before)?;
+    let mut inline = inline
+        .map(|value| inline_composer_snapshots(&value, workspace))
+        .unwrap_or_default();
+    if !inline.is_empty() && has_table(connection, "cursorDiskKV")? {
+        let ids: Vec<&str> = inline.iter().map(|chat| chat.chat_id.as_str()).collect();
+        let held = composer_rows_present(connection, &ids)?;
+        inline.retain(|chat| !held.contains(&chat.chat_id));
+    }
+    Ok(ItemTableChats {
+        legacy_digest,
+        legacy: legacy
+            .map(|value| legacy_chat_snapshots(&value, workspace))
+            .unwrap_or_default(),
+        inline_digest,
+        inline,
+    })
+}
+
+/// An `ItemTable` value's digest (`None` when the key is absent) and, when it changed
+/// since `before`, its JSON (`None` when it is not JSON text).
+fn read_item_if_changed(
+    connection: &Connection,
+    key: &str,
+    before: Option<RowDigest>,
+) -> Result<(Option<RowDigest>, Option<Value>), rusqlite::Error> {
     let mut statement = connection.prepare_cached("SELECT value FROM ItemTable WHERE key = ?1")?;
-    let mut rows = statement.query([LEGACY_CHAT_KEY])?;
+    let mut rows = statement.query([key])?;
     let Some(row) = rows.next()? else {
-        return Ok((None, Vec::new()));
+        return Ok((None, None));
     };
     let Some(bytes) = bytes_of(row.get_ref(0)?) else {
-        return Ok((before, Vec::new()));
+        return Ok((before, None));
     };
     let digest = digest_of(bytes);
     if before == Some(digest) {
-        return Ok((before, Vec::new()));
+        return Ok((before, None));
     }
-    let chats = serde_json::from_slice::<Value>(bytes)
-        .map(|value| legacy_chat_snapshots(&value, workspace))
-        .unwrap_or_default();
-    Ok((Some(digest), chats))
+    Ok((Some(digest), serde_json::from_slice::<Value>(bytes).ok()))
 }
 
-/// Pure: the legacy chat panel's value (`{tabs: [{tabId, chatTitle, bubbles: [{type:
-/// "user" | "ai", text, id?}]}]}`) → one snapshot per tab. A user bubble starts a turn,
-/// `ai` bubbles after it are the reply. The panel records no state: every turn but the
-/// last is complete, and the last one, once answered, is completed by inference after the
-/// quiet period.
+/// Which of `ids` have a `composerData:<id>` row in this database's `cursorDiskKV`.
+fn composer_rows_present(
+    connection: &Connection,
+    ids: &[&str],
+) -> Result<std::collections::HashSet<String>, rusqlite::Error> {
+    let mut statement =
+        connection.prepare_cached("SELECT EXISTS (SELECT 1 FROM cursorDiskKV WHERE key = ?1)")?;
+    let mut present = std::collections::HashSet::new();
+    for id in ids {
+        if statement.query_row([format!("composerData:{id}")], |row| row.get::<_, bool>(0))? {
+            present.insert(id.to_string());
+        }
+    }
+    Ok(present)
+}
+
+/// Which of `ids` Cursor's global database holds as `composerData:` rows, read the same
+/// read-only way. A global database that does not exist or is not Cursor's holds none; one
+/// that cannot be read now (locked, changing) fails the read, to be retried.
+fn global_composer_ids(
+    global: &Path,
+    ids: &[&str],
+) -> Result<std::collections::HashSet<String>, CursorError> {
+    if ids.is_empty() || !global.exists() {
+        return Ok(Default::default());
+    }
+    let result = CursorDb::unread(global).read(|connection| {
+        if has_table(connection, "cursorDiskKV")? {
+            composer_rows_present(connection, ids)
+        } else {
+            Ok(Default::default())
+        }
+    });
+    match result {
+        Err(error) if !error.is_retryable() => Ok(Default::default()),
+        other => other,
+    }
+}
+
+/// Pure: the per-workspace composer list (`{allComposers: [...], selectedComposerId,
+/// composerDataVersion}`) → one snapshot per composer that keeps its bubbles inline
+/// (`conversation[]`, Cursor 2024). A composer without `conversation` is a header
+/// (`type: "head"`, Cursor 2025 on) whose chat lives in the global database, and is not
+/// a chat here.
+pub fn inline_composer_snapshots(composers: &Value, workspace: Option<&str>) -> Vec<ChatSnapshot> {
+    let no_rows = HashMap::new();
+    let mut seen = std::collections::HashSet::new();
+    composers
+        .get("allComposers")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|composer| composer.get("conversation").is_some_and(Value::is_array))
+        .filter_map(|composer| read_composer(composer, &no_rows, workspace))
+        .map(|reading| reading.snapshot)
+        .filter(|chat| seen.insert(chat.chat_id.clone()))
+        .collect()
+}
+
+/// Pure: the legacy chat panel's value (`{tabs: [{tabId, chatTitle, lastSendTime,
+/// bubbles: [{type: "user" | "ai", text, id?}]}]}`) → one snapshot per tab. A user bubble
+/// starts a turn, and the last `ai` bubble with text after it is the reply. The panel
+/// keeps its input box as
+/// a last user bubble with no text (the real panels in the corpus all end with one): that
+/// is a draft, not a prompt. The panel records no state: every turn but the last is
+/// complete, and the last one, once answered, is completed by inference after the quiet
+/// period. Its only time is the tab's `lastSendTime` (ms), which dates every turn.
 pub fn legacy_chat_snapshots(chatdata: &Value, workspace: Option<&str>) -> Vec<ChatSnapshot> {
     let Some(tabs) = chatdata.get("tabs").and_then(Value::as_array) else {
         return Vec::new();
@@ -595,15 +741,22 @@ pub fn legacy_chat_snapshots(chatdata: &Value, workspace: Option<&str>) -> Vec<C
     tabs.iter()
         .filter_map(|tab| {
             let chat_id = tab.get("tabId").and_then(Value::as_str)?.to_string();
-            let mut turns: Vec<TurnSnapshot> = Vec::new();
-            for (index, bubble) in tab
+            let sent_ms = tab.get("lastSendTime").and_then(ms_of);
+            let mut bubbles = tab
                 .get("bubbles")
                 .and_then(Value::as_array)
                 .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .enumerate()
-            {
+                .unwrap_or_default();
+            while let Some((last, earlier)) = bubbles.split_last() {
+                let is_user = last.get("type").and_then(Value::as_str) == Some("user");
+                let text = last.get("text").and_then(Value::as_str).unwrap_or("");
+                if !(is_user && text.trim().is_empty()) {
+                    break;
+                }
+                bubbles = earlier;
+            }
+            let mut turns: Vec<TurnSnapshot> = Vec::new();
+            for (index, bubble) in bubbles.iter().enumerate() {
                 let text = bubble.get("text").and_then(Value::as_str).unwrap_or("");
                 match bubble.get("type").and_then(Value::as_str) {
                     Some("user") => turns.push(TurnSnapshot {
@@ -615,15 +768,13 @@ pub fn legacy_chat_snapshots(chatdata: &Value, workspace: Option<&str>) -> Vec<C
                         prompt: Some(text.to_string()),
                         reply: String::new(),
                         state: TurnState::Completed,
-                        ts_ms: None,
+                        ts_ms: sent_ms,
                     }),
                     Some("ai") => {
+                        // The reply is the turn's final message, as for the other stores.
                         if let Some(turn) = turns.last_mut() {
-                            if !text.is_empty() {
-                                if !turn.reply.is_empty() {
-                                    turn.reply.push('\n');
-                                }
-                                turn.reply.push_str(text);
+                            if !text.trim().is_empty() {
+                                turn.reply = text.to_string();
                             }
                         }
                     }
@@ -643,7 +794,7 @@ pub fn legacy_chat_snapshots(chatdata: &Value, workspace: Option<&str>) -> Vec<C
                 chat_id,
                 workspace: workspace.map(str::to_string),
                 turns,
-                updated_ms: None,
+                updated_ms: sent_ms,
             })
         })
         .collect()
@@ -1786,6 +1937,187 @@ mod tests {
         );
         assert!(legacy_chat_snapshots(&serde_json::json!({"tabs": 3}), None).is_empty());
         assert!(legacy_chat_snapshots(&serde_json::json!([1, {"tabs": [{}]}]), None).is_empty());
+    }
+
+    #[test]
+    fn a_legacy_panel_tab_ends_before_its_empty_input_bubble_and_is_dated_by_its_last_send() {
+        // The shape of the corpus file's tabs: the input box is a last user bubble with
+        // no text, and the tab's only time is `lastSendTime`.
+        let chatdata = json!({"tabs": [{"tabId": "t1", "lastSendTime": 1_731_814_419_726u64,
+            "bubbles": [
+                {"type": "user", "id": "u1", "text": "how to run a server?"},
+                {"type": "ai", "id": "a1", "text": "   "},
+                {"type": "ai", "id": "a2", "text": "Use python -m http.server."},
+                {"type": "user", "id": "u2", "text": ""}]}], "chatDataVersion": 0});
+        let chats = legacy_chat_snapshots(&chatdata, Some("/w"));
+        assert_eq!(chats.len(), 1);
+        assert_eq!(chats[0].updated_ms, Some(1_731_814_419_726));
+        assert_eq!(
+            chats[0].turns,
+            [turn(
+                "u1",
+                Some("how to run a server?"),
+                "Use python -m http.server.",
+                TurnState::Open {
+                    tool_pending: false
+                },
+                1_731_814_419_726
+            )]
+        );
+    }
+
+    /// A per-workspace composer list of Cursor 2024: composers with inline bubbles.
+    fn inline_composers(ids: &[&str]) -> Value {
+        let composers: Vec<Value> = ids
+            .iter()
+            .map(|id| {
+                json!({"composerId": id, "status": "completed", "createdAt": 1_731_797_537_671u64,
+                "lastUpdatedAt": 1_731_797_581_874u64, "name": "copilot page", "text": "",
+                "conversation": [
+                    {"type": 1, "bubbleId": format!("{id}-u1"), "text": "create a page", "relevantFiles": []},
+                    {"type": 2, "bubbleId": format!("{id}-a1"), "text": "Created it.", "codeBlocks": []}]})
+            })
+            .collect();
+        json!({"allComposers": composers, "selectedComposerId": ids[0], "composerDataVersion": 0})
+    }
+
+    #[test]
+    fn inline_composers_are_chats_and_composer_headers_are_not() {
+        let chats = inline_composer_snapshots(&inline_composers(&["c1", "c2", "c1"]), Some("/w"));
+        let ids: Vec<&str> = chats.iter().map(|chat| chat.chat_id.as_str()).collect();
+        assert_eq!(ids, ["c1", "c2"], "each composer once");
+        assert_eq!(chats[0].workspace.as_deref(), Some("/w"));
+        assert_eq!(chats[0].updated_ms, Some(1_731_797_581_874));
+        assert_eq!(
+            chats[0].turns,
+            [turn(
+                "c1-u1",
+                Some("create a page"),
+                "Created it.",
+                TurnState::Completed,
+                1_731_797_581_874
+            )]
+        );
+        // Cursor 2025 on: only headers here, the chats are in the global database.
+        let headers = json!({"allComposers": [
+            {"type": "head", "composerId": "h1", "name": "Sent to Chat", "createdAt": 1_748_179_228_678u64,
+             "lastUpdatedAt": 1_748_188_503_239u64, "unifiedMode": "agent", "forceMode": "edit"}],
+            "selectedComposerIds": ["h1"], "hasMigratedComposerData": true,
+            "hasMigratedMultipleComposers": true});
+        assert!(inline_composer_snapshots(&headers, Some("/w")).is_empty());
+        for not_a_list in [
+            json!({}),
+            json!({"allComposers": 3}),
+            json!([1]),
+            json!("x"),
+        ] {
+            assert!(inline_composer_snapshots(&not_a_list, None).is_empty());
+        }
+    }
+
+    /// A rollback-journal database with `ItemTable` (and `cursorDiskKV` when `rows` is
+    /// some): Cursor's per-workspace layout, and its global one.
+    fn item_table_db(path: &Path, items: &[(&str, Value)], rows: Option<&[&str]>) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let writer = Connection::open(path).unwrap();
+        writer
+            .execute_batch(
+                "CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);",
+            )
+            .unwrap();
+        for (key, value) in items {
+            writer
+                .execute(
+                    "INSERT INTO ItemTable (key, value) VALUES (?1, ?2)",
+                    (key, value.to_string()),
+                )
+                .unwrap();
+        }
+        if let Some(rows) = rows {
+            writer
+                .execute_batch(
+                    "CREATE TABLE cursorDiskKV (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);",
+                )
+                .unwrap();
+            for id in rows {
+                writer
+                    .execute(
+                        "INSERT INTO cursorDiskKV (key, value) VALUES (?1, ?2)",
+                        (
+                            format!("composerData:{id}"),
+                            composer(id, "completed", &[]).to_string(),
+                        ),
+                    )
+                    .unwrap();
+            }
+        }
+    }
+
+    fn chat_ids(chats: &[ChatSnapshot]) -> Vec<&str> {
+        let mut ids: Vec<&str> = chats.iter().map(|chat| chat.chat_id.as_str()).collect();
+        ids.sort();
+        ids
+    }
+
+    #[test]
+    fn an_inline_composer_the_global_database_holds_is_listed_only_from_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("Cursor/User");
+        let workspace_db = user.join("workspaceStorage/9f2c/state.vscdb");
+        let global_db = user.join("globalStorage/state.vscdb");
+        let composers = inline_composers(&["only-here", "in-global", "in-this-kv"]);
+        item_table_db(
+            &workspace_db,
+            &[(INLINE_COMPOSERS_KEY, composers.clone())],
+            Some(&["in-this-kv"]),
+        );
+        // No global database yet: every inline composer but the one this database holds
+        // as a row.
+        let mut db = CursorDb::open(&workspace_db)
+            .unwrap()
+            .with_global(Some(global_db.clone()));
+        let chats = db.changed_chats().unwrap();
+        assert_eq!(
+            chat_ids(&chats),
+            ["in-global", "in-this-kv", "only-here"],
+            "the row of this database is read as a composer of its own"
+        );
+        item_table_db(&global_db, &[], Some(&["in-global"]));
+        let mut fresh = CursorDb::open(&workspace_db)
+            .unwrap()
+            .with_global(Some(global_db.clone()));
+        let chats = fresh.changed_chats().unwrap();
+        assert_eq!(
+            chat_ids(&chats),
+            ["in-this-kv", "only-here"],
+            "the global database's composer is its chat, not this one's"
+        );
+        let inline: Vec<&ChatSnapshot> =
+            chats.iter().filter(|chat| !chat.turns.is_empty()).collect();
+        assert_eq!(
+            inline
+                .iter()
+                .map(|chat| chat.chat_id.as_str())
+                .collect::<Vec<_>>(),
+            ["only-here"],
+            "only the composer no composerData row holds is read from the inline list"
+        );
+        assert!(fresh.changed_chats().unwrap().is_empty(), "no news");
+        // A global database that is not Cursor's holds nothing.
+        std::fs::remove_file(&global_db).unwrap();
+        std::fs::write(&global_db, "not a database").unwrap();
+        let mut other = CursorDb::open(&workspace_db)
+            .unwrap()
+            .with_global(Some(global_db));
+        assert_eq!(
+            other
+                .changed_chats()
+                .unwrap()
+                .iter()
+                .filter(|chat| !chat.turns.is_empty())
+                .count(),
+            2
+        );
     }
 
     #[test]

@@ -256,14 +256,19 @@ impl Store {
                     copilot::parse_session_json,
                 )
             }
-            Store::Cursor => Box::new(CursorFollower::new(path, None)),
+            Store::Cursor => Box::new(CursorFollower::new(path, None, None)),
             Store::CursorLegacy => {
-                // workspaceStorage/<hash>/state.vscdb beside workspace.json
+                // <User>/workspaceStorage/<hash>/state.vscdb beside workspace.json; the
+                // global database is <User>/globalStorage/state.vscdb.
                 let workspace = path
                     .parent()
                     .and_then(|dir| std::fs::read(dir.join("workspace.json")).ok())
                     .and_then(|bytes| copilot::workspace_from_json(&bytes));
-                Box::new(CursorFollower::new(path, workspace))
+                let global = path
+                    .ancestors()
+                    .nth(3)
+                    .map(|user| user.join("globalStorage").join("state.vscdb"));
+                Box::new(CursorFollower::new(path, workspace, global))
             }
             Store::Cline => {
                 // <extension>/tasks/<task>/ui_messages.json
@@ -407,15 +412,18 @@ impl DocumentLog for gemini::GeminiLog {
 struct CursorFollower {
     path: PathBuf,
     workspace: Option<String>,
+    /// The global database, for a per-workspace one.
+    global: Option<PathBuf>,
     db: Option<cursor::CursorDb>,
     differs: HashMap<String, SnapshotDiffer>,
 }
 
 impl CursorFollower {
-    fn new(path: &Path, workspace: Option<String>) -> Self {
+    fn new(path: &Path, workspace: Option<String>, global: Option<PathBuf>) -> Self {
         CursorFollower {
             path: path.to_path_buf(),
             workspace,
+            global,
             db: None,
             differs: HashMap::new(),
         }
@@ -431,7 +439,8 @@ impl Follower for CursorFollower {
             self.db = Some(
                 cursor::CursorDb::open(&self.path)
                     .map_err(cursor_problem)?
-                    .with_workspace(self.workspace.clone()),
+                    .with_workspace(self.workspace.clone())
+                    .with_global(self.global.clone()),
             );
         }
         let Some(db) = self.db.as_mut() else {

@@ -235,7 +235,7 @@ pub async fn run(
     });
     let tracker = TaskTracker::new();
     if let Some(mut observe) = config.observe.clone() {
-        use crate::observe::stores::Store;
+        use crate::observe::locations::Store;
         observe.roots = Store::ALL
             .into_iter()
             .flat_map(|store| {

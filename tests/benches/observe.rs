@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use koru_daemon::control::{controller_hello, Client};
-use koru_daemon::observe::claude_code::ClaudeCodeParser;
+use koru_daemon::observe::stores::claude_code::ClaudeCodeParser;
 use koru_daemon::observe::tail::JsonlTail;
 use koru_daemon::observe::LineParser;
 use koru_protocol::{Message, StreamEvent};

@@ -203,11 +203,11 @@ impl Expect {
             workspace: value["workspace"].as_str().map(str::to_string),
             last_prompt: value["last_prompt"].as_str().map(str::to_string),
             state: text("state"),
-            last_activity_ms: koru_daemon::observe::claude_code::parse_ts(&last_activity)
+            last_activity_ms: koru_daemon::observe::text::parse_ts(&last_activity)
                 .unwrap_or_else(|| panic!("{name}: last_activity {last_activity}")),
             last_activity_appended: value.get("last_activity_appended").map(|_| {
                 let appended = text("last_activity_appended");
-                let at = koru_daemon::observe::claude_code::parse_ts(&appended)
+                let at = koru_daemon::observe::text::parse_ts(&appended)
                     .unwrap_or_else(|| panic!("{name}: last_activity_appended {appended}"));
                 (at, text("known_gap"))
             }),
@@ -269,7 +269,7 @@ fn record_time_ms(record: &Value) -> Option<u64> {
         }
     }
     match record["timestamp"].as_str() {
-        Some(text) => koru_daemon::observe::claude_code::parse_ts(text),
+        Some(text) => koru_daemon::observe::text::parse_ts(text),
         None => latest_inside(record, 0),
     }
 }

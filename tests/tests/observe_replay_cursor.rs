@@ -82,11 +82,8 @@ fn expectations() -> Expect {
             chat_id: text(chat, "chat_id"),
             last_prompt: chat["last_prompt"].as_str().map(str::to_string),
             state: text(chat, "state"),
-            last_activity_ms: koru_daemon::observe::claude_code::parse_ts(&text(
-                chat,
-                "last_activity",
-            ))
-            .expect("last_activity is an RFC 3339 time"),
+            last_activity_ms: koru_daemon::observe::text::parse_ts(&text(chat, "last_activity"))
+                .expect("last_activity is an RFC 3339 time"),
             events: texts(chat, "events"),
             replies: texts(chat, "replies"),
         })

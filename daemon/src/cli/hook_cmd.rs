@@ -9,7 +9,8 @@ use koru_protocol::{NeedsInputKind, ObservationBasis, ObserveReport, ObservedEve
 use serde_json::Value;
 
 use crate::control::Controller;
-use crate::observe::{claude_code, excerpt_and_length};
+use crate::observe::excerpt_and_length;
+use crate::observe::stores::claude_code;
 
 /// The observation a hook's stdin JSON means, if any. Pure, for tests.
 pub fn observation_from_hook(input: &Value, now_ms: u64) -> Option<ObservedEvent> {

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use koru_protocol::WindowStorage;
 use tokio::sync::mpsc;
 
-use super::stores::Store;
-use super::{cline, copilot};
+use super::locations::Store;
+use super::stores::{cline, copilot};
 
 /// What the state machine tells the chat-store watcher about plugin sessions.
 pub trait SessionStoreRoots: Send {
@@ -206,33 +206,51 @@ pub fn window_store_roots(
 /// absolute, and it (or, while it does not exist, its nearest existing ancestor) must be a
 /// directory owned by `uid`. Symbolic links are followed, so a link to another user's
 /// folder is refused.
-pub fn check_folder(path: &Path, uid: u32) -> Result<(), String> {
+pub fn check_folder(path: &Path, uid: u32) -> Result<(), FolderRefused> {
     use std::os::unix::fs::MetadataExt;
     if !path.is_absolute() {
-        return Err("not an absolute path".into());
+        return Err(FolderRefused::NotAbsolute);
     }
     let mut existing = path;
     loop {
         match std::fs::metadata(existing) {
             Ok(meta) if !meta.is_dir() => {
-                return Err(format!("{} is not a directory", existing.display()))
+                return Err(FolderRefused::NotADirectory(existing.to_path_buf()))
             }
             Ok(meta) if meta.uid() != uid => {
-                return Err(format!(
-                    "{} is owned by uid {}, not by this daemon's user (uid {uid})",
-                    existing.display(),
-                    meta.uid()
-                ))
+                return Err(FolderRefused::ForeignOwner {
+                    path: existing.to_path_buf(),
+                    owner: meta.uid(),
+                    uid,
+                })
             }
             Ok(_) => return Ok(()),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                existing = existing
-                    .parent()
-                    .ok_or_else(|| "no part of the path exists".to_string())?;
+                existing = existing.parent().ok_or(FolderRefused::Nowhere)?;
             }
-            Err(error) => return Err(format!("cannot inspect {}: {error}", existing.display())),
+            Err(error) => {
+                return Err(FolderRefused::Uninspectable {
+                    path: existing.to_path_buf(),
+                    error: error.to_string(),
+                })
+            }
         }
     }
+}
+
+/// Why a folder may not be observed (see [`check_folder`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FolderRefused {
+    #[error("not an absolute path")]
+    NotAbsolute,
+    #[error("{} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("{} is owned by uid {owner}, not by this daemon's user (uid {uid})", path.display())]
+    ForeignOwner { path: PathBuf, owner: u32, uid: u32 },
+    #[error("no part of the path exists")]
+    Nowhere,
+    #[error("cannot inspect {}: {error}", path.display())]
+    Uninspectable { path: PathBuf, error: String },
 }
 
 /// `path` with symbolic links resolved as far as it exists (the missing rest appended).
@@ -358,10 +376,18 @@ mod tests {
         std::fs::create_dir_all(&own).unwrap();
         assert_eq!(check_folder(&own, uid()), Ok(()));
         assert_eq!(check_folder(&own.join("not/yet/there"), uid()), Ok(()));
-        assert!(check_folder(&own.join("not/yet/there"), foreign)
-            .unwrap_err()
-            .contains("owned by uid"));
-        assert!(check_folder(Path::new(""), uid()).is_err());
+        assert_eq!(
+            check_folder(&own.join("not/yet/there"), foreign),
+            Err(FolderRefused::ForeignOwner {
+                path: own.clone(),
+                owner: uid(),
+                uid: foreign
+            })
+        );
+        assert_eq!(
+            check_folder(Path::new(""), uid()),
+            Err(FolderRefused::NotAbsolute)
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use koru_protocol::{ObservationBasis, ObservedKind};
 use super::snapshot::{ChatSnapshot, SnapshotDiffer};
 use super::tail::JsonlTail;
 use super::{LineParser, Observation};
+use crate::observe::ParseError;
 
 /// Whole documents larger than this are not read (no chat session file is this large;
 /// reading one would cost the daemon its memory).
@@ -85,9 +86,9 @@ struct MalformedCount {
 }
 
 impl MalformedCount {
-    fn add(&mut self, problem: String) {
+    fn add(&mut self, problem: ParseError) {
         self.count += 1;
-        self.first.get_or_insert(problem);
+        self.first.get_or_insert_with(|| problem.to_string());
     }
 
     fn summary(&self) -> Option<String> {
@@ -226,7 +227,7 @@ impl Follower for CompressedLinesFollower {
 /// lines are applied in order and the document is read as a snapshot.
 pub trait DocumentLog: Send {
     fn reset(&mut self);
-    fn apply_line(&mut self, line: &[u8]) -> Result<(), String>;
+    fn apply_line(&mut self, line: &[u8]) -> Result<(), ParseError>;
     /// The chat as it stands; `fallback_chat_id` when the log names none.
     fn snapshot(&self, fallback_chat_id: &str, workspace: Option<&str>) -> Option<ChatSnapshot>;
 }
@@ -307,11 +308,11 @@ fn stamp(meta: &std::fs::Metadata) -> FileStamp {
 }
 
 /// A pure reader from a whole file's bytes to a snapshot.
-pub type ParseDocument = Box<dyn Fn(&[u8]) -> Result<ChatSnapshot, String> + Send>;
+pub type ParseDocument = Box<dyn Fn(&[u8]) -> Result<ChatSnapshot, ParseError> + Send>;
 
 /// A pure reader from a main file's bytes and its companion's (when it exists).
 pub type ParseDocumentPair =
-    Box<dyn Fn(&[u8], Option<&[u8]>) -> Result<ChatSnapshot, String> + Send>;
+    Box<dyn Fn(&[u8], Option<&[u8]>) -> Result<ChatSnapshot, ParseError> + Send>;
 
 /// A file rewritten whole (Copilot `.json`, Cline's `ui_messages.json`, Gemini CLI's
 /// `.json`), possibly with a companion file read with it (Cline SDK's manifest and
@@ -398,7 +399,7 @@ impl Follower for DocumentFollower {
                 })
             }
             // Not remembered as read: the writer may be half-way through a rewrite.
-            Err(problem) => Err(ReadProblem::Malformed(problem)),
+            Err(problem) => Err(ReadProblem::Malformed(problem.to_string())),
         }
     }
 
@@ -467,10 +468,10 @@ mod tests {
     use crate::observe::kinds;
     use crate::observe::snapshot::{TurnSnapshot, TurnState};
 
-    fn parse_lines(bytes: &[u8]) -> Result<ChatSnapshot, String> {
-        let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+    fn parse_lines(bytes: &[u8]) -> Result<ChatSnapshot, ParseError> {
+        let text = std::str::from_utf8(bytes).map_err(|e| ParseError::NotJson(e.to_string()))?;
         if !text.ends_with("END\n") {
-            return Err("half-written".into());
+            return Err(ParseError::Shape("half-written".into()));
         }
         let turns = text
             .lines()
@@ -515,7 +516,7 @@ mod tests {
 
     #[test]
     fn a_compressed_log_is_fed_once_and_only_new_lines_after_it_grows() {
-        use crate::observe::codex::CodexParser;
+        use crate::observe::stores::codex::CodexParser;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rollout-x.jsonl.zst");
         let meta = r#"{"type":"session_meta","payload":{"id":"t1","cwd":"/w"}}"#;

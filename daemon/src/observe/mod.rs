@@ -1,22 +1,43 @@
-//! Chat-store observers: read the AI agents' own history stores, strictly read-only and incrementally, and turn them into one event vocabulary (`ObservedEvent`) for the daemon's stream, `koru observe` and `koru chats`. Parsers are pure (line parsers for JSONL stores, snapshot readers diffed by `snapshot` for the rest); following a file (`follow`, `tail`), knowing where stores keep their files (`stores`), the folders plugin sessions announce (`announced`) and watching (`watcher`) are separate.
+//! Chat-store observers: read the AI agents' own history stores, strictly read-only and incrementally, and turn them into one event vocabulary (`ObservedEvent`) for the daemon's stream, `koru observe` and `koru chats`. Parsers are pure (line parsers for JSONL stores, snapshot readers diffed by `snapshot` for the rest); following a file (`follow`, `tail`), the seven formats (`stores/`), shared text helpers (`text`), knowing where stores keep their files (`locations`), the folders plugin sessions announce (`announced`) and watching (`watcher`) are separate.
 
 pub mod announced;
-pub mod claude_code;
-pub mod cline;
-pub mod cline_sdk;
-pub mod codex;
-pub mod copilot;
-pub mod cursor;
-pub mod file_uri;
 pub mod follow;
-pub mod gemini;
+pub mod locations;
 pub mod snapshot;
 pub mod stores;
 pub mod tail;
+pub mod text;
 pub mod watcher;
 
 use koru_protocol::{ObservationBasis, ObservedKind};
 use sha2::{Digest, Sha256};
+
+/// Why a line or a document of a chat store is not a record Koru reads: a diagnostic
+/// (the file is reported `malformed` and read again on its next change), never data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Not JSON, or JSON cut short (often a file caught half-written).
+    #[error("{0}")]
+    NotJson(String),
+    /// JSON, but not the record or document the store writes.
+    #[error("{0}")]
+    Shape(String),
+    /// A mutation-log entry (Copilot's `.jsonl` sessions) that does not apply to the
+    /// document built so far.
+    #[error("{0}")]
+    Mutation(String),
+}
+
+impl ParseError {
+    /// What was wrong, for a person.
+    pub fn message(&self) -> &str {
+        match self {
+            ParseError::NotJson(message)
+            | ParseError::Shape(message)
+            | ParseError::Mutation(message) => message,
+        }
+    }
+}
 
 /// Characters kept in an excerpt.
 pub const EXCERPT_CHARS: usize = 80;
@@ -35,7 +56,7 @@ pub struct Observation {
 /// inference for stores that do not always record the end of a turn.
 pub trait LineParser: std::fmt::Debug + Send + Sync {
     /// Parses one line; `Err` for a line that is not a record (a diagnostic, never data).
-    fn feed_line(&mut self, line: &[u8]) -> Result<Vec<Observation>, String>;
+    fn feed_line(&mut self, line: &[u8]) -> Result<Vec<Observation>, ParseError>;
     /// The file has been quiet since `last_change_ms`.
     fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation>;
 }
@@ -107,7 +128,7 @@ impl ChatTurns {
         if let Some(ts) = record
             .get("timestamp")
             .and_then(serde_json::Value::as_str)
-            .and_then(claude_code::parse_ts)
+            .and_then(text::parse_ts)
         {
             self.last_ts_ms = Some(ts);
         }
@@ -208,10 +229,12 @@ impl ChatTurns {
 }
 
 /// One JSONL line as a JSON object; `Err` (a diagnostic, never data) for anything else.
-pub fn json_record(line: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, String> {
-    match serde_json::from_slice(line).map_err(|error| format!("not JSON: {error}"))? {
+pub fn json_record(line: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, ParseError> {
+    match serde_json::from_slice(line)
+        .map_err(|error| ParseError::NotJson(format!("not JSON: {error}")))?
+    {
         serde_json::Value::Object(record) => Ok(record),
-        _ => Err("a line that is not a JSON object".into()),
+        _ => Err(ParseError::Shape("a line that is not a JSON object".into())),
     }
 }
 

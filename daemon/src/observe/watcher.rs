@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::announced::{self, AnnounceConfig, RootsChange};
 use super::follow::{Follower, ReadProblem};
-use super::stores::Store;
+use super::locations::Store;
 use super::Observation;
 use crate::clock::{Clock, SystemClock};
 

@@ -1,4 +1,11 @@
-//! The one `file:` URI → local path decoder of the chat-store parsers (VS Code's `workspace.json`, Cursor's bubbles' `workspaceUris`): strict, so a malformed URI never becomes a wrong path.
+//! Text helpers every chat-store parser shares: RFC 3339 timestamps as Unix milliseconds, and the one `file:` URI → local path decoder (VS Code's `workspace.json`, Cursor's bubbles' `workspaceUris`), strict, so a malformed URI never becomes a wrong path.
+
+/// An RFC 3339 timestamp as Unix milliseconds (`None` for anything else, or before 1970).
+pub fn parse_ts(text: &str) -> Option<u64> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .and_then(|t| u64::try_from(t.timestamp_millis()).ok())
+}
 
 /// The local path of a `file:` URI, or `None` for another scheme or a malformed one.
 ///

@@ -22,7 +22,8 @@
 use koru_protocol::NeedsInputKind;
 use serde_json::{Map, Value};
 
-use super::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
+use crate::observe::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
+use crate::observe::ParseError;
 
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_copilot_json";
@@ -39,15 +40,19 @@ pub fn parse_session_json(
     bytes: &[u8],
     fallback_chat_id: &str,
     workspace: Option<&str>,
-) -> Result<ChatSnapshot, String> {
+) -> Result<ChatSnapshot, ParseError> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let session: Value =
-        serde_json::from_slice(bytes).map_err(|error| format!("not JSON: {error}"))?;
+    let session: Value = serde_json::from_slice(bytes)
+        .map_err(|error| ParseError::NotJson(format!("not JSON: {error}")))?;
     let Value::Object(fields) = &session else {
-        return Err("a session file that is not a JSON object".into());
+        return Err(ParseError::Shape(
+            "a session file that is not a JSON object".into(),
+        ));
     };
     if !fields.get("requests").is_some_and(Value::is_array) {
-        return Err("a JSON object without a `requests` array is not a chat session".into());
+        return Err(ParseError::Shape(
+            "a JSON object without a `requests` array is not a chat session".into(),
+        ));
     }
     Ok(session_snapshot(&session, fallback_chat_id, workspace))
 }
@@ -74,17 +79,19 @@ impl MutationLog {
     /// Applies one line. `Err` for a line that is not a valid entry (bad JSON, unknown
     /// kind, a path that does not exist, set/push before a snapshot); the document then
     /// stays as it was.
-    pub fn apply_line(&mut self, line: &[u8]) -> Result<(), String> {
-        let entry: Value =
-            serde_json::from_slice(line).map_err(|error| format!("not JSON: {error}"))?;
+    pub fn apply_line(&mut self, line: &[u8]) -> Result<(), ParseError> {
+        let entry: Value = serde_json::from_slice(line)
+            .map_err(|error| ParseError::NotJson(format!("not JSON: {error}")))?;
         let Value::Object(mut entry) = entry else {
-            return Err("a log entry that is not a JSON object".into());
+            return Err(ParseError::Shape(
+                "a log entry that is not a JSON object".into(),
+            ));
         };
         let kind = match entry.get("kind") {
-            None => return Err("a log entry without a `kind`".into()),
-            Some(kind) => kind
-                .as_u64()
-                .ok_or_else(|| format!("a log entry whose kind {kind} is not 0, 1, 2 or 3"))?,
+            None => return Err(ParseError::Shape("a log entry without a `kind`".into())),
+            Some(kind) => kind.as_u64().ok_or_else(|| {
+                ParseError::Shape(format!("a log entry whose kind {kind} is not 0, 1, 2 or 3"))
+            })?,
         };
         match kind {
             0 => {
@@ -96,17 +103,19 @@ impl MutationLog {
                         self.document = Some(session);
                         Ok(())
                     }
-                    Some(_) => Err("a snapshot entry whose `v` is not an object".into()),
-                    None => Err("a snapshot entry without `v`".into()),
+                    Some(_) => Err(ParseError::Shape(
+                        "a snapshot entry whose `v` is not an object".into(),
+                    )),
+                    None => Err(ParseError::Shape("a snapshot entry without `v`".into())),
                 }
             }
             1..=3 => {
                 let path = entry_path(&entry)?;
                 let Some(document) = self.document.as_mut() else {
-                    return Err(format!(
+                    return Err(ParseError::Shape(format!(
                         "a kind {kind} entry at {} before the log's snapshot entry",
                         show_path(&path)
-                    ));
+                    )));
                 };
                 match kind {
                     1 => match entry.remove("v") {
@@ -120,19 +129,19 @@ impl MutationLog {
                             None | Some(Value::Null) => Vec::new(),
                             Some(Value::Array(items)) => items,
                             Some(_) => {
-                                return Err(format!(
+                                return Err(ParseError::Shape(format!(
                                     "a push at {} whose `v` is not an array",
                                     show_path(&path)
-                                ))
+                                )))
                             }
                         };
                         let truncate_to = match entry.get("i") {
                             None | Some(Value::Null) => None,
                             Some(index) => Some(index_of(index).ok_or_else(|| {
-                                format!(
+                                ParseError::Mutation(format!(
                                     "a push at {} whose truncate index {index} is not an index",
                                     show_path(&path)
-                                )
+                                ))
                             })?),
                         };
                         push_at(document, &path, truncate_to, items)
@@ -140,9 +149,9 @@ impl MutationLog {
                     _ => delete_at(document, &path),
                 }
             }
-            other => Err(format!(
+            other => Err(ParseError::Shape(format!(
                 "a log entry whose kind {other} is not 0, 1, 2 or 3"
-            )),
+            ))),
         }
     }
 
@@ -173,7 +182,7 @@ pub fn workspace_from_json(bytes: &[u8]) -> Option<String> {
         .split_once(':')
         .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("file"));
     if is_file {
-        super::file_uri::local_path(uri)
+        crate::observe::text::local_path(uri)
     } else {
         Some(uri.to_string())
     }
@@ -205,25 +214,29 @@ impl Segment {
 }
 
 /// The entry's `k`: an array of keys and indices.
-fn entry_path(entry: &Map<String, Value>) -> Result<Vec<Segment>, String> {
+fn entry_path(entry: &Map<String, Value>) -> Result<Vec<Segment>, ParseError> {
     let Some(Value::Array(raw)) = entry.get("k") else {
-        return Err("a log entry without a `k` path array".into());
+        return Err(ParseError::Mutation(
+            "a log entry without a `k` path array".into(),
+        ));
     };
     if raw.len() > MAX_PATH_SEGMENTS {
-        return Err(format!(
+        return Err(ParseError::Mutation(format!(
             "a path of {} segments (more than {MAX_PATH_SEGMENTS})",
             raw.len()
-        ));
+        )));
     }
     raw.iter()
         .map(|segment| match segment {
             Value::String(key) => Ok(Segment::Key(key.clone())),
-            number @ Value::Number(_) => index_of(number)
-                .map(Segment::Index)
-                .ok_or_else(|| format!("a path segment {number} that is not an array index")),
-            other => Err(format!(
+            number @ Value::Number(_) => index_of(number).map(Segment::Index).ok_or_else(|| {
+                ParseError::Mutation(format!(
+                    "a path segment {number} that is not an array index"
+                ))
+            }),
+            other => Err(ParseError::Mutation(format!(
                 "a path segment {other} that is neither a key nor an index"
-            )),
+            ))),
         })
         .collect()
 }
@@ -253,7 +266,10 @@ fn show_path(path: &[Segment]) -> String {
 }
 
 /// The value at `path`, which must exist all the way.
-fn value_at_mut<'a>(document: &'a mut Value, path: &[Segment]) -> Result<&'a mut Value, String> {
+fn value_at_mut<'a>(
+    document: &'a mut Value,
+    path: &[Segment],
+) -> Result<&'a mut Value, ParseError> {
     let mut current = document;
     for (depth, segment) in path.iter().enumerate() {
         let next = match current {
@@ -261,18 +277,24 @@ fn value_at_mut<'a>(document: &'a mut Value, path: &[Segment]) -> Result<&'a mut
             Value::Array(items) => segment.as_index().and_then(|index| items.get_mut(index)),
             _ => None,
         };
-        current =
-            next.ok_or_else(|| format!("the path {} does not exist", show_path(&path[..=depth])))?;
+        current = next.ok_or_else(|| {
+            ParseError::Mutation(format!(
+                "the path {} does not exist",
+                show_path(&path[..=depth])
+            ))
+        })?;
     }
     Ok(current)
 }
 
 /// Kind 1: replaces (or adds) the value at `path`; its parent must exist. An empty path
 /// replaces the whole document (VS Code writes it when a key of the root changes).
-fn set_at(document: &mut Value, path: &[Segment], value: Value) -> Result<(), String> {
+fn set_at(document: &mut Value, path: &[Segment], value: Value) -> Result<(), ParseError> {
     let Some((last, parents)) = path.split_last() else {
         if !value.is_object() {
-            return Err("a set of the document root to a value that is not an object".into());
+            return Err(ParseError::Mutation(
+                "a set of the document root to a value that is not an object".into(),
+            ));
         }
         *document = value;
         return Ok(());
@@ -291,21 +313,24 @@ fn set_at(document: &mut Value, path: &[Segment], value: Value) -> Result<(), St
                 items.push(value);
                 Ok(())
             }
-            _ => Err(format!("the path {} does not exist", show_path(path))),
+            _ => Err(ParseError::Mutation(format!(
+                "the path {} does not exist",
+                show_path(path)
+            ))),
         },
-        _ => Err(format!(
+        _ => Err(ParseError::Mutation(format!(
             "a set at {} inside a value that is neither an object nor an array",
             show_path(path)
-        )),
+        ))),
     }
 }
 
 /// Kind 3 (and a set without a value): removes the value at `path`. Deleting a key that is
 /// already absent changes nothing; an array element becomes `null`, as JavaScript's
 /// `undefined` is written.
-fn delete_at(document: &mut Value, path: &[Segment]) -> Result<(), String> {
+fn delete_at(document: &mut Value, path: &[Segment]) -> Result<(), ParseError> {
     let Some((last, parents)) = path.split_last() else {
-        return Err("a delete of the document root".into());
+        return Err(ParseError::Mutation("a delete of the document root".into()));
     };
     match value_at_mut(document, parents)? {
         Value::Object(fields) => {
@@ -318,10 +343,10 @@ fn delete_at(document: &mut Value, path: &[Segment]) -> Result<(), String> {
             }
             Ok(())
         }
-        _ => Err(format!(
+        _ => Err(ParseError::Mutation(format!(
             "a delete at {} inside a value that is neither an object nor an array",
             show_path(path)
-        )),
+        ))),
     }
 }
 
@@ -332,9 +357,11 @@ fn push_at(
     path: &[Segment],
     truncate_to: Option<usize>,
     items: Vec<Value>,
-) -> Result<(), String> {
+) -> Result<(), ParseError> {
     let Some((last, parents)) = path.split_last() else {
-        return Err("a push onto the document root, which is not an array".into());
+        return Err(ParseError::Mutation(
+            "a push onto the document root, which is not an array".into(),
+        ));
     };
     let target = match value_at_mut(document, parents)? {
         Value::Object(fields) => {
@@ -342,10 +369,10 @@ fn push_at(
             let absent = fields.get(&key).is_none_or(Value::is_null);
             // Checked before the field is created: a refused entry leaves the document as it was.
             if absent && truncate_to.is_some_and(|length| length > 0) {
-                return Err(format!(
+                return Err(ParseError::Mutation(format!(
                     "a push at {} truncating an absent array",
                     show_path(path)
-                ));
+                )));
             }
             let slot = fields.entry(key).or_insert(Value::Null);
             if slot.is_null() {
@@ -356,27 +383,29 @@ fn push_at(
         Value::Array(parent) => last
             .as_index()
             .and_then(|index| parent.get_mut(index))
-            .ok_or_else(|| format!("the path {} does not exist", show_path(path)))?,
+            .ok_or_else(|| {
+                ParseError::Mutation(format!("the path {} does not exist", show_path(path)))
+            })?,
         _ => {
-            return Err(format!(
+            return Err(ParseError::Mutation(format!(
                 "a push at {} inside a value that is neither an object nor an array",
                 show_path(path)
-            ))
+            )))
         }
     };
     let Value::Array(array) = target else {
-        return Err(format!(
+        return Err(ParseError::Mutation(format!(
             "a push at {}, which is not an array",
             show_path(path)
-        ));
+        )));
     };
     if let Some(length) = truncate_to {
         if length > array.len() {
-            return Err(format!(
+            return Err(ParseError::Mutation(format!(
                 "a push at {} truncating to {length} an array of {}",
                 show_path(path),
                 array.len()
-            ));
+            )));
         }
         array.truncate(length);
     }
@@ -770,13 +799,19 @@ mod tests {
     fn bytes_that_are_not_a_session_are_rejected_with_a_reason() {
         let half_written = &SESSION_JSON.as_bytes()[..SESSION_JSON.len() / 2];
         let reject = |bytes: &[u8]| parse_session_json(bytes, "f", None).unwrap_err();
-        assert!(reject(half_written).starts_with("not JSON"));
-        assert!(reject(b"").starts_with("not JSON"));
+        assert!(
+            matches!(reject(half_written), ParseError::NotJson(message) if message.starts_with("not JSON"))
+        );
+        assert!(
+            matches!(reject(b""), ParseError::NotJson(message) if message.starts_with("not JSON"))
+        );
         assert_eq!(
             reject(b"[1, 2]"),
-            "a session file that is not a JSON object"
+            ParseError::Shape("a session file that is not a JSON object".into())
         );
-        assert!(reject(br#"{"version": 3, "requests": {}}"#).contains("`requests` array"));
+        assert!(reject(br#"{"version": 3, "requests": {}}"#)
+            .message()
+            .contains("`requests` array"));
         assert!(parse_session_json(b"\xEF\xBB\xBF{\"requests\": []}", "f", None).is_ok());
     }
 
@@ -902,7 +937,7 @@ mod tests {
     fn the_real_vs_code_1_139_log_replays_to_its_final_state() {
         // A whole session written by VS Code 1.139 (code-server 4.139.1) in the e2e suite.
         let bytes: &[u8] = include_bytes!(
-            "../../../tests/corpus/copilot/8b0378ec-9689-4fed-a671-2a9baeff8d26.jsonl"
+            "../../../../tests/corpus/copilot/8b0378ec-9689-4fed-a671-2a9baeff8d26.jsonl"
         );
         let lines: Vec<&[u8]> = bytes
             .split(|byte| *byte == b'\n')
@@ -1031,6 +1066,7 @@ mod tests {
         assert!(log
             .apply_line(br#"{"kind":1,"k":["requests"],"v":[]}"#)
             .unwrap_err()
+            .message()
             .contains("before the log's snapshot entry"));
         log.apply_line(LOG_SNAPSHOT.as_bytes()).unwrap();
         log.apply_line(LOG_PUSH_REQUEST.as_bytes()).unwrap();
@@ -1083,7 +1119,7 @@ mod tests {
         for (line, expected) in cases {
             let error = log.apply_line(line.as_bytes()).unwrap_err();
             assert!(
-                error.contains(expected),
+                error.message().contains(expected),
                 "{line}: {error:?} should contain {expected:?}"
             );
             assert_eq!(log.document, before, "{line} changed the document");
@@ -1095,6 +1131,7 @@ mod tests {
         assert!(log
             .apply_line(deep.as_bytes())
             .unwrap_err()
+            .message()
             .contains("segments"));
     }
 

@@ -21,7 +21,8 @@
 use koru_protocol::ObservationBasis;
 use serde_json::Value;
 
-use super::{json_record, ChatTurns, LineParser, Observation, Turn};
+use crate::observe::ParseError;
+use crate::observe::{json_record, ChatTurns, LineParser, Observation, Turn};
 
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_claude_code_jsonl";
@@ -56,7 +57,7 @@ impl ClaudeCodeParser {
 impl LineParser for ClaudeCodeParser {
     /// Parses one complete line. A line that is not a JSON object is skipped (it is
     /// reported by the caller as a diagnostic, never as data).
-    fn feed_line(&mut self, line: &[u8]) -> Result<Vec<Observation>, String> {
+    fn feed_line(&mut self, line: &[u8]) -> Result<Vec<Observation>, ParseError> {
         let record = json_record(line)?;
         let mut out = Vec::new();
         let chat = &mut self.chat;
@@ -218,13 +219,6 @@ fn writes_end_records(version: &str) -> bool {
         (Some(major), Some(minor)) => (major, minor) >= (2, 1),
         _ => false,
     }
-}
-
-/// An RFC 3339 timestamp as Unix milliseconds.
-pub fn parse_ts(text: &str) -> Option<u64> {
-    chrono::DateTime::parse_from_rfc3339(text)
-        .ok()
-        .and_then(|t| u64::try_from(t.timestamp_millis()).ok())
 }
 
 #[cfg(test)]

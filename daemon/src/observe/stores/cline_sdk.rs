@@ -40,8 +40,9 @@
 use koru_protocol::NeedsInputKind;
 use serde_json::{Map, Value};
 
-use super::claude_code::parse_ts;
-use super::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
+use crate::observe::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
+use crate::observe::text::parse_ts;
+use crate::observe::ParseError;
 
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_cline_sessions";
@@ -54,7 +55,7 @@ pub fn parse_session(
     manifest: &[u8],
     messages: Option<&[u8]>,
     fallback_chat_id: &str,
-) -> Result<ChatSnapshot, String> {
+) -> Result<ChatSnapshot, ParseError> {
     let manifest = Manifest::read(manifest)?;
     let messages = match messages {
         // `writeFileSync` truncates before it writes: an empty file holds no messages yet.
@@ -112,14 +113,17 @@ struct Manifest {
 }
 
 impl Manifest {
-    fn read(bytes: &[u8]) -> Result<Self, String> {
-        let value: Value = serde_json::from_slice(bytes)
-            .map_err(|error| format!("session manifest is not complete JSON: {error}"))?;
+    fn read(bytes: &[u8]) -> Result<Self, ParseError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|error| {
+            ParseError::NotJson(format!("session manifest is not complete JSON: {error}"))
+        })?;
         let Value::Object(manifest) = value else {
-            return Err("session manifest is not a JSON object".into());
+            return Err(ParseError::Shape(
+                "session manifest is not a JSON object".into(),
+            ));
         };
         let Some(status) = manifest.get("status").and_then(Value::as_str) else {
-            return Err("session manifest has no status".into());
+            return Err(ParseError::Shape("session manifest has no status".into()));
         };
         let text = |key: &str| {
             manifest
@@ -162,9 +166,12 @@ struct MessagesFile {
     messages: Vec<Value>,
 }
 
-fn read_messages(bytes: &[u8]) -> Result<MessagesFile, String> {
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|error| format!("session messages file is not complete JSON: {error}"))?;
+fn read_messages(bytes: &[u8]) -> Result<MessagesFile, ParseError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|error| {
+        ParseError::NotJson(format!(
+            "session messages file is not complete JSON: {error}"
+        ))
+    })?;
     match value {
         Value::Array(messages) => Ok(MessagesFile {
             updated_at: None,
@@ -172,14 +179,18 @@ fn read_messages(bytes: &[u8]) -> Result<MessagesFile, String> {
         }),
         Value::Object(mut file) => {
             let Some(Value::Array(messages)) = file.remove("messages") else {
-                return Err("session messages file has no messages array".into());
+                return Err(ParseError::Shape(
+                    "session messages file has no messages array".into(),
+                ));
             };
             Ok(MessagesFile {
                 updated_at: file.get("updated_at").and_then(time_ms),
                 messages,
             })
         }
-        _ => Err("session messages file is not a JSON object or array".into()),
+        _ => Err(ParseError::Shape(
+            "session messages file is not a JSON object or array".into(),
+        )),
     }
 }
 
@@ -895,17 +906,17 @@ mod tests {
         let half = &whole.as_bytes()[..whole.len() / 2];
         let error = parse_session(half, None, "x").unwrap_err();
         assert!(
-            error.starts_with("session manifest is not complete JSON"),
+            matches!(&error, ParseError::NotJson(message) if message.starts_with("session manifest is not complete JSON")),
             "{error}"
         );
         assert!(parse_session(b"", None, "x").is_err());
         assert_eq!(
             parse_session(b"[1]", None, "x").unwrap_err(),
-            "session manifest is not a JSON object"
+            ParseError::Shape("session manifest is not a JSON object".into())
         );
         assert_eq!(
             parse_session(br#"{"session_id":"s"}"#, None, "x").unwrap_err(),
-            "session manifest has no status"
+            ParseError::Shape("session manifest has no status".into())
         );
         let list = messages(&[PROMPT, ANSWER]);
         let error = parse_session(
@@ -915,16 +926,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            error.starts_with("session messages file is not complete JSON"),
+            matches!(&error, ParseError::NotJson(message) if message.starts_with("session messages file is not complete JSON")),
             "{error}"
         );
         assert_eq!(
             parse_session(whole.as_bytes(), Some(br#"{"version":1}"#), "x").unwrap_err(),
-            "session messages file has no messages array"
+            ParseError::Shape("session messages file has no messages array".into())
         );
         assert_eq!(
             parse_session(whole.as_bytes(), Some(b"3"), "x").unwrap_err(),
-            "session messages file is not a JSON object or array"
+            ParseError::Shape("session messages file is not a JSON object or array".into())
         );
     }
 

@@ -8,7 +8,9 @@ use super::follow::{
     LinesFollower, LogFollower, ReadProblem,
 };
 use super::snapshot::{ChatSnapshot, SnapshotDiffer};
-use super::{claude_code, cline, cline_sdk, codex, copilot, cursor, gemini, Observation};
+use super::stores::{claude_code, cline, cline_sdk, codex, copilot, cursor, gemini};
+use super::Observation;
+use crate::observe::ParseError;
 
 /// One store kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -333,7 +335,7 @@ fn side_file_workspace(
 }
 
 /// A store's reader of a whole session file: bytes, the fallback chat id, the workspace.
-type ParseSession = fn(&[u8], &str, Option<&str>) -> Result<ChatSnapshot, String>;
+type ParseSession = fn(&[u8], &str, Option<&str>) -> Result<ChatSnapshot, ParseError>;
 
 /// A store that has written both forms: a `.jsonl` log replayed into the document, or
 /// the whole `.json` document re-read.
@@ -387,7 +389,7 @@ impl DocumentLog for copilot::MutationLog {
     fn reset(&mut self) {
         copilot::MutationLog::reset(self);
     }
-    fn apply_line(&mut self, line: &[u8]) -> Result<(), String> {
+    fn apply_line(&mut self, line: &[u8]) -> Result<(), ParseError> {
         copilot::MutationLog::apply_line(self, line)
     }
     fn snapshot(&self, fallback_chat_id: &str, workspace: Option<&str>) -> Option<ChatSnapshot> {
@@ -399,7 +401,7 @@ impl DocumentLog for gemini::GeminiLog {
     fn reset(&mut self) {
         gemini::GeminiLog::reset(self);
     }
-    fn apply_line(&mut self, line: &[u8]) -> Result<(), String> {
+    fn apply_line(&mut self, line: &[u8]) -> Result<(), ParseError> {
         gemini::GeminiLog::apply_line(self, line)
     }
     fn snapshot(&self, fallback_chat_id: &str, workspace: Option<&str>) -> Option<ChatSnapshot> {

@@ -21,8 +21,9 @@ use std::collections::HashMap;
 use koru_protocol::NeedsInputKind;
 use serde_json::Value;
 
-use super::claude_code::parse_ts;
-use super::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
+use crate::observe::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
+use crate::observe::text::parse_ts;
+use crate::observe::ParseError;
 
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_gemini_cli";
@@ -36,14 +37,19 @@ pub fn parse_session_json(
     bytes: &[u8],
     fallback_chat_id: &str,
     workspace: Option<&str>,
-) -> Result<ChatSnapshot, String> {
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|error| format!("session file is not complete JSON: {error}"))?;
+) -> Result<ChatSnapshot, ParseError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|error| {
+        ParseError::NotJson(format!("session file is not complete JSON: {error}"))
+    })?;
     let Value::Object(session) = value else {
-        return Err("session file is not a JSON object".into());
+        return Err(ParseError::Shape(
+            "session file is not a JSON object".into(),
+        ));
     };
     let Some(Value::Array(messages)) = session.get("messages") else {
-        return Err("session file has no `messages` array".into());
+        return Err(ParseError::Shape(
+            "session file has no `messages` array".into(),
+        ));
     };
     let chat_id = session
         .get("sessionId")
@@ -95,14 +101,14 @@ impl GeminiLog {
     /// Applies one complete line. `Err` for a line that is not a JSON object (a
     /// diagnostic, never data); blank lines and records of unknown shape are skipped, as
     /// the CLI's loader skips them.
-    pub fn apply_line(&mut self, line: &[u8]) -> Result<(), String> {
+    pub fn apply_line(&mut self, line: &[u8]) -> Result<(), ParseError> {
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
-        let record: Value =
-            serde_json::from_slice(line).map_err(|error| format!("not JSON: {error}"))?;
+        let record: Value = serde_json::from_slice(line)
+            .map_err(|error| ParseError::NotJson(format!("not JSON: {error}")))?;
         let Value::Object(record) = record else {
-            return Err("a line that is not a JSON object".into());
+            return Err(ParseError::Shape("a line that is not a JSON object".into()));
         };
         if let Some(Value::String(message_id)) = record.get("$rewindTo") {
             self.rewind_to(message_id);
@@ -644,26 +650,27 @@ mod tests {
         let half = &whole.as_bytes()[..whole.len() / 2];
         let error = parse_session_json(half, "f", None).unwrap_err();
         assert!(
-            error.starts_with("session file is not complete JSON"),
+            matches!(&error, ParseError::NotJson(message) if message.starts_with("session file is not complete JSON")),
             "{error}"
         );
         assert_eq!(
             parse_session_json(b"[]", "f", None).unwrap_err(),
-            "session file is not a JSON object"
+            ParseError::Shape("session file is not a JSON object".into())
         );
         assert_eq!(
             parse_session_json(br#"{"sessionId":"a"}"#, "f", None).unwrap_err(),
-            "session file has no `messages` array"
+            ParseError::Shape("session file has no `messages` array".into())
         );
         let mut log = GeminiLog::new();
         assert!(log.snapshot("f", None).is_none(), "nothing read yet");
         assert!(log
             .apply_line(b"{\"id\":\"m1\",")
             .unwrap_err()
+            .message()
             .starts_with("not JSON"));
         assert_eq!(
             log.apply_line(b"[1]").unwrap_err(),
-            "a line that is not a JSON object"
+            ParseError::Shape("a line that is not a JSON object".into())
         );
         assert!(log.apply_line(b"  \r").is_ok(), "a blank line");
         log.apply_line(META.as_bytes()).unwrap();

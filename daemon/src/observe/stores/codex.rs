@@ -17,7 +17,8 @@
 use koru_protocol::ObservationBasis;
 use serde_json::Value;
 
-use super::{json_record, ChatTurns, LineParser, Observation, Turn};
+use crate::observe::ParseError;
+use crate::observe::{json_record, ChatTurns, LineParser, Observation, Turn};
 
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_codex_jsonl";
@@ -41,7 +42,7 @@ impl CodexParser {
 impl LineParser for CodexParser {
     /// Parses one complete line; a line that is not a JSON object is an error (reported
     /// by the caller, never data).
-    fn feed_line(&mut self, line: &[u8]) -> Result<Vec<Observation>, String> {
+    fn feed_line(&mut self, line: &[u8]) -> Result<Vec<Observation>, ParseError> {
         let record = json_record(line)?;
         let mut out = Vec::new();
         let chat = &mut self.chat;

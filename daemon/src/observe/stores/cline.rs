@@ -24,7 +24,8 @@ use std::collections::HashSet;
 use koru_protocol::NeedsInputKind;
 use serde_json::{Map, Value};
 
-use super::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
+use crate::observe::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
+use crate::observe::ParseError;
 
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_cline_tasks";
@@ -35,11 +36,14 @@ pub fn parse_ui_messages(
     bytes: &[u8],
     task_id: &str,
     workspace: Option<&str>,
-) -> Result<ChatSnapshot, String> {
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|error| format!("ui_messages.json is not complete JSON: {error}"))?;
+) -> Result<ChatSnapshot, ParseError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|error| {
+        ParseError::NotJson(format!("ui_messages.json is not complete JSON: {error}"))
+    })?;
     let Value::Array(messages) = value else {
-        return Err("ui_messages.json is not a JSON array".into());
+        return Err(ParseError::Shape(
+            "ui_messages.json is not a JSON array".into(),
+        ));
     };
     let mut turns = TaskTurns::default();
     let mut first = true;
@@ -702,13 +706,13 @@ mod tests {
         let half = &ROO_COMPLETED.as_bytes()[..ROO_COMPLETED.len() / 2];
         let error = parse_ui_messages(half, "t", None).unwrap_err();
         assert!(
-            error.starts_with("ui_messages.json is not complete JSON"),
+            matches!(&error, ParseError::NotJson(message) if message.starts_with("ui_messages.json is not complete JSON")),
             "{error}"
         );
         assert!(parse_ui_messages(b"", "t", None).is_err());
         assert_eq!(
             parse_ui_messages(br#"{"ts":1}"#, "t", None).unwrap_err(),
-            "ui_messages.json is not a JSON array"
+            ParseError::Shape("ui_messages.json is not a JSON array".into())
         );
         let empty = parse_ui_messages(b"[]", "t", None).unwrap();
         assert!(empty.turns.is_empty());

@@ -451,20 +451,14 @@ impl Default for Policy {
     }
 }
 
-/// True when a product pattern from the registry matches a product name.
+/// True when a product pattern from the registry matches a product name
+/// (`vscode-family` is the protocol's one list, `IdeProduct::is_vscode_family`).
 pub fn product_matches(pattern: &str, product: &str) -> bool {
-    const VSCODE_FAMILY: &[&str] = &[
-        "vscode",
-        "vscode-insiders",
-        "vscodium",
-        "cursor",
-        "windsurf",
-        "antigravity",
-        "code-server",
-    ];
     match pattern {
         "any" => true,
-        "vscode-family" => VSCODE_FAMILY.contains(&product),
+        "vscode-family" => product
+            .parse::<koru_protocol::IdeProduct>()
+            .is_ok_and(|product| product.is_vscode_family()),
         _ => match pattern.strip_suffix('*') {
             Some(prefix) => product.starts_with(prefix),
             None => pattern == product,

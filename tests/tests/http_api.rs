@@ -718,7 +718,7 @@ async fn bodies_are_checked_for_size_type_and_shape() {
         );
     }
 
-    let oversized = json!({"target": "focused", "prompt": "y".repeat(1100 * 1024)});
+    let oversized = json!({"target": "focused", "prompt": "y".repeat(3 * 1024 * 1024)});
     let (status, body) = server.post("/api/v1/drives", oversized.clone()).await;
     assert_eq!(
         (status.as_u16(), error_code(&body)),

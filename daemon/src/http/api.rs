@@ -10,7 +10,7 @@ use aide::openapi::{
     StatusCode as OpenApiStatus,
 };
 use aide::{OperationInput, OperationOutput};
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::auth::{Caller, CODE_LIFETIME};
 use super::errors::ApiError;
 use super::recovery::{actions, ActionList};
-use super::{events, AppState, MAX_BODY_BYTES};
+use super::{events, AppState};
 use crate::control::{Client, Controller, Exchange};
 use crate::doctor::DoctorReport;
 use crate::registry::view::RegistryView;
@@ -216,25 +216,7 @@ async fn json_body(request: Request) -> Result<Bytes, ApiError> {
     if !is_json {
         return Err(ApiError::unsupported_media_type());
     }
-    read_limited(request.into_body()).await
-}
-
-async fn read_limited(body: Body) -> Result<Bytes, ApiError> {
-    use http_body_util::BodyExt;
-    match http_body_util::Limited::new(body, MAX_BODY_BYTES)
-        .collect()
-        .await
-    {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-            Err(ApiError::body_too_large(MAX_BODY_BYTES))
-        }
-        Err(error) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            format!("cannot read the request body: {error}"),
-        )),
-    }
+    super::body::read_limited(request.into_body()).await
 }
 
 /// Parses a JSON body into `T`, saying where the first problem is. Pure, for tests.

@@ -351,6 +351,7 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
                 .and_then(|v| v.parse::<u64>().ok())
                 .is_some_and(|length| length > MAX_BODY_BYTES as u64);
             if too_large && request.uri().path().starts_with("/api/") {
+                super::body::drain(request.into_body()).await;
                 return ApiError::body_too_large(MAX_BODY_BYTES).into_response();
             }
             if let Some(caller) = caller {

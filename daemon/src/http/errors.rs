@@ -142,7 +142,8 @@ impl IntoResponse for ApiError {
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         if self.status == StatusCode::PAYLOAD_TOO_LARGE {
-            // The rest of the body is left unread: the connection cannot carry another request.
+            // Whatever of the body was not drained is left unread: the connection cannot carry
+            // another request.
             response
                 .headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -3,12 +3,13 @@
 //! Rooms: `auth.rs` (Host/Origin, bearer token, login codes, session cookies), `api.rs` (the
 //! endpoints; each opens a controller connection to the daemon's socket), `events.rs` (the
 //! events hub: one subscription to the daemon, a ring buffer, SSE and WebSocket), `assets.rs`
-//! (the dashboard's files, `/`, `/login`), `errors.rs` (the error shape), `recovery.rs` (the
+//! (the dashboard's files, `/`, `/login`), `body.rs` (bodies read within the size limit), `errors.rs` (the error shape), `recovery.rs` (the
 //! recovery actions' table), `openapi.rs` (docs/openapi.json), `token.rs` (the token file).
 
 pub mod api;
 pub mod assets;
 pub mod auth;
+pub mod body;
 pub mod errors;
 pub mod events;
 pub mod openapi;

@@ -27,6 +27,7 @@ pub mod drive;
 pub mod entry;
 /// The loopback HTTP server: REST API, event stream, dashboard, MCP over HTTP (a face).
 pub mod http;
+pub mod journal;
 /// The daemon's main loop and wiring: socket server, state machine, observers, registry
 /// watch, HTTP with MCP mounted in it, signals.
 pub mod main_loop;

@@ -12,7 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::app::{App, AppConfig, DaemonEvent};
 use crate::clock::{Clock, SystemClock};
-use crate::server::{ConnectionConfig, SocketError};
+use crate::server::ConnectionConfig;
 
 /// Everything `koru daemon` can be told.
 #[derive(Debug, Clone)]
@@ -34,6 +34,8 @@ pub struct DaemonConfig {
     pub http: Option<koru_protocol::HttpStatus>,
     /// Chat-store observation (`None`: off). The store roots come from the registry.
     pub observe: Option<crate::observe::watcher::ObserveConfig>,
+    /// The drive journal (`None`: `--no-journal`).
+    pub journal: Option<crate::journal::JournalConfig>,
 }
 
 impl DaemonConfig {
@@ -51,6 +53,7 @@ impl DaemonConfig {
             registry_paths: crate::registry::LayerPaths::default(),
             http: None,
             observe: Some(crate::observe::watcher::ObserveConfig::default()),
+            journal: None,
         }
     }
 }
@@ -74,6 +77,7 @@ pub async fn run_daemon(
             quiet: Duration::from_millis(args.observe_quiet_ms.max(1)),
             ..Default::default()
         }),
+        journal: journal_config(&args)?,
         ..DaemonConfig::with_socket(socket)
     };
     let shutdown = CancellationToken::new();
@@ -129,6 +133,74 @@ pub async fn run_daemon(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The journal `koru daemon`'s flags ask for.
+fn journal_config(
+    args: &crate::cli::DaemonArgs,
+) -> anyhow::Result<Option<crate::journal::JournalConfig>> {
+    if args.no_journal {
+        return Ok(None);
+    }
+    let dir = args
+        .journal
+        .clone()
+        .unwrap_or_else(crate::journal::default_dir);
+    let mut config = crate::journal::JournalConfig::new(dir);
+    config.prompts = args.journal_prompts;
+    config.fsync = Duration::from_millis(args.journal_fsync_ms.max(1));
+    config.retain = args
+        .journal_retain
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--journal-retain {}: {e}", args.journal_retain))?;
+    if let Some(bytes) = args.journal_segment_bytes {
+        config.segment_bytes = bytes.max(1024);
+    }
+    Ok(Some(config))
+}
+
+/// Opens the journal (after the socket is ours, so a second daemon never touches it),
+/// ending what a crashed run left open.
+fn open_journal(
+    config: crate::journal::JournalConfig,
+    socket: &std::path::Path,
+) -> anyhow::Result<crate::journal::Journal> {
+    let dir = config.dir.clone();
+    let daemon = crate::journal::Asker {
+        door: "daemon".into(),
+        client: "koru".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        pid: Some(std::process::id()),
+        uid: nix::unistd::getuid().as_raw(),
+    };
+    let mut started = serde_json::Map::new();
+    started.insert("socket".into(), socket.display().to_string().into());
+    started.insert("prompts".into(), config.prompts.as_str().into());
+    started.insert("fsync_ms".into(), (config.fsync.as_millis() as u64).into());
+    let reopened = crate::journal::Journal::open(
+        config,
+        crate::clock::Clock::now_ms(&SystemClock),
+        &daemon,
+        started,
+    )
+    .with_context(|| {
+        format!(
+            "cannot open the drive journal in {} (choose another with --journal DIR, or run without one: --no-journal)",
+            dir.display()
+        )
+    })?;
+    if let Some(bytes) = reopened.repaired_bytes {
+        tracing::warn!(bytes, "the journal ended in a cut line (a crash mid-write); it was removed and the repair recorded");
+    }
+    if !reopened.ended_at_restart.is_empty() {
+        tracing::warn!(
+            drives = reopened.ended_at_restart.len(),
+            "drives the last run left unfinished were ended failed/daemon_restarted (not sent again)"
+        );
+    }
+    let status = reopened.journal.status();
+    tracing::info!(dir = %status.dir, head = %status.head, entries = status.last_seq, "drive journal open");
+    Ok(reopened.journal)
+}
+
 /// The `--http` binding rule: loopback, unless `--http-allow-remote` says otherwise (then
 /// with a warning, since others on the network can reach the port).
 pub fn check_http_address(addr: std::net::SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
@@ -172,7 +244,7 @@ pub async fn run(
     config: DaemonConfig,
     shutdown: CancellationToken,
     ready: impl FnOnce(&std::path::Path),
-) -> Result<(), SocketError> {
+) -> anyhow::Result<()> {
     crate::server::raise_open_files_limit();
     // What the chat stores held before anyone could connect is history; what is written
     // from now on is news, even while the observers are still starting.
@@ -181,6 +253,11 @@ pub async fn run(
     let registry_watch =
         crate::registry::watch::RegistryWatcher::start(config.registry_paths.clone());
     let mut bound = crate::server::socket::bind(&config.socket_path)?;
+    let journal = config
+        .journal
+        .clone()
+        .map(|journal| open_journal(journal, bound.path()))
+        .transpose()?;
     tracing::info!(socket = %bound.path().display(), pid = std::process::id(), version = env!("CARGO_PKG_VERSION"), "koru daemon listening");
     ready(bound.path());
 
@@ -213,6 +290,9 @@ pub async fn run(
             config.registry_paths.clone(),
         )),
     );
+    if let Some(journal) = journal {
+        app = app.with_journal(journal);
+    }
     // The watcher learns the folders plugin sessions announce through this channel; the
     // state machine only sends on it.
     let (announced_tx, announced_rx) = mpsc::unbounded_channel();

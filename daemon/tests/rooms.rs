@@ -17,7 +17,7 @@ const LEVELS: &[(&str, &[&str])] = &[
             "recovery",
         ],
     ),
-    ("domain", &["registry", "observe", "drive"]),
+    ("domain", &["registry", "observe", "drive", "journal"]),
     ("control", &["control"]),
     ("doctor", &["doctor"]),
     ("state machine", &["app"]),

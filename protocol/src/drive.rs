@@ -15,6 +15,10 @@ pub mod blocker {
     pub const TIMEOUT: &str = "timeout";
     /// The daemon stopped while the drive was not finished.
     pub const DAEMON_SHUTDOWN: &str = "daemon_shutdown";
+    /// The daemon stopped (crashed, was killed) while the drive was not finished; found
+    /// in the journal at the next start. The prompt is never sent again: it may have been
+    /// submitted.
+    pub const DAEMON_RESTARTED: &str = "daemon_restarted";
     /// The plugin failed without saying why.
     pub const PLUGIN_FAILED: &str = "plugin_failed";
     /// The plugin was dropped because it stopped answering heartbeats.

@@ -149,6 +149,10 @@ pub enum Message {
     RecoveryRun(crate::RecoveryRun),
     #[serde(rename = "recovery.result")]
     RecoveryResult(crate::RecoveryResult),
+    #[serde(rename = "journal.verify")]
+    JournalVerify(crate::JournalVerify),
+    #[serde(rename = "journal.verify.result")]
+    JournalVerifyResult(crate::JournalVerifyResult),
 }
 
 /// The wire names of every message type, in the order of [`Message`].
@@ -182,6 +186,8 @@ pub const KNOWN_MESSAGE_TYPES: &[&str] = &[
     "observe.reported",
     "recovery.run",
     "recovery.result",
+    "journal.verify",
+    "journal.verify.result",
 ];
 
 impl Message {
@@ -217,6 +223,8 @@ impl Message {
             Message::ObserveReported(_) => "observe.reported",
             Message::RecoveryRun(_) => "recovery.run",
             Message::RecoveryResult(_) => "recovery.result",
+            Message::JournalVerify(_) => "journal.verify",
+            Message::JournalVerifyResult(_) => "journal.verify.result",
         }
     }
 
@@ -459,6 +467,8 @@ fn decode_body(
         "observe.reported" => Message::ObserveReported(typed(body)?),
         "recovery.run" => Message::RecoveryRun(typed(body)?),
         "recovery.result" => Message::RecoveryResult(typed(body)?),
+        "journal.verify" => Message::JournalVerify(typed(body)?),
+        "journal.verify.result" => Message::JournalVerifyResult(typed(body)?),
         "drive.create" => Message::DriveCreate(typed(body)?),
         "drive.get" => Message::DriveGet(typed(body)?),
         "drive.cancel" => Message::DriveCancel(typed(body)?),

@@ -50,6 +50,9 @@ pub enum ErrorCode {
     ShuttingDown,
     /// A bug in the daemon; the message says what.
     Internal,
+    /// The drive journal cannot be written (disk full, permissions); drives are refused
+    /// rather than pushed without a record. The message says why.
+    JournalUnavailable,
     /// A code this build does not know (sent by a newer peer).
     #[serde(other)]
     Unknown,
@@ -78,6 +81,7 @@ impl ErrorCode {
             ErrorCode::SlowReader => "slow_reader",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Internal => "internal",
+            ErrorCode::JournalUnavailable => "journal_unavailable",
             ErrorCode::Unknown => "unknown",
         }
     }

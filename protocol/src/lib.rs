@@ -10,6 +10,7 @@ mod drive;
 mod envelope;
 mod error;
 mod handshake;
+mod journal;
 mod observe;
 mod product;
 mod recovery;
@@ -29,6 +30,10 @@ pub use error::{ErrorCode, ErrorMessage, Location};
 pub use handshake::{
     negotiate, ChatReadiness, ClientInfo, DaemonInfo, Hello, IdeInfo, NegotiationError, Role,
     VersionRange, Welcome, WindowInfo, WindowStorage,
+};
+pub use journal::{
+    BlobCounts, JournalStatus, JournalVerify, JournalVerifyResult, VerifyProblem,
+    VerifyProblemKind, VerifyReport, VerifyVerdict,
 };
 pub use observe::{
     ChatInfo, ChatsList, ChatsListResult, DriveObservation, NeedsInputKind, ObservationBasis,

@@ -154,6 +154,9 @@ pub struct StatusInfo {
     /// turns it off), so that doctor can tell observing off from nothing to observe.
     #[serde(default)]
     pub observing: bool,
+    /// The drive journal (absent with `koru daemon --no-journal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<crate::JournalStatus>,
 }
 
 /// Where the daemon serves HTTP and how to authenticate there. Shown only to peers of the
@@ -211,7 +214,9 @@ pub struct SessionsListResult {
     pub sessions: Vec<SessionInfo>,
 }
 
-/// `drives.list` (controller → daemon): recent drives, newest last.
+/// `drives.list` (controller → daemon): drives, newest last. Without `history`, the ones
+/// the daemon keeps in memory (running, and the last 1,000 ended); with it, every drive in
+/// the journal, a page at a time.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DrivesList {
     /// Only drives whose session is this one.
@@ -220,12 +225,28 @@ pub struct DrivesList {
     /// Only drives that have not ended.
     #[serde(default)]
     pub active_only: bool,
+    /// Also drives from the journal (older ones, and ones from before a restart).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub history: bool,
+    /// Only drives accepted before this one (the oldest drive of the previous page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// Only drives created at or after this time (Unix ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<u64>,
+    /// At most this many (the newest of the matches); with `history` 100 when absent, and
+    /// never more than 1,000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
 }
 
 /// `drives.list.result`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DrivesListResult {
     pub drives: Vec<DriveInfo>,
+    /// Older matches exist beyond this page (ask again with `before` = the first drive's id).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
 }
 
 /// `drive.create` (controller → daemon): push a prompt into a chat.

@@ -185,6 +185,11 @@ impl<C: Clock> App<C> {
             drive.retry_of = Some(of.clone());
         }
         self.drives.insert(drive);
+        if let Err(error) = self.journal_accepted(&drive_id, conn_id, now) {
+            self.drives.withdraw(&drive_id);
+            self.send_error(conn_id, id, error);
+            return;
+        }
         let info = self.drives.get(&drive_id).expect("just inserted").info();
         match origin {
             DriveOrigin::Asked => {
@@ -210,7 +215,7 @@ impl<C: Clock> App<C> {
                     ),
                 );
                 self.publish_drive(&drive_id);
-                self.announce_recovery("retry_drive", &by, true, summary);
+                self.announce_recovery("retry_drive", conn_id, &by, true, summary);
             }
         }
         if busy_fail {
@@ -768,6 +773,8 @@ impl<C: Clock> App<C> {
     }
 
     pub(super) fn publish_drive(&mut self, drive_id: &str) {
+        let now = self.clock.now_ms();
+        self.journal_drive(drive_id, now);
         if let Some(drive) = self.drives.get(drive_id) {
             let drive = drive.info();
             self.publish(StreamEvent::DriveUpdated { drive });

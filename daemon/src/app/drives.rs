@@ -9,9 +9,6 @@ use koru_protocol::{
 
 use crate::drive::planner::Candidate;
 
-/// How many characters of a prompt listings show.
-const EXCERPT_CHARS: usize = 60;
-
 /// One drive: what was asked, where it is, and what happened.
 #[derive(Debug, Clone)]
 pub struct DriveRecord {
@@ -53,6 +50,8 @@ pub struct DriveRecord {
     pub submit_evidence: Option<koru_protocol::SubmitEvidence>,
     /// Why the drive, not sent yet, is waiting.
     pub waiting: Option<Blocker>,
+    /// What the journal has of this drive so far (`None`: not journaled).
+    pub journaled: Option<super::journaling::JournaledView>,
 }
 
 /// What an ack did to a drive.
@@ -110,6 +109,7 @@ impl DriveRecord {
             retry_of: None,
             submit_evidence: None,
             waiting: None,
+            journaled: None,
         }
     }
 
@@ -313,18 +313,7 @@ impl DriveRecord {
 
 /// The first characters of a prompt on one line.
 pub fn excerpt(prompt: &str) -> String {
-    let flat: String = prompt
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(EXCERPT_CHARS + 1)
-        .collect();
-    if flat.chars().count() > EXCERPT_CHARS {
-        let mut cut: String = flat.chars().take(EXCERPT_CHARS - 1).collect();
-        cut.push('…');
-        cut
-    } else {
-        flat
-    }
+    crate::journal::index::prompt_excerpt(prompt)
 }
 
 /// Recent drives by id, oldest evicted first once more than `capacity` have ended.
@@ -369,6 +358,14 @@ impl DriveTable {
 
     pub fn get(&self, drive_id: &str) -> Option<&DriveRecord> {
         self.by_id.get(drive_id)
+    }
+
+    /// Forgets a drive that was never accepted after all (the journal could not record it).
+    pub fn withdraw(&mut self, drive_id: &str) {
+        if self.by_id.remove(drive_id).is_some() {
+            self.order.retain(|id| id != drive_id);
+            self.total_created -= 1;
+        }
     }
 
     pub fn get_mut(&mut self, drive_id: &str) -> Option<&mut DriveRecord> {

@@ -14,6 +14,7 @@
 mod chats;
 mod delivery;
 pub mod drives;
+pub mod journaling;
 pub mod recovery;
 mod requests;
 mod session_events;
@@ -177,6 +178,8 @@ pub struct App<C: Clock> {
     observers: Vec<koru_protocol::ObserverStatus>,
     /// Where plugin sessions' announced chat-store folders go (the watcher, or nowhere).
     session_store_roots: Box<dyn SessionStoreRoots>,
+    /// The drive journal (`None`: `--no-journal`, and unit tests that do not ask for one).
+    journal: Option<crate::journal::Journal>,
 }
 
 impl<C: Clock> App<C> {
@@ -213,6 +216,7 @@ impl<C: Clock> App<C> {
             chat_completed: std::collections::HashSet::new(),
             observers: Vec::new(),
             session_store_roots: Box::new(NoSessionStoreRoots),
+            journal: None,
         }
     }
 
@@ -289,6 +293,11 @@ impl<C: Clock> App<C> {
             }
             self.registry_status.diagnostics = diagnostics.clone();
         }
+        let mut fields = serde_json::Map::new();
+        fields.insert("applied".into(), applied.into());
+        fields.insert("interfaces".into(), self.registry.interfaces().len().into());
+        fields.insert("diagnostics".into(), diagnostics.clone().into());
+        self.journal_event(crate::journal::KIND_REGISTRY_RELOADED, fields, None);
         self.publish(StreamEvent::RegistryReloaded {
             applied,
             interfaces: self.registry.interfaces().len(),
@@ -313,6 +322,7 @@ impl<C: Clock> App<C> {
         for connection in self.connections.values() {
             connection.say_bye_and_close("the daemon is shutting down");
         }
+        self.close_journal("shutdown");
     }
 
     /// Number of live connections (greeted or not).
@@ -430,6 +440,7 @@ impl<C: Clock> App<C> {
             http: self.config.http.clone(),
             observers: self.observers.clone(),
             observing: self.config.observing,
+            journal: self.journal.as_ref().map(|j| j.status()),
         }
     }
 

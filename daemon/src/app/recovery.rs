@@ -189,8 +189,22 @@ impl<C: Clock> App<C> {
     }
 
     /// Logs an action that was carried out (or tried) and tells subscribers.
-    pub(super) fn announce_recovery(&mut self, action: &str, by: &str, ok: bool, summary: String) {
+    pub(super) fn announce_recovery(
+        &mut self,
+        action: &str,
+        conn_id: ConnId,
+        by: &str,
+        ok: bool,
+        summary: String,
+    ) {
         tracing::info!(action, by, ok, %summary, "recovery action");
+        let mut fields = serde_json::Map::new();
+        fields.insert("action".into(), action.into());
+        fields.insert("ok".into(), ok.into());
+        fields.insert("summary".into(), summary.clone().into());
+        fields.insert("asked_by".into(), by.into());
+        let asker = self.asker(conn_id);
+        self.journal_event(crate::journal::KIND_RECOVERY, fields, asker);
         self.publish(StreamEvent::RecoveryPerformed {
             action: action.to_string(),
             by: by.to_string(),
@@ -207,7 +221,13 @@ impl<C: Clock> App<C> {
         by: &str,
         result: RecoveryResult,
     ) {
-        self.announce_recovery(&result.action, by, result.ok, result.summary.clone());
+        self.announce_recovery(
+            &result.action,
+            conn_id,
+            by,
+            result.ok,
+            result.summary.clone(),
+        );
         self.send(
             conn_id,
             Envelope::with_id(id, Message::RecoveryResult(result)),

@@ -1,6 +1,6 @@
 //! The requests a greeted peer sends after the handshake, dispatched by message type to the part of the state machine that answers them.
 
-use koru_protocol::{DrivesListResult, Envelope, Message, Role, SessionsListResult};
+use koru_protocol::{Envelope, Message, Role, SessionsListResult};
 
 use super::sessions::resolve_target;
 use crate::clock::Clock;
@@ -109,21 +109,10 @@ impl<C: Clock> App<C> {
                 self.on_observed(report.observations, false);
             }
             Message::DrivesList(filter) => {
-                let drives = self
-                    .drives
-                    .iter()
-                    .filter(|d| {
-                        filter
-                            .session_id
-                            .as_ref()
-                            .is_none_or(|s| &d.session_id == s)
-                    })
-                    .filter(|d| !filter.active_only || !d.is_terminal())
-                    .map(|d| d.info())
-                    .collect();
+                let result = self.list_drives(&filter);
                 self.send(
                     conn_id,
-                    Envelope::with_id(id, Message::DrivesListResult(DrivesListResult { drives })),
+                    Envelope::with_id(id, Message::DrivesListResult(result)),
                 );
             }
             Message::DriveCreate(create) => self.on_drive_create(conn_id, id, create, now),
@@ -132,8 +121,18 @@ impl<C: Clock> App<C> {
                     let reply = drive_result(drive);
                     self.send(conn_id, Envelope::with_id(id, reply));
                 }
-                None => self.send_error(conn_id, id, unknown_drive(&drive_ref.drive_id)),
+                None => match self.drive_from_history(&drive_ref.drive_id) {
+                    Some(drive) => self.send(
+                        conn_id,
+                        Envelope::with_id(
+                            id,
+                            Message::DriveResult(koru_protocol::DriveResult { drive }),
+                        ),
+                    ),
+                    None => self.send_error(conn_id, id, unknown_drive(&drive_ref.drive_id)),
+                },
             },
+            Message::JournalVerify(_) => self.on_journal_verify(conn_id, id),
             Message::DriveCancel(drive_ref) => {
                 self.on_drive_cancel(conn_id, id, &drive_ref.drive_id, now)
             }

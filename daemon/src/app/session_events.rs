@@ -70,6 +70,15 @@ impl<C: Clock> App<C> {
                     .add(&session_id, storage, workspace);
             }
             let session = session.info();
+            let mut fields = serde_json::Map::new();
+            fields.insert("session_id".into(), session.session_id.clone().into());
+            fields.insert("ide".into(), serde_json::json!(session.ide));
+            fields.insert(
+                "workspace_folders".into(),
+                serde_json::json!(session.window.workspace_folders),
+            );
+            let asker = self.asker(conn_id);
+            self.journal_event(crate::journal::KIND_SESSION_CONNECTED, fields, asker);
             self.publish(StreamEvent::SessionConnected { session });
         }
     }
@@ -244,6 +253,10 @@ impl<C: Clock> App<C> {
                 now,
             );
         }
+        let mut fields = serde_json::Map::new();
+        fields.insert("session_id".into(), session_id.clone().into());
+        fields.insert("reason".into(), reason.into());
+        self.journal_event(crate::journal::KIND_SESSION_DISCONNECTED, fields, None);
         self.publish(StreamEvent::SessionDisconnected {
             session_id,
             reason: reason.to_string(),

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use koru_protocol::{
-    DriveCreate, DriveInfo, DriveOptions, DriveState, DrivesList, IdeProduct, Message,
-    SessionsList, StreamEvent, Target,
+    DriveCreate, DriveInfo, DriveOptions, DriveState, DrivesList, DrivesListResult, IdeProduct,
+    Message, SessionsList, StreamEvent, Target,
 };
 
 use super::{CancelArgs, DrivesArgs, ObserveArgs, SendArgs};
@@ -56,6 +56,22 @@ pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
                 "MCP over HTTP: {} (bearer token: {}, kept in {})",
                 http.mcp_url, http.token, http.token_file
             );
+        }
+        match &status.journal {
+            Some(journal) => {
+                println!(
+                    "journal: {} ({} entries, prompts {}{}); head {}",
+                    journal.dir,
+                    journal.last_seq,
+                    journal.prompts,
+                    if journal.keyed { ", HMAC-keyed" } else { "" },
+                    journal.head
+                );
+                if let Some(error) = &journal.error {
+                    println!("journal problem: {error}");
+                }
+            }
+            None => println!("journal: off (--no-journal); drives are kept in memory only"),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -118,13 +134,42 @@ pub async fn sessions(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode> {
-    let filter = DrivesList {
+    let since_ms = args
+        .since
+        .as_deref()
+        .map(|text| parse_since(text, SystemClock.now_ms()))
+        .transpose()?;
+    let history = args.all || since_ms.is_some() || args.before.is_some() || args.limit.is_some();
+    let mut filter = DrivesList {
         session_id: args.session,
         active_only: args.active,
+        history,
+        before: args.before,
+        since_ms,
+        limit: args.limit.or(args.all.then_some(1_000)),
     };
-    let result = controller(socket)
-        .once(|c| Box::pin(c.drives(filter)))
-        .await?;
+    let mut result = DrivesListResult {
+        drives: Vec::new(),
+        more: false,
+    };
+    // `--all` pages back through the journal until the start.
+    loop {
+        let page = controller(socket)
+            .once({
+                let filter = filter.clone();
+                move |c| Box::pin(c.drives(filter))
+            })
+            .await?;
+        let oldest = page.drives.first().map(|d| d.drive_id.clone());
+        let mut drives = page.drives;
+        drives.append(&mut result.drives);
+        result.drives = drives;
+        result.more = page.more;
+        match oldest {
+            Some(oldest) if args.all && page.more => filter.before = Some(oldest),
+            _ => break,
+        }
+    }
     if args.json {
         print_json(&result.drives)?;
         return Ok(ExitCode::SUCCESS);
@@ -159,7 +204,39 @@ pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode>
             &rows
         )
     );
+    if result.more {
+        if let Some(oldest) = result.drives.first() {
+            println!(
+                "older drives: koru drives --before {} (or --all)",
+                oldest.drive_id
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--since`: an RFC 3339 time, or an age back from `now_ms` (`90m`, `12h`, `7d`).
+pub(super) fn parse_since(text: &str, now_ms: u64) -> anyhow::Result<u64> {
+    if let Some(at) = crate::observe::text::parse_ts(text) {
+        return Ok(at);
+    }
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let unit_ms = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => 0,
+    };
+    match number.parse::<u64>() {
+        Ok(n) if unit_ms > 0 => Ok(now_ms.saturating_sub(n.saturating_mul(unit_ms))),
+        _ => anyhow::bail!(
+            "--since {text:?}: give an RFC 3339 time (2026-11-25T09:00:00Z) or an age (90m, 12h, 7d)"
+        ),
+    }
 }
 
 pub async fn cancel(socket: &Path, args: CancelArgs) -> anyhow::Result<ExitCode> {

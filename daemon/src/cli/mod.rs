@@ -4,6 +4,7 @@ mod commands;
 mod dashboard_cmd;
 pub mod doctor_cmd;
 mod hook_cmd;
+mod journal_cmd;
 mod recover_cmd;
 pub mod registry_cmd;
 
@@ -59,6 +60,12 @@ pub enum Command {
     Drives(DrivesArgs),
     /// Cancel a drive that has not finished
     Cancel(CancelArgs),
+    /// Prove the drive journal intact: every entry's seal and link (exit 0), or the first
+    /// bad entry and what is wrong (exit 1); exit 2 when there is nothing usable to check
+    Verify(VerifyArgs),
+    /// The drive journal: export a stretch of it as proof
+    #[command(subcommand)]
+    Journal(JournalCommand),
     /// Check which interfaces work on this machine, why not, and what to do about it
     Doctor(DoctorArgs),
     /// Inspect and check the interface registry
@@ -145,6 +152,27 @@ pub struct DaemonArgs {
     /// store writes no end-of-turn record (basis `inferred`)
     #[arg(long, value_name = "MS", default_value_t = 5_000)]
     pub observe_quiet_ms: u64,
+    /// Keep the drive journal in DIR [default: $XDG_STATE_HOME/koru/journal]
+    #[arg(long, value_name = "DIR")]
+    pub journal: Option<PathBuf>,
+    /// Keep no journal: drives live in memory only and are forgotten at exit
+    #[arg(long, conflicts_with = "journal")]
+    pub no_journal: bool,
+    /// Keep each prompt's text (full) or only its digest and length (digest: no prompt
+    /// text anywhere on disk)
+    #[arg(long, value_enum, value_name = "MODE", default_value = "full")]
+    pub journal_prompts: crate::journal::PromptsMode,
+    /// Longest time between a journal write and its fdatasync (group commit); a power
+    /// loss can lose at most this much of what was answered
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub journal_fsync_ms: u64,
+    /// Prune whole journal segments beyond an age and/or size (90d, 500MiB, 90d,2GiB,
+    /// forever); a checkpoint entry keeps the rest provable
+    #[arg(long, value_name = "LIMITS", default_value = "1GiB")]
+    pub journal_retain: String,
+    /// Start a new journal segment beyond this many bytes (tests make it small)
+    #[arg(long, value_name = "BYTES", hide = true)]
+    pub journal_segment_bytes: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -223,6 +251,18 @@ pub struct DrivesArgs {
     /// Only drives that have not ended
     #[arg(long)]
     pub active: bool,
+    /// Every drive in the journal (across restarts), not only the recent ones in memory
+    #[arg(long)]
+    pub all: bool,
+    /// Only drives created since TIME: RFC 3339 (2026-11-25T09:00:00Z) or an age (90m, 12h, 7d)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only drives accepted before this one (page back from a listing's oldest drive)
+    #[arg(long, value_name = "DRIVE_ID")]
+    pub before: Option<String>,
+    /// At most N drives (the newest of the matches)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
     /// Only drives of this session
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
@@ -270,6 +310,38 @@ pub struct DoctorArgs {
     pub timeout: u64,
 }
 
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The journal folder [default: the running daemon's, else $XDG_STATE_HOME/koru/journal]
+    pub dir: Option<PathBuf>,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JournalCommand {
+    /// Write one self-contained HTML file holding journal entries that re-verifies its own
+    /// chain in the recipient's browser (no network)
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The HTML file to write
+    #[arg(long, value_name = "FILE")]
+    pub html: PathBuf,
+    /// Only the stretch from this drive's acceptance to its end (its prompt included)
+    #[arg(long, value_name = "ID", conflicts_with = "since")]
+    pub drive: Option<String>,
+    /// Only entries since TIME: RFC 3339 or an age (90m, 12h, 7d)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// The journal folder [default: the running daemon's, else $XDG_STATE_HOME/koru/journal]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum RegistryCommand {
     /// Check the layer files (or built-in + FILE); exit 1 with located diagnostics
@@ -313,6 +385,8 @@ pub async fn run(
         Command::Send(args) => commands::send(socket, args).await,
         Command::Drives(args) => commands::drives(socket, args).await,
         Command::Cancel(args) => commands::cancel(socket, args).await,
+        Command::Verify(args) => journal_cmd::verify(socket, args).await,
+        Command::Journal(JournalCommand::Export(args)) => journal_cmd::export(socket, args).await,
         Command::Recover(args) => recover_cmd::run(socket, args).await,
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "koru", &mut std::io::stdout());

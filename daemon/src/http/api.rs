@@ -367,6 +367,14 @@ pub struct DrivesQuery {
     pub session_id: Option<String>,
     /// Only drives that have not ended.
     pub active: Option<bool>,
+    /// Only drives accepted before this one: the first (oldest) drive of the page before,
+    /// to page back through the journal.
+    pub before: Option<String>,
+    /// Only drives created at or after this time (Unix ms).
+    pub since_ms: Option<u64>,
+    /// Page size: 100 when absent, at most 1,000. `more` in the answer says whether older
+    /// drives exist.
+    pub limit: Option<u32>,
 }
 
 /// Which states a `state=` filter keeps.
@@ -410,6 +418,10 @@ async fn drives(
     let request = DrivesList {
         session_id: query.session_id.filter(|s| !s.is_empty()),
         active_only: query.active.unwrap_or(false) || filter == Some(StateFilter::Active),
+        history: true,
+        before: query.before.filter(|s| !s.is_empty()),
+        since_ms: query.since_ms,
+        limit: Some(query.limit.unwrap_or(100)),
     };
     let mut result = daemon.once(|c| Box::pin(c.drives(request))).await?;
     if let Some(filter) = filter {

@@ -404,9 +404,8 @@ pub fn role_may_send(role: Role, type_name: &str) -> bool {
         "ping" | "pong" | "bye" | "error" => true,
         "ack" | "event" => role == Role::Plugin,
         "status" | "sessions.list" | "drives.list" | "chats.list" | "observe.report"
-        | "drive.create" | "drive.get" | "drive.cancel" | "events.subscribe" | "recovery.run" => {
-            role == Role::Controller
-        }
+        | "journal.verify" | "drive.create" | "drive.get" | "drive.cancel" | "events.subscribe"
+        | "recovery.run" => role == Role::Controller,
         _ => false,
     }
 }

@@ -100,6 +100,12 @@ export type Envelope = {
   | (RecoveryResult & {
       type: "recovery.result";
     })
+  | (JournalVerify & {
+      type: "journal.verify";
+    })
+  | (JournalVerifyResult & {
+      type: "journal.verify.result";
+    })
 );
 /**
  * A request id chosen by the sender: an integer or a string. Replies carry it back.
@@ -171,6 +177,7 @@ export type ErrorCode =
   | "slow_reader"
   | "shutting_down"
   | "internal"
+  | "journal_unavailable"
   | "unknown";
 /**
  * What to do when the target chat is busy (replying or waiting for input).
@@ -468,6 +475,19 @@ export type RecoveryRun =
         session_id: string;
       };
     };
+/**
+ * What is wrong.
+ */
+export type VerifyProblemKind =
+  | "edited"
+  | "deleted"
+  | "reordered"
+  | "spliced"
+  | "truncated"
+  | "wrong_key"
+  | "blob_mismatch"
+  | "malformed"
+  | "unusable";
 
 /**
  * `hello`: the first line every client sends.
@@ -778,6 +798,10 @@ export interface StatusInfo {
    */
   http?: HttpStatus | null;
   /**
+   * The drive journal (absent with `koru daemon --no-journal`).
+   */
+  journal?: JournalStatus | null;
+  /**
    * The chat-store roots the daemon observes and their problems (empty when
    * observing is off).
    */
@@ -822,6 +846,40 @@ export interface HttpStatus {
    * The file the token is kept in (mode 0600).
    */
   token_file: string;
+}
+/**
+ * The journal as `status` shows it.
+ */
+export interface JournalStatus {
+  /**
+   * The journal's folder.
+   */
+  dir: string;
+  /**
+   * Set when the journal could not be written (the daemon goes on; this says why).
+   */
+  error?: string | null;
+  /**
+   * Longest time between a write and its `fdatasync`.
+   */
+  fsync_ms: number;
+  /**
+   * `entry_hash` of the last entry written: write it down elsewhere to prove later that
+   * nothing before it changed.
+   */
+  head: string;
+  /**
+   * Whether entries are keyed with HMAC-SHA256 (`KORU_JOURNAL_HMAC_KEY`).
+   */
+  keyed: boolean;
+  /**
+   * `seq` of the last entry written.
+   */
+  last_seq: number;
+  /**
+   * `full` (prompt texts kept in `blobs/`) or `digest` (no prompt text on disk).
+   */
+  prompts: string;
 }
 /**
  * How one chat-store root is being observed, for `status` and doctor.
@@ -976,7 +1034,9 @@ export interface SessionInfo {
   };
 }
 /**
- * `drives.list` (controller → daemon): recent drives, newest last.
+ * `drives.list` (controller → daemon): drives, newest last. Without `history`, the ones
+ * the daemon keeps in memory (running, and the last 1,000 ended); with it, every drive in
+ * the journal, a page at a time.
  */
 export interface DrivesList {
   /**
@@ -984,15 +1044,36 @@ export interface DrivesList {
    */
   active_only?: boolean;
   /**
+   * Only drives accepted before this one (the oldest drive of the previous page).
+   */
+  before?: string | null;
+  /**
+   * Also drives from the journal (older ones, and ones from before a restart).
+   */
+  history?: boolean;
+  /**
+   * At most this many (the newest of the matches); with `history` 100 when absent, and
+   * never more than 1,000.
+   */
+  limit?: number | null;
+  /**
    * Only drives whose session is this one.
    */
   session_id?: string | null;
+  /**
+   * Only drives created at or after this time (Unix ms).
+   */
+  since_ms?: number | null;
 }
 /**
  * `drives.list.result`.
  */
 export interface DrivesListResult {
   drives: DriveInfo[];
+  /**
+   * Older matches exist beyond this page (ask again with `before` = the first drive's id).
+   */
+  more?: boolean;
 }
 /**
  * The public record of a drive, as controllers see it.
@@ -1212,6 +1293,95 @@ export interface RecoveryResult {
    */
   summary: string;
 }
+/**
+ * `journal.verify` (controller → daemon): check the daemon's journal now.
+ */
+export interface JournalVerify {}
+/**
+ * `journal.verify.result`.
+ */
+export interface JournalVerifyResult {
+  report: VerifyReport;
+}
+/**
+ * What checking a journal found.
+ */
+export interface VerifyReport {
+  blobs: BlobCounts;
+  /**
+   * The folder checked.
+   */
+  dir: string;
+  /**
+   * Entries read and checked.
+   */
+  entries: number;
+  first_seq?: number | null;
+  /**
+   * `entry_hash` of the last entry that checked out.
+   */
+  head?: string | null;
+  /**
+   * Whether the entries are keyed (HMAC-SHA256).
+   */
+  keyed: boolean;
+  last_seq?: number | null;
+  /**
+   * The first thing that is wrong (checking stops there).
+   */
+  problem?: VerifyProblem | null;
+  /**
+   * Entries before this `seq` were pruned by retention; a checkpoint entry vouches for
+   * where the remaining chain starts.
+   */
+  pruned_through?: number | null;
+  /**
+   * Segment files read.
+   */
+  segments: number;
+  /**
+   * `intact`, `tampered` (see `problem`) or `unusable` (see `problem`: no journal there,
+   * unreadable, keyed without a key).
+   */
+  verdict: "intact" | "tampered" | "unusable";
+}
+/**
+ * Prompt blobs the chain refers to, and what became of them.
+ */
+export interface BlobCounts {
+  /**
+   * Not there: purged for privacy, or never kept (`--journal-prompts digest`). Not
+   * tampering: the chain holds each prompt's digest and length either way.
+   */
+  absent: number;
+  /**
+   * Present and matching their digest.
+   */
+  present: number;
+  /**
+   * Distinct prompt digests the entries name.
+   */
+  referenced: number;
+}
+/**
+ * One thing wrong with a journal, where it is.
+ */
+export interface VerifyProblem {
+  kind: VerifyProblemKind;
+  /**
+   * 1-based line in that segment.
+   */
+  line?: number | null;
+  message: string;
+  /**
+   * The segment file, relative to the journal folder.
+   */
+  segment?: string | null;
+  /**
+   * The `seq` of the first bad entry (the one expected there when it is missing).
+   */
+  seq?: number | null;
+}
 
 /** Every message type of this protocol version, as the schema lists them. */
 export const MESSAGE_TYPES: readonly string[] = [
@@ -1244,4 +1414,6 @@ export const MESSAGE_TYPES: readonly string[] = [
   "observe.reported",
   "recovery.run",
   "recovery.result",
+  "journal.verify",
+  "journal.verify.result",
 ];

@@ -1,0 +1,232 @@
+//! The drive journal: an append-only, hash-linked record of every prompt pushed, who asked and how it ended, kept under `$XDG_STATE_HOME/koru/journal/` so that it survives restarts and can be proven intact (docs/journal.md is the format).
+//!
+//! Rooms: `canonical.rs` (canonical JSON and the seal), `segments.rs` (segment files and
+//! their lines), `writer.rs` (the [`Journal`] the state machine appends to: blobs, group
+//! commit, rotation, retention, restart recovery), `index.rs` (the SQLite index of drives
+//! that answers `drive.get` and history listings from disk), `verify.rs` (`koru verify`),
+//! `export.rs` (the self-verifying HTML export).
+
+pub mod canonical;
+pub mod export;
+pub mod index;
+pub mod segments;
+pub mod verify;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub use writer::{Journal, Reopened};
+
+/// Entry kinds.
+pub const KIND_DAEMON_STARTED: &str = "daemon_started";
+pub const KIND_DAEMON_STOPPED: &str = "daemon_stopped";
+pub const KIND_DRIVE_ACCEPTED: &str = "drive_accepted";
+pub const KIND_DRIVE_STATE: &str = "drive_state";
+pub const KIND_DRIVE_ENDED: &str = "drive_ended";
+pub const KIND_RECOVERY: &str = "recovery_performed";
+pub const KIND_SESSION_CONNECTED: &str = "session_connected";
+pub const KIND_SESSION_DISCONNECTED: &str = "session_disconnected";
+pub const KIND_REGISTRY_RELOADED: &str = "registry_reloaded";
+/// A checkpoint: segments up to `through_seq` were pruned by retention.
+pub const KIND_PRUNED: &str = "journal_pruned";
+/// A cut last line (a crash in the middle of a write) was removed at start.
+pub const KIND_REPAIRED: &str = "journal_repaired";
+
+/// Where a prompt's text is kept: `blobs/sha256/<hex>` in the journal folder.
+pub fn blob_path(dir: &Path, digest_hex: &str) -> PathBuf {
+    dir.join("blobs").join("sha256").join(digest_hex)
+}
+
+/// The journal folder when none is given: `$XDG_STATE_HOME/koru/journal`, else
+/// `~/.local/state/koru/journal`.
+pub fn default_dir() -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/".into()))
+                .join(".local")
+                .join("state")
+        });
+    state.join("koru").join("journal")
+}
+
+/// Whether prompt texts are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PromptsMode {
+    /// Each prompt's text in `blobs/sha256/<hex>`, its digest and length in the chain.
+    Full,
+    /// Only the digest and length: no prompt text anywhere on disk.
+    Digest,
+}
+
+impl PromptsMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptsMode::Full => "full",
+            PromptsMode::Digest => "digest",
+        }
+    }
+}
+
+/// How much history is kept: whole segments go, oldest first, once they are older than
+/// `max_age` or the journal is larger than `max_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub max_age: Option<Duration>,
+    pub max_bytes: Option<u64>,
+}
+
+impl Default for Retention {
+    /// 1 GiB, any age.
+    fn default() -> Self {
+        Retention {
+            max_age: None,
+            max_bytes: Some(1 << 30),
+        }
+    }
+}
+
+impl std::str::FromStr for Retention {
+    type Err = String;
+
+    /// `forever`, or a comma-separated age and/or size: `90d`, `12h`, `500MiB`, `2GiB`,
+    /// `90d,2GiB`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        if text == "forever" {
+            return Ok(Retention {
+                max_age: None,
+                max_bytes: None,
+            });
+        }
+        let mut retention = Retention {
+            max_age: None,
+            max_bytes: None,
+        };
+        for part in text.split(',').map(str::trim) {
+            let split = part
+                .find(|c: char| !c.is_ascii_digit())
+                .ok_or_else(|| format!("{part:?} has no unit (d, h, m, KiB, MiB, GiB)"))?;
+            let (number, unit) = part.split_at(split);
+            let number: u64 = number
+                .parse()
+                .map_err(|_| format!("{part:?} does not start with a number"))?;
+            let seconds = |s: u64| Some(Duration::from_secs(number.saturating_mul(s)));
+            match unit {
+                "d" => retention.max_age = seconds(86_400),
+                "h" => retention.max_age = seconds(3_600),
+                "m" => retention.max_age = seconds(60),
+                "KiB" => retention.max_bytes = Some(number << 10),
+                "MiB" => retention.max_bytes = Some(number << 20),
+                "GiB" => retention.max_bytes = Some(number << 30),
+                other => {
+                    return Err(format!(
+                        "unknown unit {other:?} in {part:?} (d, h, m, KiB, MiB, GiB, or `forever`)"
+                    ))
+                }
+            }
+        }
+        Ok(retention)
+    }
+}
+
+/// Everything the journal can be told.
+#[derive(Debug, Clone)]
+pub struct JournalConfig {
+    pub dir: PathBuf,
+    pub prompts: PromptsMode,
+    /// Longest time between a write and its `fdatasync`.
+    pub fsync: Duration,
+    /// A segment is closed and a new one started once it is this large.
+    pub segment_bytes: u64,
+    pub retain: Retention,
+    pub sealer: canonical::Sealer,
+    /// The SQLite index of drives (a cache, rebuilt from the journal when it is missing or
+    /// does not match).
+    pub index_path: PathBuf,
+}
+
+impl JournalConfig {
+    /// The defaults for `dir`: full prompts, 100 ms group commit, 16 MiB segments, 1 GiB,
+    /// sealed as `KORU_JOURNAL_HMAC_KEY` says, the index in the cache folder.
+    pub fn new(dir: PathBuf) -> JournalConfig {
+        let index_path = index::default_index_path(&dir);
+        JournalConfig {
+            dir,
+            prompts: PromptsMode::Full,
+            fsync: Duration::from_millis(100),
+            segment_bytes: 16 << 20,
+            retain: Retention::default(),
+            sealer: canonical::Sealer::from_env(),
+            index_path,
+        }
+    }
+}
+
+/// Who asked for something: the client as it named itself in `hello`, the peer process as
+/// the kernel reported it (`SO_PEERCRED`), and the door it came through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Asker {
+    /// `socket`, `cli`, `mcp_stdio`, `mcp_http`, `http_api`, `dashboard`, `hook`, or
+    /// `daemon` (the daemon itself, e.g. restart recovery).
+    pub door: String,
+    pub client: String,
+    pub version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    pub uid: u32,
+}
+
+/// Errors writing or opening the journal.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the journal in {dir} cannot be continued: {why}")]
+    Unreadable { dir: PathBuf, why: String },
+    #[error("the drive index {path}: {source}")]
+    Index {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+}
+
+impl JournalError {
+    pub fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> JournalError {
+        let path = path.to_path_buf();
+        move |source| JournalError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_reads_ages_sizes_and_forever() {
+        let r: Retention = "90d,2GiB".parse().unwrap();
+        assert_eq!(r.max_age, Some(Duration::from_secs(90 * 86_400)));
+        assert_eq!(r.max_bytes, Some(2 << 30));
+        let r: Retention = "500MiB".parse().unwrap();
+        assert_eq!((r.max_age, r.max_bytes), (None, Some(500 << 20)));
+        let r: Retention = "forever".parse().unwrap();
+        assert_eq!((r.max_age, r.max_bytes), (None, None));
+        assert!("90".parse::<Retention>().unwrap_err().contains("unit"));
+        assert!("9y"
+            .parse::<Retention>()
+            .unwrap_err()
+            .contains("unknown unit"));
+    }
+}

@@ -1,0 +1,817 @@
+//! The journal the state machine appends to: one line per entry in the current segment (written before the daemon answers), prompt blobs, group commit by a sync thread (`fdatasync` at most every `fsync` interval), rotation by size, retention with a checkpoint, and on start the recovery of a crashed run (a cut last line removed, drives left open ended `daemon_restarted`).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use koru_protocol::{blocker, Blocker, DriveInfo, DriveState, JournalStatus, StageRecord};
+use serde_json::{json, Map, Value};
+
+use super::canonical::{canonical, sha256_hex, Sealer, GENESIS};
+use super::index::{prompt_excerpt, Applied, IndexReader, IndexWriter, IndexedEntry};
+use super::segments::{self, segment_name, Lines};
+use super::{
+    blob_path, Asker, JournalConfig, JournalError, PromptsMode, KIND_DAEMON_STARTED,
+    KIND_DRIVE_ENDED, KIND_PRUNED, KIND_REPAIRED,
+};
+
+/// Creates `dir` (and its parents) and makes it 0700.
+pub fn create_private_dir(dir: &Path) -> Result<(), JournalError> {
+    fs::create_dir_all(dir).map_err(JournalError::io("create", dir))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+        .map_err(JournalError::io("set the mode of", dir))
+}
+
+fn open_segment(path: &Path) -> Result<File, JournalError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(JournalError::io("open", path))
+}
+
+/// What the sync thread flushes.
+struct SyncState {
+    file: Arc<File>,
+    dirty: bool,
+    /// New files (blobs, segments) and the folders whose listing changed.
+    files: Vec<PathBuf>,
+    dirs: Vec<PathBuf>,
+    stop: bool,
+    last_error: Option<String>,
+}
+
+struct SyncShared {
+    state: Mutex<SyncState>,
+    wake: Condvar,
+}
+
+fn sync_everything(shared: &SyncShared) {
+    let (file, files, dirs) = {
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        if !state.dirty {
+            return;
+        }
+        state.dirty = false;
+        (
+            state.file.clone(),
+            std::mem::take(&mut state.files),
+            std::mem::take(&mut state.dirs),
+        )
+    };
+    let mut error = None;
+    for path in files {
+        if let Err(e) = File::open(&path).and_then(|f| f.sync_data()) {
+            error = Some(format!("fdatasync {}: {e}", path.display()));
+        }
+    }
+    if let Err(e) = file.sync_data() {
+        error = Some(format!("fdatasync of the current segment: {e}"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for dir in dirs {
+        if seen.insert(dir.clone()) {
+            if let Err(e) = File::open(&dir).and_then(|f| f.sync_all()) {
+                error = Some(format!("fsync {}: {e}", dir.display()));
+            }
+        }
+    }
+    if let Some(error) = &error {
+        tracing::error!(%error, "the journal could not reach the disk");
+    }
+    shared
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .last_error = error;
+}
+
+enum IndexMessage {
+    Apply(IndexedEntry),
+    Flush(mpsc::Sender<()>),
+}
+
+/// The journal of one daemon run.
+pub struct Journal {
+    config: JournalConfig,
+    file: Arc<File>,
+    segment_first_seq: u64,
+    segment_bytes: u64,
+    last_seq: u64,
+    head: String,
+    sync: Arc<SyncShared>,
+    sync_thread: Option<JoinHandle<()>>,
+    index_tx: Option<mpsc::SyncSender<IndexMessage>>,
+    index_thread: Option<JoinHandle<()>>,
+    reader: IndexReader,
+    error: Option<String>,
+    /// `.lock` in the journal folder, held while this journal is open: one writer at a time.
+    _lock: nix::fcntl::Flock<File>,
+}
+
+/// A journal opened at start, and what it found from the run before.
+pub struct Reopened {
+    pub journal: Journal,
+    /// Drives the last run accepted and never ended: now ended `failed` with blocker
+    /// `daemon_restarted` (never sent again).
+    pub ended_at_restart: Vec<String>,
+    /// Bytes of a cut last line that were removed.
+    pub repaired_bytes: Option<u64>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("dir", &self.config.dir)
+            .field("last_seq", &self.last_seq)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The tail of the existing journal: the last entry's seq and hash, and the segment to go on in.
+struct Tail {
+    last_seq: u64,
+    head: String,
+    segment_first_seq: u64,
+    segment_len: u64,
+    repaired_bytes: Option<u64>,
+}
+
+fn read_tail(dir: &Path) -> Result<Tail, JournalError> {
+    let segments = segments::list(dir).map_err(JournalError::io("list", dir))?;
+    let Some(current) = segments.last() else {
+        return Ok(Tail {
+            last_seq: 0,
+            head: GENESIS.to_string(),
+            segment_first_seq: 1,
+            segment_len: 0,
+            repaired_bytes: None,
+        });
+    };
+    let unreadable = |why: String| JournalError::Unreadable {
+        dir: dir.to_path_buf(),
+        why,
+    };
+    let mut repaired_bytes = None;
+    // The last complete line, looking back through empty segments.
+    for (position, segment) in segments.iter().enumerate().rev() {
+        let (line, end) = segments::last_complete_line(&segment.path)
+            .map_err(JournalError::io("read", &segment.path))?;
+        let len = fs::metadata(&segment.path)
+            .map_err(JournalError::io("read", &segment.path))?
+            .len();
+        if len > end && position == segments.len() - 1 {
+            // A line cut by a crash (power loss) in the middle of its write: the daemon never
+            // answered for it. Removed, and said so in the journal.
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&segment.path)
+                .map_err(JournalError::io("open", &segment.path))?;
+            file.set_len(end)
+                .map_err(JournalError::io("truncate", &segment.path))?;
+            file.sync_all()
+                .map_err(JournalError::io("fsync", &segment.path))?;
+            repaired_bytes = Some(len - end);
+        } else if len > end {
+            return Err(unreadable(format!(
+                "{} ends in a cut line but is not the last segment (run `koru verify`)",
+                segment.name()
+            )));
+        }
+        if let Some(line) = line {
+            let value: Value = serde_json::from_slice(&line).map_err(|e| {
+                unreadable(format!(
+                    "the last line of {} is not JSON ({e}); run `koru verify`, and move the folder aside to start a new journal",
+                    segment.name()
+                ))
+            })?;
+            let seq = value.get("seq").and_then(Value::as_u64);
+            let hash = value.get("entry_hash").and_then(Value::as_str);
+            let (Some(seq), Some(hash)) = (seq, hash) else {
+                return Err(unreadable(format!(
+                    "the last line of {} is not a journal entry",
+                    segment.name()
+                )));
+            };
+            return Ok(Tail {
+                last_seq: seq,
+                head: hash.to_string(),
+                segment_first_seq: current.first_seq,
+                segment_len: fs::metadata(&current.path)
+                    .map_err(JournalError::io("read", &current.path))?
+                    .len(),
+                repaired_bytes,
+            });
+        }
+    }
+    // Segments exist but hold no entry: start over in the first one.
+    Ok(Tail {
+        last_seq: segments[0].first_seq.saturating_sub(1),
+        head: GENESIS.to_string(),
+        segment_first_seq: current.first_seq,
+        segment_len: 0,
+        repaired_bytes,
+    })
+}
+
+/// Reads the journal's entries after `applied` (all of them when the index does not match)
+/// into the index.
+fn catch_up(
+    dir: &Path,
+    index: &mut IndexWriter,
+    prompts: PromptsMode,
+) -> Result<u64, JournalError> {
+    let segments = segments::list(dir).map_err(JournalError::io("list", dir))?;
+    let applied = index.applied()?;
+    // Does the index's last entry still sit where it says, with the same hash?
+    let matches = applied.seq == 0
+        || segments
+            .iter()
+            .find(|s| s.first_seq == applied.segment)
+            .and_then(|s| Lines::open_at(&s.path, applied.offset, 0).ok())
+            .and_then(|mut lines| lines.next())
+            .and_then(|line| line.ok())
+            .and_then(|line| serde_json::from_slice::<Value>(&line.bytes).ok())
+            .is_some_and(|v| {
+                v.get("seq").and_then(Value::as_u64) == Some(applied.seq)
+                    && v.get("entry_hash").and_then(Value::as_str) == Some(applied.hash.as_str())
+            });
+    let start = if matches {
+        applied.clone()
+    } else {
+        tracing::info!(index = %index.path().display(), "the drive index does not match the journal; rebuilding it");
+        index.reset()?;
+        Applied::default()
+    };
+    let mut batch = Vec::new();
+    let mut applied_count = 0u64;
+    for segment in segments
+        .iter()
+        .filter(|s| start.seq == 0 || s.first_seq >= start.segment)
+    {
+        let lines = if start.seq != 0 && segment.first_seq == start.segment {
+            Lines::open_at(&segment.path, start.offset, 0)
+        } else {
+            Lines::open(&segment.path)
+        }
+        .map_err(JournalError::io("read", &segment.path))?;
+        for line in lines {
+            let line = line.map_err(JournalError::io("read", &segment.path))?;
+            if !line.complete {
+                break;
+            }
+            let Ok(Value::Object(entry)) = serde_json::from_slice::<Value>(&line.bytes) else {
+                continue;
+            };
+            if entry.get("seq").and_then(Value::as_u64).unwrap_or(0) <= start.seq {
+                continue;
+            }
+            let excerpt = match (prompts, entry.get("prompt")) {
+                (PromptsMode::Full, Some(prompt)) => prompt
+                    .get("sha256")
+                    .and_then(Value::as_str)
+                    .and_then(|d| fs::read_to_string(blob_path(dir, d)).ok())
+                    .map(|text| prompt_excerpt(&text)),
+                _ => None,
+            };
+            batch.push(IndexedEntry {
+                entry,
+                segment: segment.first_seq,
+                offset: line.offset,
+                excerpt,
+            });
+            if batch.len() >= 5_000 {
+                applied_count += batch.len() as u64;
+                index.apply(&batch)?;
+                batch.clear();
+            }
+        }
+    }
+    applied_count += batch.len() as u64;
+    index.apply(&batch)?;
+    Ok(applied_count)
+}
+
+impl Journal {
+    /// Opens the journal in `config.dir` (creating it), recovers what a crash left, ends
+    /// the drives the last run left open, and writes `daemon_started`.
+    pub fn open(
+        config: JournalConfig,
+        now_ms: u64,
+        daemon: &Asker,
+        started: Map<String, Value>,
+    ) -> Result<Reopened, JournalError> {
+        create_private_dir(&config.dir)?;
+        let lock_path = config.dir.join(".lock");
+        let lock_file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(JournalError::io("open", &lock_path))?;
+        let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| JournalError::Unreadable {
+                dir: config.dir.clone(),
+                why: format!("another koru daemon is writing it ({errno})"),
+            })?;
+        if config.prompts == PromptsMode::Full {
+            create_private_dir(&config.dir.join("blobs"))?;
+            create_private_dir(&config.dir.join("blobs").join("sha256"))?;
+        }
+        let tail = read_tail(&config.dir)?;
+        let segment_path = config.dir.join(segment_name(tail.segment_first_seq));
+        let file = Arc::new(open_segment(&segment_path)?);
+        let mut index = IndexWriter::open(&config.index_path)?;
+        let caught_up = catch_up(&config.dir, &mut index, config.prompts)?;
+        if caught_up > 0 {
+            tracing::info!(
+                entries = caught_up,
+                "drive index caught up with the journal"
+            );
+        }
+        let open_drives = index.open_drives()?;
+        let reader = IndexReader::open(&config.index_path)?;
+        let sync = Arc::new(SyncShared {
+            state: Mutex::new(SyncState {
+                file: file.clone(),
+                dirty: true,
+                files: Vec::new(),
+                dirs: vec![config.dir.clone()],
+                stop: false,
+                last_error: None,
+            }),
+            wake: Condvar::new(),
+        });
+        let mut journal = Journal {
+            file,
+            segment_first_seq: tail.segment_first_seq,
+            segment_bytes: tail.segment_len,
+            last_seq: tail.last_seq,
+            head: tail.head,
+            sync,
+            sync_thread: None,
+            index_tx: None,
+            index_thread: None,
+            reader,
+            error: None,
+            _lock: lock,
+            config,
+        };
+        // Entries written now are indexed here, before anyone can ask.
+        let mut pending = Vec::new();
+        if let Some(bytes) = tail.repaired_bytes {
+            let mut fields = Map::new();
+            fields.insert("torn_bytes".into(), json!(bytes));
+            pending.push(journal.write(now_ms, KIND_REPAIRED, fields, Some(daemon), None)?);
+        }
+        let mut ended = Vec::new();
+        for mut drive in open_drives {
+            let blocker = Blocker::new(
+                blocker::DAEMON_RESTARTED,
+                "the daemon stopped (crash, kill, power loss) before the drive finished; it was not sent again, as it may have been submitted",
+            );
+            drive.state = DriveState::Failed;
+            drive.history.push(StageRecord {
+                state: DriveState::Failed,
+                at_ms: now_ms,
+            });
+            drive.blocker = Some(blocker.clone());
+            drive.finished_at_ms = Some(now_ms);
+            drive.waiting = None;
+            drive.prompt_excerpt = String::new();
+            let mut fields = Map::new();
+            fields.insert("drive_id".into(), json!(drive.drive_id));
+            fields.insert("state".into(), json!(DriveState::Failed));
+            fields.insert("blocker".into(), json!(blocker));
+            fields.insert("drive".into(), json!(drive));
+            ended.push(drive.drive_id.clone());
+            pending.push(journal.write(now_ms, KIND_DRIVE_ENDED, fields, Some(daemon), None)?);
+        }
+        pending.push(journal.write(now_ms, KIND_DAEMON_STARTED, started, Some(daemon), None)?);
+        index.apply(&pending)?;
+        journal.apply_retention(now_ms, daemon)?;
+        journal.start_threads(index);
+        Ok(Reopened {
+            journal,
+            ended_at_restart: ended,
+            repaired_bytes: tail.repaired_bytes,
+        })
+    }
+
+    fn start_threads(&mut self, mut index: IndexWriter) {
+        let (tx, rx) = mpsc::sync_channel::<IndexMessage>(100_000);
+        self.index_tx = Some(tx);
+        self.index_thread = Some(
+            std::thread::Builder::new()
+                .name("koru-journal-index".into())
+                .spawn(move || {
+                    let mut batch = Vec::new();
+                    while let Ok(first) = rx.recv() {
+                        let mut flushes = Vec::new();
+                        let mut next = Some(first);
+                        while let Some(message) = next.take() {
+                            match message {
+                                IndexMessage::Apply(entry) => batch.push(entry),
+                                IndexMessage::Flush(done) => flushes.push(done),
+                            }
+                            if batch.len() < 2_000 {
+                                next = rx.try_recv().ok();
+                            }
+                        }
+                        if let Err(error) = index.apply(&batch) {
+                            tracing::error!(%error, "the drive index could not be written");
+                        }
+                        batch.clear();
+                        for done in flushes {
+                            let _ = done.send(());
+                        }
+                    }
+                })
+                .expect("a thread can be started"),
+        );
+        let shared = self.sync.clone();
+        let every = self.config.fsync;
+        self.sync_thread = Some(
+            std::thread::Builder::new()
+                .name("koru-journal-sync".into())
+                .spawn(move || loop {
+                    let stop = {
+                        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+                        let (state, _) = shared
+                            .wake
+                            .wait_timeout_while(state, every, |s| !s.stop)
+                            .unwrap_or_else(|e| e.into_inner());
+                        state.stop
+                    };
+                    sync_everything(&shared);
+                    if stop {
+                        break;
+                    }
+                })
+                .expect("a thread can be started"),
+        );
+    }
+
+    /// Writes one entry (sealed and linked) and returns it for the index.
+    fn write(
+        &mut self,
+        at_ms: u64,
+        kind: &str,
+        mut fields: Map<String, Value>,
+        by: Option<&Asker>,
+        excerpt: Option<String>,
+    ) -> Result<IndexedEntry, JournalError> {
+        let seq = self.last_seq + 1;
+        fields.insert("seq".into(), json!(seq));
+        fields.insert("at_ms".into(), json!(at_ms));
+        fields.insert("kind".into(), json!(kind));
+        fields.insert("prev_hash".into(), json!(self.head));
+        if let Some(by) = by {
+            fields.insert("by".into(), json!(by));
+        }
+        fields.remove("entry_hash");
+        let mut object = Value::Object(fields);
+        let hash = self.config.sealer.seal(&canonical(&object));
+        object
+            .as_object_mut()
+            .expect("built as an object")
+            .insert("entry_hash".into(), json!(hash));
+        let mut line = canonical(&object);
+        line.push(b'\n');
+        if self.segment_bytes > 0
+            && self.segment_bytes + line.len() as u64 > self.config.segment_bytes
+        {
+            self.rotate(seq)?;
+        }
+        let offset = self.segment_bytes;
+        let path = self.config.dir.join(segment_name(self.segment_first_seq));
+        (&*self.file)
+            .write_all(&line)
+            .map_err(JournalError::io("write", &path))?;
+        self.segment_bytes += line.len() as u64;
+        self.last_seq = seq;
+        self.head = hash;
+        self.sync
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .dirty = true;
+        let Value::Object(entry) = object else {
+            unreachable!("built as an object")
+        };
+        Ok(IndexedEntry {
+            entry,
+            segment: self.segment_first_seq,
+            offset,
+            excerpt,
+        })
+    }
+
+    /// Appends an entry; it is in the file (the page cache) when this returns, and on the
+    /// disk within the `fsync` interval.
+    pub fn append(
+        &mut self,
+        at_ms: u64,
+        kind: &str,
+        fields: Map<String, Value>,
+        by: Option<&Asker>,
+        excerpt: Option<String>,
+    ) -> Result<u64, JournalError> {
+        let result = self.write(at_ms, kind, fields, by, excerpt);
+        match result {
+            Ok(indexed) => {
+                self.error = None;
+                let seq = self.last_seq;
+                if let Some(tx) = &self.index_tx {
+                    let _ = tx.send(IndexMessage::Apply(indexed));
+                }
+                Ok(seq)
+            }
+            Err(error) => {
+                tracing::error!(%error, "journal write failed");
+                self.error = Some(error.to_string());
+                Err(error)
+            }
+        }
+    }
+
+    /// Keeps a prompt's text (in `full` mode) and returns what the chain records of it:
+    /// `{"sha256", "bytes", "chars"}`.
+    pub fn store_prompt(&mut self, text: &str) -> Result<Value, JournalError> {
+        let digest = sha256_hex(text.as_bytes());
+        if self.config.prompts == PromptsMode::Full {
+            let path = blob_path(&self.config.dir, &digest);
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(mut file) => {
+                    file.write_all(text.as_bytes())
+                        .map_err(JournalError::io("write", &path))?;
+                    let mut state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
+                    state.files.push(path.clone());
+                    if let Some(parent) = path.parent() {
+                        state.dirs.push(parent.to_path_buf());
+                    }
+                    state.dirty = true;
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    // The same text again: one blob. Its time is refreshed so that
+                    // retention keeps it as long as the newest entry naming it.
+                    let _ = File::options()
+                        .append(true)
+                        .open(&path)
+                        .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+                }
+                Err(error) => {
+                    let error = JournalError::Io {
+                        action: "create",
+                        path,
+                        source: error,
+                    };
+                    self.error = Some(error.to_string());
+                    return Err(error);
+                }
+            }
+        }
+        Ok(json!({
+            "sha256": digest,
+            "bytes": text.len(),
+            "chars": text.chars().count(),
+        }))
+    }
+
+    /// Closes the current segment and starts one at `seq`.
+    fn rotate(&mut self, seq: u64) -> Result<(), JournalError> {
+        let old = self.config.dir.join(segment_name(self.segment_first_seq));
+        self.file
+            .sync_data()
+            .map_err(JournalError::io("fdatasync", &old))?;
+        let path = self.config.dir.join(segment_name(seq));
+        let file = Arc::new(open_segment(&path)?);
+        {
+            let mut state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.file = file.clone();
+            state.dirs.push(self.config.dir.clone());
+            state.dirty = true;
+        }
+        self.file = file;
+        self.segment_first_seq = seq;
+        self.segment_bytes = 0;
+        tracing::info!(segment = %path.display(), "journal segment started");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let daemon = Asker {
+            door: "daemon".into(),
+            client: "koru".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: Some(std::process::id()),
+            uid: nix::unistd::getuid().as_raw(),
+        };
+        // The new segment is not pruned (it is the current one), so the entry written
+        // here lands in it.
+        self.prune(now, &daemon)
+    }
+
+    fn apply_retention(&mut self, now_ms: u64, daemon: &Asker) -> Result<(), JournalError> {
+        let pruned = self.prune_segments(now_ms)?;
+        if let Some(entry) = pruned {
+            self.write(now_ms, KIND_PRUNED, entry, Some(daemon), None)?;
+        }
+        Ok(())
+    }
+
+    fn prune(&mut self, now_ms: u64, daemon: &Asker) -> Result<(), JournalError> {
+        if let Some(entry) = self.prune_segments(now_ms)? {
+            self.append(now_ms, KIND_PRUNED, entry, Some(daemon), None)?;
+        }
+        Ok(())
+    }
+
+    /// Removes whole old segments as retention says; returns the checkpoint entry's fields.
+    fn prune_segments(&mut self, now_ms: u64) -> Result<Option<Map<String, Value>>, JournalError> {
+        let retain = self.config.retain;
+        if retain.max_age.is_none() && retain.max_bytes.is_none() {
+            return Ok(None);
+        }
+        let dir = self.config.dir.clone();
+        let segments = segments::list(&dir).map_err(JournalError::io("list", &dir))?;
+        let sizes: Vec<u64> = segments
+            .iter()
+            .map(|s| fs::metadata(&s.path).map(|m| m.len()).unwrap_or(0))
+            .collect();
+        let mut total: u64 = sizes.iter().sum();
+        let mut removed = Vec::new();
+        let mut through: Option<(u64, String)> = None;
+        for (i, segment) in segments.iter().enumerate() {
+            if segment.first_seq >= self.segment_first_seq {
+                break; // never the current segment
+            }
+            let (last_line, _) = segments::last_complete_line(&segment.path)
+                .map_err(JournalError::io("read", &segment.path))?;
+            let last: Option<Value> = last_line.and_then(|l| serde_json::from_slice(&l).ok());
+            let last_at = last
+                .as_ref()
+                .and_then(|v| v.get("at_ms").and_then(Value::as_u64))
+                .unwrap_or(0);
+            let too_old = retain
+                .max_age
+                .is_some_and(|age| now_ms.saturating_sub(last_at) > age.as_millis() as u64);
+            let too_big = retain.max_bytes.is_some_and(|max| total > max);
+            if !(too_old || too_big) {
+                break;
+            }
+            if let Some(last) = &last {
+                if let (Some(seq), Some(hash)) = (
+                    last.get("seq").and_then(Value::as_u64),
+                    last.get("entry_hash").and_then(Value::as_str),
+                ) {
+                    through = Some((seq, hash.to_string()));
+                }
+            }
+            fs::remove_file(&segment.path).map_err(JournalError::io("remove", &segment.path))?;
+            total -= sizes[i];
+            removed.push(segment.name());
+        }
+        let Some((through_seq, through_hash)) = through else {
+            return Ok(None);
+        };
+        // Blobs no remaining entry can name: older than the oldest entry left.
+        let oldest_left = segments::list(&dir)
+            .ok()
+            .and_then(|s| s.first().map(|s| s.path.clone()))
+            .and_then(|p| Lines::open(&p).ok())
+            .and_then(|mut lines| lines.next())
+            .and_then(|l| l.ok())
+            .and_then(|l| serde_json::from_slice::<Value>(&l.bytes).ok())
+            .and_then(|v| v.get("at_ms").and_then(Value::as_u64));
+        let mut blobs_removed = 0u64;
+        if let (Some(oldest), Ok(entries)) =
+            (oldest_left, fs::read_dir(dir.join("blobs").join("sha256")))
+        {
+            for entry in entries.flatten() {
+                let modified = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_millis() as u64);
+                if modified.is_some_and(|m| m + 1_000 < oldest)
+                    && fs::remove_file(entry.path()).is_ok()
+                {
+                    blobs_removed += 1;
+                }
+            }
+        }
+        tracing::info!(
+            through_seq,
+            segments = removed.len(),
+            blobs_removed,
+            "journal retention pruned old segments"
+        );
+        let mut fields = Map::new();
+        fields.insert("through_seq".into(), json!(through_seq));
+        fields.insert("through_hash".into(), json!(through_hash));
+        fields.insert("segments_removed".into(), json!(removed));
+        fields.insert("blobs_removed".into(), json!(blobs_removed));
+        Ok(Some(fields))
+    }
+
+    /// The journal as `status` shows it.
+    pub fn status(&self) -> JournalStatus {
+        let sync_error = self
+            .sync
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_error
+            .clone();
+        JournalStatus {
+            dir: self.config.dir.display().to_string(),
+            head: self.head.clone(),
+            last_seq: self.last_seq,
+            prompts: self.config.prompts.as_str().to_string(),
+            keyed: self.config.sealer.is_keyed(),
+            fsync_ms: self.config.fsync.as_millis() as u64,
+            error: self.error.clone().or(sync_error),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.config.dir
+    }
+
+    pub fn prompts(&self) -> PromptsMode {
+        self.config.prompts
+    }
+
+    /// The sealer (for `journal.verify` with the daemon's own key).
+    pub fn sealer(&self) -> &Sealer {
+        &self.config.sealer
+    }
+
+    /// The drives on disk.
+    pub fn index(&self) -> &IndexReader {
+        &self.reader
+    }
+
+    /// Waits until the index has every entry written so far (tests, listings that must
+    /// include the newest drives).
+    pub fn flush_index(&self) {
+        if let Some(tx) = &self.index_tx {
+            let (done_tx, done_rx) = mpsc::channel();
+            if tx.send(IndexMessage::Flush(done_tx)).is_ok() {
+                let _ = done_rx.recv_timeout(Duration::from_secs(5));
+            }
+        }
+    }
+
+    /// Flushes everything to the disk and stops the journal's threads.
+    pub fn close(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        {
+            let mut state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.stop = true;
+            state.dirty = true;
+        }
+        self.sync.wake.notify_all();
+        if let Some(thread) = self.sync_thread.take() {
+            let _ = thread.join();
+        } else {
+            sync_everything(&self.sync);
+        }
+        self.index_tx = None;
+        if let Some(thread) = self.index_thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        if self.sync_thread.is_some() || self.index_thread.is_some() {
+            self.shut_down();
+        }
+    }
+}
+
+/// A drive as the journal's `drive_ended` entry keeps it: everything but the prompt's
+/// text (its excerpt), which lives in the blob.
+pub fn ended_snapshot(mut drive: DriveInfo) -> Value {
+    drive.prompt_excerpt = String::new();
+    json!(drive)
+}

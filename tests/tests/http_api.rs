@@ -419,6 +419,51 @@ async fn every_endpoint_answers_with_the_protocols_types() {
         .get(&format!("/api/v1/drives?session_id={session_id}"))
         .await;
     assert_eq!(body["drives"].as_array().unwrap().len(), 1);
+
+    // The journal: paging back, its check, and its head in health and status.
+    let mut created_ids = vec![drive_id.clone()];
+    for i in 0..3 {
+        let (status, created) = server
+            .post(
+                "/api/v1/drives",
+                json!({"target": {"workspace": workspace}, "prompt": format!("page {i}")}),
+            )
+            .await;
+        assert_eq!(status, 201, "{created}");
+        created_ids.push(created["drive"]["drive_id"].as_str().unwrap().to_string());
+    }
+    let (_, page) = server.get("/api/v1/drives?limit=2").await;
+    let ids = |page: &Value| -> Vec<String> {
+        page["drives"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["drive_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&page), created_ids[2..], "{page}");
+    assert_eq!(page["more"], true, "{page}");
+    let (_, older) = server
+        .get(&format!("/api/v1/drives?limit=2&before={}", created_ids[2]))
+        .await;
+    assert_eq!(ids(&older), created_ids[..2], "{older}");
+    assert!(
+        older.get("more").is_none() || older["more"] == false,
+        "{older}"
+    );
+    let (status, report) = server.get("/api/v1/journal/verify").await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["verdict"], "intact", "{report}");
+    let (_, status_now) = server.get("/api/v1/status").await;
+    let health: Value = reqwest::get(server.url("/api/v1/health"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let head = status_now["journal"]["head"].as_str().unwrap();
+    assert!(head.starts_with("sha256:"), "{status_now}");
+    assert_eq!(health["journal_head"], head, "{health}");
     let (status, body) = server.get("/api/v1/drives?state=later").await;
     assert_eq!(
         (status.as_u16(), error_code(&body)),

@@ -78,6 +78,7 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
         "doctor",
         "list_interfaces",
         "recover",
+        "verify_journal",
     ] {
         assert!(
             names.contains(&expected),
@@ -254,6 +255,22 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
     assert!(text(&interfaces)
         .lines()
         .all(|l| l.split(' ').nth(1) == Some("observation")));
+    let verified = call(client, "verify_journal", serde_json::json!({})).await;
+    assert_eq!(verified.is_error, Some(false), "{}", text(&verified));
+    assert!(
+        text(&verified).starts_with("✓ journal intact — "),
+        "{}",
+        text(&verified)
+    );
+    let detail = call(
+        client,
+        "verify_journal",
+        serde_json::json!({"detail": true}),
+    )
+    .await;
+    let report: serde_json::Value = serde_json::from_str(&text(&detail)).unwrap();
+    assert_eq!(report["verdict"], "intact", "{report}");
+    assert!(report["entries"].as_u64().unwrap() > 1, "{report}");
     let doctor = call(client, "doctor", serde_json::json!({})).await;
     assert_eq!(doctor.is_error, Some(false), "{}", text(&doctor));
     assert!(

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use koru_protocol::{VerifyReport, VerifyVerdict};
+use koru_protocol::VerifyVerdict;
 
 use super::{ExportArgs, VerifyArgs};
 use crate::clock::{Clock, SystemClock};
@@ -45,85 +45,13 @@ pub async fn verify(socket: &Path, args: VerifyArgs) -> anyhow::Result<ExitCode>
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", render_report(&report));
+        print!("{}", crate::journal::verify::render(&report));
     }
     Ok(ExitCode::from(match report.verdict {
         VerifyVerdict::Intact => 0,
         VerifyVerdict::Tampered => 1,
         VerifyVerdict::Unusable => 2,
     }))
-}
-
-/// The report as `koru verify` prints it.
-pub fn render_report(report: &VerifyReport) -> String {
-    let mut out = String::new();
-    match report.verdict {
-        VerifyVerdict::Intact => {
-            out.push_str(&format!(
-                "✓ journal intact — {} entries, head {}\n",
-                report.entries,
-                report.head.as_deref().unwrap_or("-")
-            ));
-        }
-        VerifyVerdict::Tampered => {
-            let problem = report.problem.as_ref();
-            let kind = problem
-                .map(|p| serde_json::to_value(p.kind).unwrap_or_default())
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
-            let seq = problem
-                .and_then(|p| p.seq)
-                .map(|s| format!("seq {s}"))
-                .unwrap_or_else(|| "an entry".into());
-            let place = problem
-                .and_then(|p| Some(format!(" ({}, line {})", p.segment.as_ref()?, p.line?)))
-                .unwrap_or_default();
-            out.push_str(&format!(
-                "✗ journal NOT intact — first bad entry: {seq}{place}: {kind}\n  {}\n",
-                problem.map(|p| p.message.as_str()).unwrap_or("")
-            ));
-            if report.entries > 0 {
-                out.push_str(&format!(
-                    "  the {} entries before it check out (last good head {})\n",
-                    report.entries,
-                    report.head.as_deref().unwrap_or("-")
-                ));
-            }
-        }
-        VerifyVerdict::Unusable => {
-            out.push_str(&format!(
-                "✗ cannot verify {}: {}\n",
-                report.dir,
-                report
-                    .problem
-                    .as_ref()
-                    .map(|p| p.message.as_str())
-                    .unwrap_or("unusable")
-            ));
-            return out;
-        }
-    }
-    out.push_str(&format!("  folder: {}\n", report.dir));
-    if let (Some(first), Some(last)) = (report.first_seq, report.last_seq) {
-        out.push_str(&format!(
-            "  entries: seq {first}–{last} in {} segment(s){}{}\n",
-            report.segments,
-            if report.keyed {
-                ", HMAC-SHA256 keyed"
-            } else {
-                ", SHA-256"
-            },
-            report
-                .pruned_through
-                .map(|p| format!("; 1–{p} pruned by retention (checkpoint verified)"))
-                .unwrap_or_default()
-        ));
-    }
-    out.push_str(&format!(
-        "  prompts: {} named, {} kept and matching, {} absent (purged, or --journal-prompts digest; not tampering)\n",
-        report.blobs.referenced, report.blobs.present, report.blobs.absent
-    ));
-    out
 }
 
 pub async fn export(socket: &Path, args: ExportArgs) -> anyhow::Result<ExitCode> {

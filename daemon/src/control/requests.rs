@@ -48,6 +48,17 @@ impl Client {
         }
     }
 
+    /// `journal.verify`: the daemon checks its journal now (seconds for a long one).
+    pub async fn verify_journal(&mut self) -> Result<koru_protocol::VerifyReport, ClientError> {
+        match self
+            .request(Message::JournalVerify(koru_protocol::JournalVerify {}))
+            .await?
+        {
+            Message::JournalVerifyResult(result) => Ok(result.report),
+            other => Err(unexpected("journal.verify", &other)),
+        }
+    }
+
     /// `drive.create`: the drive as accepted.
     pub async fn create_drive(&mut self, create: DriveCreate) -> Result<DriveInfo, ClientError> {
         self.drive_request(Message::DriveCreate(create)).await

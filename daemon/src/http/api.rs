@@ -69,6 +69,12 @@ pub fn routes() -> ApiRouter<AppState> {
             post_with(cancel_drive, |op| op.summary("Cancel a drive that has not finished")),
         )
         .api_route(
+            "/api/v1/journal/verify",
+            get_with(verify_journal, |op| {
+                op.summary("Check the drive journal now (`koru verify`): intact, or the first bad entry")
+            }),
+        )
+        .api_route(
             "/api/v1/chats",
             get_with(chats, |op| op.summary("The chats the observers know")),
         )
@@ -332,14 +338,31 @@ pub struct Health {
     pub version: String,
     /// The socket protocol version it speaks.
     pub protocol: u32,
+    /// The drive journal's head (`entry_hash` of its last entry), to write down elsewhere
+    /// and check later with `koru verify`; absent without a journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_head: Option<String>,
 }
 
-async fn health() -> Json<Health> {
+async fn health(State(state): State<AppState>) -> Json<Health> {
+    let controller = Controller::new(state.socket.clone(), "api");
+    let asked = controller.once(|c| Box::pin(c.status()));
+    let journal_head = tokio::time::timeout(Duration::from_secs(2), asked)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .and_then(|status| status.journal)
+        .map(|journal| journal.head);
     Json(Health {
         status: "ok".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         protocol: koru_protocol::PROTOCOL_VERSION,
+        journal_head,
     })
+}
+
+async fn verify_journal(daemon: Daemon) -> Result<Json<koru_protocol::VerifyReport>, ApiError> {
+    Ok(Json(daemon.once(|c| Box::pin(c.verify_journal())).await?))
 }
 
 async fn status(daemon: Daemon) -> Result<Json<StatusInfo>, ApiError> {

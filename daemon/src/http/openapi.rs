@@ -90,6 +90,7 @@ mod tests {
             "/api/v1/drives",
             "/api/v1/drives/{id}",
             "/api/v1/drives/{id}/cancel",
+            "/api/v1/journal/verify",
             "/api/v1/chats",
             "/api/v1/doctor",
             "/api/v1/interfaces",
@@ -101,6 +102,6 @@ mod tests {
         ] {
             assert!(paths.paths.contains_key(path), "{path} is missing");
         }
-        assert_eq!(paths.paths.len(), 14);
+        assert_eq!(paths.paths.len(), 15);
     }
 }

@@ -209,7 +209,13 @@ struct Chain {
     anchor: Option<(u64, String)>,
     /// `journal_pruned` entries: (through_seq, through_hash).
     checkpoints: Vec<(u64, String)>,
+    /// The last entries' hashes by seq, to tell a foreign entry repeating a seq from a
+    /// reordered one.
+    recent: std::collections::VecDeque<(u64, String)>,
 }
+
+/// How many recent entries [`Chain::recent`] keeps.
+const RECENT: usize = 1024;
 
 impl Chain {
     fn check(
@@ -332,6 +338,20 @@ impl Chain {
                     );
                 }
             }
+            Some(expected)
+                if seq < expected
+                    && self
+                        .recent
+                        .iter()
+                        .any(|(s, hash)| *s == seq && *hash != parsed.entry_hash) =>
+            {
+                return Err(Stop::Problem(problem(
+                    VerifyProblemKind::Spliced,
+                    Some(expected),
+                    Some(place),
+                    format!("an entry {seq} that is not this chain's entry {seq} was put in where entry {expected} should be"),
+                )));
+            }
             Some(expected) => {
                 let later = appears_later(rest, place, expected);
                 let (kind, message) = match (seq > expected, later) {
@@ -369,6 +389,10 @@ impl Chain {
             }
         }
         self.entries += 1;
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((seq, parsed.entry_hash.clone()));
         self.expected_seq = Some(seq + 1);
         self.expected_prev = Some(parsed.entry_hash.clone());
         Ok(parsed)
@@ -433,4 +457,307 @@ fn seq_of(bytes: &[u8]) -> Option<u64> {
         seq: u64,
     }
     serde_json::from_slice::<Seq>(bytes).ok().map(|s| s.seq)
+}
+
+/// The report as `koru verify` prints it.
+pub fn render(report: &VerifyReport) -> String {
+    let mut out = String::new();
+    match report.verdict {
+        VerifyVerdict::Intact => {
+            out.push_str(&format!(
+                "✓ journal intact — {} entries, head {}\n",
+                report.entries,
+                report.head.as_deref().unwrap_or("-")
+            ));
+        }
+        VerifyVerdict::Tampered => {
+            let problem = report.problem.as_ref();
+            let kind = problem
+                .map(|p| serde_json::to_value(p.kind).unwrap_or_default())
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let seq = problem
+                .and_then(|p| p.seq)
+                .map(|s| format!("seq {s}"))
+                .unwrap_or_else(|| "an entry".into());
+            let place = problem
+                .and_then(|p| Some(format!(" ({}, line {})", p.segment.as_ref()?, p.line?)))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "✗ journal NOT intact — first bad entry: {seq}{place}: {kind}\n  {}\n",
+                problem.map(|p| p.message.as_str()).unwrap_or("")
+            ));
+            if report.entries > 0 {
+                out.push_str(&format!(
+                    "  the {} entries before it check out (last good head {})\n",
+                    report.entries,
+                    report.head.as_deref().unwrap_or("-")
+                ));
+            }
+        }
+        VerifyVerdict::Unusable => {
+            out.push_str(&format!(
+                "✗ cannot verify {}: {}\n",
+                report.dir,
+                report
+                    .problem
+                    .as_ref()
+                    .map(|p| p.message.as_str())
+                    .unwrap_or("unusable")
+            ));
+            return out;
+        }
+    }
+    out.push_str(&format!("  folder: {}\n", report.dir));
+    if let (Some(first), Some(last)) = (report.first_seq, report.last_seq) {
+        out.push_str(&format!(
+            "  entries: seq {first}–{last} in {} segment(s){}{}\n",
+            report.segments,
+            if report.keyed {
+                ", HMAC-SHA256 keyed"
+            } else {
+                ", SHA-256"
+            },
+            report
+                .pruned_through
+                .map(|p| format!("; 1–{p} pruned by retention (checkpoint verified)"))
+                .unwrap_or_default()
+        ));
+    }
+    out.push_str(&format!(
+        "  prompts: {} named, {} kept and matching, {} absent (purged, or --journal-prompts digest; not tampering)\n",
+        report.blobs.referenced, report.blobs.present, report.blobs.absent
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::writer::Journal;
+    use crate::journal::{Asker, JournalConfig, Retention};
+    use serde_json::{json, Map};
+    use std::path::PathBuf;
+
+    fn daemon() -> Asker {
+        Asker {
+            door: "daemon".into(),
+            client: "koru".into(),
+            version: "test".into(),
+            pid: Some(1),
+            uid: 1000,
+        }
+    }
+
+    /// A journal of `drives` accepted-and-ended drives (plus daemon_started), written by the
+    /// real writer into `dir`.
+    fn write_journal(dir: &Path, sealer: Sealer, drives: usize) -> PathBuf {
+        write_journal_at(dir, sealer, drives, 2_000)
+    }
+
+    fn write_journal_at(dir: &Path, sealer: Sealer, drives: usize, start_ms: u64) -> PathBuf {
+        let mut config = JournalConfig::new(dir.join("journal"));
+        config.index_path = dir.join("index.sqlite3");
+        config.sealer = sealer;
+        config.retain = Retention {
+            max_age: None,
+            max_bytes: None,
+        };
+        let mut journal = Journal::open(config, 1_000, &daemon(), Map::new())
+            .unwrap()
+            .journal;
+        for i in 0..drives {
+            let prompt = journal.store_prompt(&format!("prompt {i}")).unwrap();
+            let mut fields = Map::new();
+            fields.insert("drive_id".into(), json!(format!("d_{i}")));
+            fields.insert("prompt".into(), prompt);
+            journal
+                .append(
+                    start_ms + i as u64,
+                    "drive_accepted",
+                    fields,
+                    Some(&daemon()),
+                    None,
+                )
+                .unwrap();
+            let mut fields = Map::new();
+            fields.insert("drive_id".into(), json!(format!("d_{i}")));
+            fields.insert("state".into(), json!("done"));
+            journal
+                .append(start_ms + 1 + i as u64, "drive_state", fields, None, None)
+                .unwrap();
+        }
+        journal.close();
+        dir.join("journal")
+    }
+
+    fn segment(dir: &Path) -> PathBuf {
+        segments::list(dir).unwrap().pop().unwrap().path
+    }
+
+    fn lines(path: &Path) -> Vec<String> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn write_lines(path: &Path, lines: &[String]) {
+        std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    }
+
+    fn found(report: &VerifyReport) -> (VerifyVerdict, Option<VerifyProblemKind>, Option<u64>) {
+        (
+            report.verdict,
+            report.problem.as_ref().map(|p| p.kind),
+            report.problem.as_ref().and_then(|p| p.seq),
+        )
+    }
+
+    #[test]
+    fn an_untouched_journal_is_intact_with_its_head_and_blobs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = write_journal(tmp.path(), Sealer::Sha256, 5);
+        let report = verify(&dir, None);
+        assert_eq!(found(&report), (VerifyVerdict::Intact, None, None));
+        assert_eq!(report.entries, 11);
+        assert_eq!((report.first_seq, report.last_seq), (Some(1), Some(11)));
+        let last: Value = serde_json::from_str(lines(&segment(&dir)).last().unwrap()).unwrap();
+        assert_eq!(report.head.as_deref(), last["entry_hash"].as_str());
+        assert_eq!((report.blobs.referenced, report.blobs.present), (5, 5));
+    }
+
+    #[test]
+    fn each_kind_of_tampering_is_named_at_its_seq() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = write_journal(tmp.path(), Sealer::Sha256, 5);
+        let path = segment(&dir);
+        let original = lines(&path);
+        let check = |name: &str, tampered: Vec<String>, expected: (VerifyProblemKind, u64)| {
+            write_lines(&path, &tampered);
+            let report = verify(&dir, None);
+            assert_eq!(
+                found(&report),
+                (VerifyVerdict::Tampered, Some(expected.0), Some(expected.1)),
+                "{name}: {report:?}"
+            );
+            write_lines(&path, &original);
+        };
+        // An edited field (seq 4 is d_1's acceptance).
+        let mut edited = original.clone();
+        edited[3] = edited[3].replace("d_1", "d_9");
+        check("edited", edited, (VerifyProblemKind::Edited, 4));
+        // A value changed without changing what it parses to is still an edit.
+        let mut spaced = original.clone();
+        spaced[3] = spaced[3].replacen("{", "{ ", 1);
+        check("spaced", spaced, (VerifyProblemKind::Edited, 4));
+        // A deleted line.
+        let mut deleted = original.clone();
+        deleted.remove(5);
+        check("deleted", deleted, (VerifyProblemKind::Deleted, 6));
+        // Two lines swapped.
+        let mut swapped = original.clone();
+        swapped.swap(6, 7);
+        check("swapped", swapped, (VerifyProblemKind::Reordered, 7));
+        // Lines from another journal put in place of this one's.
+        let other = tempfile::tempdir().unwrap();
+        let other_dir = write_journal_at(other.path(), Sealer::Sha256, 5, 7_000);
+        let foreign = lines(&segment(&other_dir));
+        let mut spliced = original.clone();
+        spliced[8] = foreign[8].clone();
+        check("spliced", spliced, (VerifyProblemKind::Spliced, 9));
+        // Another journal's line added in between.
+        let mut inserted = original.clone();
+        inserted.insert(9, foreign[8].clone());
+        check("inserted", inserted, (VerifyProblemKind::Spliced, 10));
+        // A file cut in the middle of its last line.
+        let text = original.join("\n") + "\n";
+        std::fs::write(&path, &text[..text.len() - 40]).unwrap();
+        let report = verify(&dir, None);
+        assert_eq!(
+            found(&report),
+            (
+                VerifyVerdict::Tampered,
+                Some(VerifyProblemKind::Truncated),
+                Some(11)
+            )
+        );
+        assert_eq!(report.entries, 10, "the entries before the cut check out");
+    }
+
+    #[test]
+    fn a_keyed_journal_needs_its_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = write_journal(tmp.path(), Sealer::Hmac(b"right key".to_vec()), 3);
+        let report = verify(&dir, Some(b"right key"));
+        assert_eq!(found(&report), (VerifyVerdict::Intact, None, None));
+        assert!(report.keyed);
+        let report = verify(&dir, Some(b"wrong key"));
+        assert_eq!(
+            found(&report),
+            (
+                VerifyVerdict::Tampered,
+                Some(VerifyProblemKind::WrongKey),
+                Some(1)
+            )
+        );
+        let report = verify(&dir, None);
+        assert_eq!(report.verdict, VerifyVerdict::Unusable);
+        assert!(report
+            .problem
+            .unwrap()
+            .message
+            .contains("KORU_JOURNAL_HMAC_KEY"));
+        // Re-sealing an edit with plain SHA-256 does not pass for a keyed journal.
+        let path = segment(&dir);
+        let mut edited = lines(&path);
+        let mut entry: Value = serde_json::from_str(&edited[2]).unwrap();
+        entry["drive_id"] = json!("d_forged");
+        entry.as_object_mut().unwrap().remove("entry_hash");
+        let hash = Sealer::Sha256.seal(&canonical(&entry));
+        entry["entry_hash"] = json!(hash);
+        edited[2] = String::from_utf8(canonical(&entry)).unwrap();
+        write_lines(&path, &edited);
+        let report = verify(&dir, Some(b"right key"));
+        assert_eq!(
+            found(&report),
+            (
+                VerifyVerdict::Tampered,
+                Some(VerifyProblemKind::Spliced),
+                Some(3)
+            )
+        );
+    }
+
+    #[test]
+    fn a_purged_prompt_is_absent_not_tampering_and_a_changed_one_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = write_journal(tmp.path(), Sealer::Sha256, 3);
+        let blob = blob_path(&dir, &sha256_hex(b"prompt 1"));
+        std::fs::remove_file(&blob).unwrap();
+        let report = verify(&dir, None);
+        assert_eq!(found(&report), (VerifyVerdict::Intact, None, None));
+        assert_eq!((report.blobs.present, report.blobs.absent), (2, 1));
+        std::fs::write(blob_path(&dir, &sha256_hex(b"prompt 2")), "prompt X").unwrap();
+        let report = verify(&dir, None);
+        assert_eq!(
+            found(&report),
+            (
+                VerifyVerdict::Tampered,
+                Some(VerifyProblemKind::BlobMismatch),
+                Some(6)
+            )
+        );
+    }
+
+    #[test]
+    fn nothing_to_check_is_unusable() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(
+            verify(&tmp.path().join("missing"), None).verdict,
+            VerifyVerdict::Unusable
+        );
+        assert_eq!(verify(tmp.path(), None).verdict, VerifyVerdict::Unusable);
+    }
 }

@@ -485,11 +485,6 @@ impl Journal {
             .insert("entry_hash".into(), json!(hash));
         let mut line = canonical(&object);
         line.push(b'\n');
-        if self.segment_bytes > 0
-            && self.segment_bytes + line.len() as u64 > self.config.segment_bytes
-        {
-            self.rotate(seq)?;
-        }
         let offset = self.segment_bytes;
         let path = self.config.dir.join(segment_name(self.segment_first_seq));
         (&*self.file)
@@ -506,12 +501,18 @@ impl Journal {
         let Value::Object(entry) = object else {
             unreachable!("built as an object")
         };
-        Ok(IndexedEntry {
+        let indexed = IndexedEntry {
             entry,
             segment: self.segment_first_seq,
             offset,
             excerpt,
-        })
+        };
+        if self.segment_bytes >= self.config.segment_bytes {
+            // Full: the next entry starts a new segment (and retention may prune old ones,
+            // writing its checkpoint there).
+            self.rotate(seq + 1)?;
+        }
+        Ok(indexed)
     }
 
     /// Appends an entry; it is in the file (the page cache) when this returns, and on the
@@ -814,4 +815,223 @@ impl Drop for Journal {
 pub fn ended_snapshot(mut drive: DriveInfo) -> Value {
     drive.prompt_excerpt = String::new();
     json!(drive)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::verify::verify;
+    use crate::journal::Retention;
+    use koru_protocol::VerifyVerdict;
+
+    fn daemon() -> Asker {
+        Asker {
+            door: "daemon".into(),
+            client: "koru".into(),
+            version: "test".into(),
+            pid: Some(1),
+            uid: 1000,
+        }
+    }
+
+    fn config(root: &Path) -> JournalConfig {
+        let mut config = JournalConfig::new(root.join("journal"));
+        config.index_path = root.join("cache").join("index.sqlite3");
+        config.sealer = Sealer::Sha256;
+        config
+    }
+
+    /// Accepts a drive the way the state machine does: blob, then `drive_accepted`.
+    fn accept(journal: &mut Journal, id: &str, prompt: &str, at: u64) {
+        let prompt = journal.store_prompt(prompt).unwrap();
+        let mut fields = Map::new();
+        fields.insert("drive_id".into(), json!(id));
+        fields.insert("target".into(), json!("focused"));
+        fields.insert("session_id".into(), json!("s_1"));
+        fields.insert("route".into(), json!("plugin_drive"));
+        fields.insert("options".into(), json!({}));
+        fields.insert("prompt".into(), prompt);
+        journal
+            .append(
+                at,
+                crate::journal::KIND_DRIVE_ACCEPTED,
+                fields,
+                Some(&daemon()),
+                Some("x".into()),
+            )
+            .unwrap();
+    }
+
+    fn end(journal: &mut Journal, id: &str, at: u64) {
+        let mut fields = Map::new();
+        fields.insert("drive_id".into(), json!(id));
+        fields.insert("state".into(), json!("done"));
+        journal
+            .append(at, crate::journal::KIND_DRIVE_STATE, fields, None, None)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_restart_ends_the_drives_left_open_and_keeps_every_drive_answerable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut journal = Journal::open(config(tmp.path()), 10, &daemon(), Map::new())
+            .unwrap()
+            .journal;
+        accept(&mut journal, "d_done", "first", 11);
+        end(&mut journal, "d_done", 12);
+        accept(&mut journal, "d_open", "second", 13);
+        // A crash: nothing more is written (no daemon_stopped) and the threads just stop.
+        journal.close();
+        // The index is a cache: losing it changes nothing.
+        std::fs::remove_dir_all(tmp.path().join("cache")).unwrap();
+        let reopened = Journal::open(config(tmp.path()), 20, &daemon(), Map::new()).unwrap();
+        assert_eq!(reopened.ended_at_restart, ["d_open"]);
+        let journal = reopened.journal;
+        let open = journal.index().get("d_open").unwrap();
+        assert_eq!(open.state, DriveState::Failed);
+        assert_eq!(open.blocker.unwrap().code, blocker::DAEMON_RESTARTED);
+        assert_eq!(open.prompt_excerpt, "second");
+        assert_eq!(
+            journal.index().get("d_done").unwrap().state,
+            DriveState::Done
+        );
+        // A second start finds nothing open.
+        journal.close();
+        let again = Journal::open(config(tmp.path()), 30, &daemon(), Map::new()).unwrap();
+        assert!(again.ended_at_restart.is_empty());
+        again.journal.close();
+        assert_eq!(
+            verify(&tmp.path().join("journal"), None).verdict,
+            VerifyVerdict::Intact
+        );
+    }
+
+    #[test]
+    fn a_line_cut_by_a_crash_is_removed_and_the_repair_recorded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut journal = Journal::open(config(tmp.path()), 10, &daemon(), Map::new())
+            .unwrap()
+            .journal;
+        accept(&mut journal, "d_1", "one", 11);
+        journal.close();
+        let segment = segments::list(&tmp.path().join("journal")).unwrap()[0]
+            .path
+            .clone();
+        let mut file = OpenOptions::new().append(true).open(&segment).unwrap();
+        file.write_all(br#"{"at_ms":12,"drive_id":"d_2","ki"#)
+            .unwrap();
+        drop(file);
+        let reopened = Journal::open(config(tmp.path()), 20, &daemon(), Map::new()).unwrap();
+        assert_eq!(reopened.repaired_bytes, Some(32));
+        reopened.journal.close();
+        let text = std::fs::read_to_string(&segment).unwrap();
+        assert!(
+            text.contains(r#""kind":"journal_repaired""#) && text.contains(r#""torn_bytes":32"#)
+        );
+        assert_eq!(
+            verify(&tmp.path().join("journal"), None).verdict,
+            VerifyVerdict::Intact
+        );
+    }
+
+    #[test]
+    fn segments_rotate_link_and_retention_leaves_a_provable_rest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut config = config(tmp.path());
+        config.segment_bytes = 4 * 1024;
+        config.retain = Retention {
+            max_age: None,
+            max_bytes: Some(12 * 1024),
+        };
+        let mut journal = Journal::open(config.clone(), 10, &daemon(), Map::new())
+            .unwrap()
+            .journal;
+        for i in 0..60 {
+            accept(
+                &mut journal,
+                &format!("d_{i}"),
+                &format!("prompt {i}"),
+                100 + i,
+            );
+            end(&mut journal, &format!("d_{i}"), 100 + i);
+        }
+        journal.flush_index();
+        let dir = tmp.path().join("journal");
+        let segments = segments::list(&dir).unwrap();
+        let total: u64 = segments
+            .iter()
+            .map(|s| std::fs::metadata(&s.path).unwrap().len())
+            .sum();
+        assert!(segments.len() >= 3, "{segments:?}");
+        assert!(total <= 12 * 1024 + 4 * 1024, "{total}");
+        assert!(segments[0].first_seq > 1, "old segments were pruned");
+        // Pruned drives are gone from the index; recent ones answer.
+        assert!(journal.index().get("d_0").is_none());
+        assert_eq!(journal.index().get("d_59").unwrap().state, DriveState::Done);
+        journal.close();
+        let report = verify(&dir, None);
+        assert_eq!(report.verdict, VerifyVerdict::Intact, "{report:?}");
+        assert_eq!(report.pruned_through, Some(segments[0].first_seq - 1));
+        // Deleting the oldest remaining segment is not covered by any checkpoint.
+        std::fs::remove_file(&segments[0].path).unwrap();
+        let report = verify(&dir, None);
+        assert_eq!(report.verdict, VerifyVerdict::Tampered, "{report:?}");
+    }
+
+    #[test]
+    fn digest_mode_keeps_no_prompt_text_on_disk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut config = config(tmp.path());
+        config.prompts = PromptsMode::Digest;
+        let mut journal = Journal::open(config, 10, &daemon(), Map::new())
+            .unwrap()
+            .journal;
+        let prompt = journal.store_prompt("a very private prompt 7781").unwrap();
+        let mut fields = Map::new();
+        fields.insert("drive_id".into(), json!("d_1"));
+        fields.insert("prompt".into(), prompt);
+        journal
+            .append(11, crate::journal::KIND_DRIVE_ACCEPTED, fields, None, None)
+            .unwrap();
+        journal.close();
+        for entry in walk(tmp.path()) {
+            let bytes = std::fs::read(&entry).unwrap();
+            assert!(
+                !bytes.windows(10).any(|w| w == b"very priva"),
+                "{} holds the prompt",
+                entry.display()
+            );
+        }
+        let report = verify(&tmp.path().join("journal"), None);
+        assert_eq!(report.verdict, VerifyVerdict::Intact);
+        assert_eq!((report.blobs.referenced, report.blobs.absent), (1, 1));
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files.extend(walk(&path));
+            } else {
+                files.push(path);
+            }
+        }
+        files
+    }
+
+    #[test]
+    fn one_writer_at_a_time_and_private_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let first = Journal::open(config(tmp.path()), 10, &daemon(), Map::new()).unwrap();
+        let second = Journal::open(config(tmp.path()), 10, &daemon(), Map::new());
+        assert!(matches!(second, Err(JournalError::Unreadable { .. })));
+        let dir = tmp.path().join("journal");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join("blobs")), 0o700);
+        assert_eq!(mode(&segments::list(&dir).unwrap()[0].path), 0o600);
+        first.journal.close();
+    }
 }

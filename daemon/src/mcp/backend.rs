@@ -210,6 +210,14 @@ impl Backend {
             .await?)
     }
 
+    /// `verify_journal`.
+    pub async fn verify_journal(&self) -> Result<koru_protocol::VerifyReport, ToolError> {
+        Ok(self
+            .controller()
+            .once(|c| Box::pin(c.verify_journal()))
+            .await?)
+    }
+
     /// `cancel_drive`.
     pub async fn cancel_drive(&self, drive_id: &str) -> Result<DriveInfo, ToolError> {
         let drive_id = drive_id.to_string();

@@ -395,6 +395,22 @@ impl KoruMcp {
     }
 
     #[tool(
+        description = "Prove the drive journal (the record of every prompt pushed, who asked, how it ended) intact: checks every entry's hash link. Says `intact` with the entry count and head hash, or the first bad entry's seq and what is wrong. detail=true gives the JSON report."
+    )]
+    async fn verify_journal(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<DoctorToolArgs>>,
+    ) -> Result<CallToolResult, McpError> {
+        match self.backend.verify_journal().await {
+            Ok(report) if args.detail == Some(true) => {
+                ok(serde_json::to_string(&report).unwrap_or_default())
+            }
+            Ok(report) => ok(crate::journal::verify::render(&report)),
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(
         description = "Fix what blocks a drive or an interface: reprobe, reload_registry, retry_drive (a failed drive, by a chosen route; never one that may have been submitted), cancel_drive, reconnect_plugin, focus_window. Logged with who asked."
     )]
     async fn recover(

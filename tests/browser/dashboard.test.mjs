@@ -402,3 +402,39 @@ test('overview: several IDEs, drives done and failed, observed chats (screenshot
     await context.close();
   });
 });
+
+test('the drive list pages back through the journal, and the journal is named and verified from the page', async () => {
+  await withDaemon({}, async (daemon) => {
+    const plugin = await daemon.plugin({ name: 'history-proj', product: 'vscode' });
+    const ids = [];
+    for (let i = 0; i < 105; i++) {
+      const { status, body } = await daemon.api('POST', '/drives', { target: { session: plugin.sessionId }, prompt: `history drive ${i}` });
+      assert.equal(status, 201, JSON.stringify(body));
+      ids.push(body.drive.drive_id);
+    }
+    await waitFor(async () => (await daemon.api('GET', `/drives/${ids.at(-1)}`)).body.drive.state === 'done', 30_000, 'the last drive done');
+    const { page, context, problems } = await openDashboard(daemon);
+    await page.locator(`#drive-${ids.at(-1)}`).waitFor();
+    assert.equal(await page.locator('article.drive').count(), 100, 'the newest 100 first');
+    assert.equal(await page.locator(`#drive-${ids[0]}`).count(), 0);
+    const older = page.getByRole('button', { name: 'Load older drives' });
+    await older.click();
+    await page.locator(`#drive-${ids[0]}`).waitFor();
+    assert.equal(await page.locator('article.drive').count(), 105);
+    const lastThree = await page.$$eval('article.drive h3.excerpt', (els) => els.slice(-3).map((e) => e.textContent));
+    assert.deepEqual(lastThree, ['history drive 2', 'history drive 1', 'history drive 0'], 'older drives go at the end, newest first');
+    await page.waitForFunction(() => document.getElementById('drives-older').hidden);
+
+    const status = (await daemon.api('GET', '/status')).body;
+    const note = await page.locator('#journal-note').textContent();
+    assert.ok(note.includes(status.journal.dir), note);
+    assert.ok(note.includes('koru verify'), note);
+    await page.getByRole('button', { name: 'Verify journal' }).click();
+    await page.locator('#journal-result', { hasText: 'journal intact' }).waitFor({ timeout: 10_000 });
+    assert.match(await page.locator('#journal-result').textContent(), /^✓ journal intact — \d+ entries, head sha256:[0-9a-f]{64}$/);
+    await page.locator('#journal-note').scrollIntoViewIfNeeded();
+    await shot(page, 'journal-note');
+    noProblems(problems);
+    await context.close();
+  });
+});

@@ -6,11 +6,15 @@ const RETRYABLE = new Set(['failed', 'cancelled', 'timed_out']);
 const ROUTES = ['native_send', 'plugin_drive', 'os_injection'];
 const STATUS_TEXT = { ok: '✓ ok', degraded: '◐ degraded', unavailable: '✕ unavailable', not_applicable: '– not applicable' };
 const MAX_DRIVES = 100;
+/** Drives one "Load older" page brings from the journal. */
+const DRIVE_PAGE = 50;
 
 const state = {
   status: null,
   sessions: new Map(), // session_id → SessionInfo
   drives: new Map(), // drive_id → DriveInfo
+  drivesMore: false, // the journal has drives older than the oldest loaded
+  driveLimit: MAX_DRIVES, // cards kept on the page (grows as older pages are loaded)
   chats: [],
   doctor: null,
   results: new Map(), // drive_id → {text, ok} of the last action on it
@@ -334,9 +338,69 @@ function renderDrives() {
   if (!drives.length) {
     fill(body, h('p', { class: 'muted empty', text: 'No drives yet: send a prompt above.' }));
   } else {
-    fill(body, ...drives.slice(0, MAX_DRIVES).map(driveCard));
+    fill(body, ...drives.slice(0, state.driveLimit).map(driveCard));
   }
+  renderJournal();
   renderHeader();
+}
+
+/** Under the drive list: where the record of every drive is kept, how to prove it, and the way back through older drives. */
+function renderJournal() {
+  const older = $('drives-older');
+  older.hidden = !state.drivesMore;
+  const journal = state.status?.journal;
+  const note = $('journal-note');
+  if (!journal) {
+    fill(note, 'No journal: this daemon runs with --no-journal, so drives are forgotten when it stops.');
+    $('journal-verify').hidden = true;
+    return;
+  }
+  $('journal-verify').hidden = false;
+  fill(note,
+    'Every drive is on record in ', h('code', { text: journal.dir }),
+    ` (${journal.last_seq} entries, prompts ${journal.prompts}${journal.keyed ? ', HMAC-keyed' : ''}). Head `,
+    h('code', { class: 'hash', text: journal.head, title: 'Write it down elsewhere: koru verify proves nothing before it changed' }),
+    '. Prove it intact with ', h('code', { text: 'koru verify' }), ' or the button.',
+    journal.error ? h('span', { class: 'error', text: ` Journal problem: ${journal.error}` }) : null,
+  );
+}
+
+async function loadOlderDrives(button) {
+  const oldest = [...state.drives.values()].sort((a, b) => a.created_at_ms - b.created_at_ms)[0];
+  if (!oldest) return;
+  button.disabled = true;
+  try {
+    const page = await api('GET', `/drives?limit=${DRIVE_PAGE}&before=${encodeURIComponent(oldest.drive_id)}`);
+    for (const d of page.drives) if (!state.drives.has(d.drive_id)) state.drives.set(d.drive_id, d);
+    state.drivesMore = !!page.more;
+    state.driveLimit = Math.max(state.driveLimit, state.drives.size);
+    renderDrives();
+  } catch (e) {
+    toast(`Older drives: ${errorText(e)}`, 'error');
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function verifyJournal(button) {
+  button.disabled = true;
+  const out = $('journal-result');
+  try {
+    const report = await api('GET', '/journal/verify');
+    const p = report.problem;
+    if (report.verdict === 'intact') {
+      fill(out, `✓ journal intact — ${report.entries} entries, head ${report.head}`);
+      out.className = 'ok';
+    } else {
+      fill(out, `✕ ${report.verdict === 'tampered' ? 'journal NOT intact' : 'cannot verify'}${p?.seq ? ` — first bad entry: seq ${p.seq}` : ''}${p ? `: ${p.kind} — ${p.message}` : ''}`);
+      out.className = 'error';
+    }
+  } catch (e) {
+    fill(out, `✕ ${errorText(e)}`);
+    out.className = 'error';
+  } finally {
+    button.disabled = false;
+  }
 }
 
 /** Replaces one drive's card in place (or inserts it at its place, newest first). */
@@ -355,7 +419,7 @@ function renderDriveNow(drive) {
   body.querySelector('.empty')?.remove();
   const next = [...body.children].find((el) => Number(el.dataset.created) < drive.created_at_ms);
   body.insertBefore(card, next || null);
-  while (body.children.length > MAX_DRIVES) body.lastElementChild.remove();
+  while (body.children.length > state.driveLimit) body.lastElementChild.remove();
 }
 
 const targetText = (t) => {
@@ -633,7 +697,8 @@ async function loadSessions() {
 }
 
 async function loadDrives() {
-  const { drives } = await api('GET', '/drives');
+  const { drives, more } = await api('GET', `/drives?limit=${MAX_DRIVES}`);
+  state.drivesMore = !!more;
   state.drives = new Map(drives.map((d) => [d.drive_id, isNewer(d, state.drives.get(d.drive_id)) ? d : state.drives.get(d.drive_id)]));
   renderDrives();
 }
@@ -646,6 +711,7 @@ async function loadChats() {
 
 async function loadStatus() {
   state.status = await api('GET', '/status');
+  renderJournal();
   renderHeader();
 }
 
@@ -789,6 +855,8 @@ function start() {
   $('send-form').addEventListener('submit', onSend);
   $('doctor-na').addEventListener('change', renderDoctor);
   $('doctor-recheck').addEventListener('click', (e) => recheck(e.currentTarget));
+  $('drives-older').addEventListener('click', (e) => loadOlderDrives(e.currentTarget));
+  $('journal-verify').addEventListener('click', (e) => verifyJournal(e.currentTarget));
   const reload = $('registry-reload');
   reload.addEventListener('click', () =>
     withProgress(reload, async () => {

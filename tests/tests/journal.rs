@@ -48,6 +48,19 @@ fn send(sandbox: &Sandbox, workspace: &Path, prompt: &str) -> Value {
     stdout_json(&output)
 }
 
+/// The drive ids `koru drives ARGS --json` lists, oldest first.
+fn listed_ids(sandbox: &Sandbox, args: &[&str]) -> Vec<String> {
+    let mut command = vec!["drives"];
+    command.extend_from_slice(args);
+    command.push("--json");
+    stdout_json(&sandbox.run(&command))
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["drive_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn verify(sandbox: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let mut command = sandbox.koru();
     command.arg("verify").args(args);
@@ -188,32 +201,13 @@ fn history_pages_back_and_survives_a_restart() {
         .terminate(Duration::from_secs(5))
         .expect("the daemon stops");
     let _daemon = sandbox.start_daemon(&[]);
-    // In memory: nothing (a new run); in the journal: all of them.
-    let memory = stdout_json(&sandbox.run(&["drives", "--json"]));
-    assert_eq!(memory.as_array().unwrap().len(), 0, "{memory}");
-    let newest = stdout_json(&sandbox.run(&["drives", "--limit", "5", "--json"]));
-    let newest: Vec<&str> = newest
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["drive_id"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        newest,
-        ids[7..].iter().map(String::as_str).collect::<Vec<_>>()
-    );
-    let older =
-        stdout_json(&sandbox.run(&["drives", "--before", newest[0], "--limit", "5", "--json"]));
-    let older: Vec<&str> = older
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["drive_id"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        older,
-        ids[2..7].iter().map(String::as_str).collect::<Vec<_>>()
-    );
+    // A new run holds none of them in memory; `koru drives` shows them from the journal.
+    let listed = stdout_json(&sandbox.run(&["drives", "--json"]));
+    assert_eq!(listed.as_array().unwrap().len(), 12, "{listed}");
+    let newest = listed_ids(&sandbox, &["--limit", "5"]);
+    assert_eq!(newest, ids[7..]);
+    let older = listed_ids(&sandbox, &["--before", &newest[0], "--limit", "5"]);
+    assert_eq!(older, ids[2..7]);
     let all = stdout_json(&sandbox.run(&["drives", "--all", "--json"]));
     assert_eq!(all.as_array().unwrap().len(), 12);
     let table = String::from_utf8(sandbox.run(&["drives", "--limit", "3"]).stdout).unwrap();

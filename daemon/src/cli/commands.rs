@@ -139,11 +139,12 @@ pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode>
         .as_deref()
         .map(|text| parse_since(text, SystemClock.now_ms()))
         .transpose()?;
-    let history = args.all || since_ms.is_some() || args.before.is_some() || args.limit.is_some();
+    // From the journal (across restarts), the newest 100 unless told otherwise; a daemon
+    // without a journal answers from memory.
     let mut filter = DrivesList {
         session_id: args.session,
         active_only: args.active,
-        history,
+        history: true,
         before: args.before,
         since_ms,
         limit: args.limit.or(args.all.then_some(1_000)),

@@ -251,7 +251,7 @@ pub struct DrivesArgs {
     /// Only drives that have not ended
     #[arg(long)]
     pub active: bool,
-    /// Every drive in the journal (across restarts), not only the recent ones in memory
+    /// Every drive in the journal, not only the newest 100
     #[arg(long)]
     pub all: bool,
     /// Only drives created since TIME: RFC 3339 (2026-11-25T09:00:00Z) or an age (90m, 12h, 7d)
@@ -260,7 +260,7 @@ pub struct DrivesArgs {
     /// Only drives accepted before this one (page back from a listing's oldest drive)
     #[arg(long, value_name = "DRIVE_ID")]
     pub before: Option<String>,
-    /// At most N drives (the newest of the matches)
+    /// At most N drives, the newest of the matches [default: 100; at most 1000]
     #[arg(long, value_name = "N")]
     pub limit: Option<u32>,
     /// Only drives of this session

@@ -210,6 +210,18 @@ impl JournalError {
     }
 }
 
+/// The daemon as the asker of its own entries, for tests.
+#[cfg(test)]
+pub fn test_daemon() -> Asker {
+    Asker {
+        door: "daemon".into(),
+        client: "koru".into(),
+        version: "test".into(),
+        pid: Some(1),
+        uid: 1000,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

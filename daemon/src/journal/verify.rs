@@ -539,15 +539,7 @@ mod tests {
     use serde_json::{json, Map};
     use std::path::PathBuf;
 
-    fn daemon() -> Asker {
-        Asker {
-            door: "daemon".into(),
-            client: "koru".into(),
-            version: "test".into(),
-            pid: Some(1),
-            uid: 1000,
-        }
-    }
+    use crate::journal::test_daemon as daemon;
 
     /// A journal of `drives` accepted-and-ended drives (plus daemon_started), written by the
     /// real writer into `dir`.

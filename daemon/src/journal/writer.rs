@@ -824,15 +824,7 @@ mod tests {
     use crate::journal::Retention;
     use koru_protocol::VerifyVerdict;
 
-    fn daemon() -> Asker {
-        Asker {
-            door: "daemon".into(),
-            client: "koru".into(),
-            version: "test".into(),
-            pid: Some(1),
-            uid: 1000,
-        }
-    }
+    use crate::journal::test_daemon as daemon;
 
     fn config(root: &Path) -> JournalConfig {
         let mut config = JournalConfig::new(root.join("journal"));

@@ -28,7 +28,8 @@ public final class Protocol {
             "status", "status.result", "sessions.list", "sessions.list.result", "drives.list",
             "drives.list.result", "drive.create", "drive.get", "drive.cancel", "drive.result",
             "events.subscribe", "events.subscribed", "stream", "chats.list", "chats.list.result",
-            "observe.report", "observe.reported", "recovery.run", "recovery.result");
+            "observe.report", "observe.reported", "recovery.run", "recovery.result", "journal.verify",
+            "journal.verify.result");
 
     /** Snake-case field names on the wire, camelCase in Java; nulls are left out (optional fields). */
     public static final Gson GSON = new GsonBuilder()

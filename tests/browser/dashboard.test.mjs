@@ -3,22 +3,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { ARTIFACTS, ROOT, closeBrowser, rawRequest, foreignSite, openDashboard, shot, sleep, startDaemon, waitFor } from './harness.mjs';
+import { ARTIFACTS, ROOT, closeBrowser, rawRequest, foreignSite, openDashboard, shot, sleep, waitFor, withDaemon } from './harness.mjs';
 
 after(closeBrowser);
-
-/** Runs `body(daemon)` with a fresh daemon, stopping it (and its plugins) whatever happens. */
-async function withDaemon(opts, body) {
-  const daemon = await startDaemon(opts);
-  try {
-    await body(daemon);
-  } catch (e) {
-    e.message += `\n--- daemon log (tail) ---\n${daemon.log().split('\n').slice(-40).join('\n')}`;
-    throw e;
-  } finally {
-    await daemon.stop();
-  }
-}
 
 function noProblems(problems) {
   assert.deepEqual(problems, [], 'the page logged errors (CSP violations, exceptions)');

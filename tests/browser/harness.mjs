@@ -90,10 +90,11 @@ export function requireTools() {
 }
 
 /**
- * A sandbox (temp HOME, XDG dirs, socket) with `koru daemon --http 127.0.0.1:<free port>` running in it.
+ * A sandbox (temp HOME, XDG dirs, socket) with `koru daemon --http 127.0.0.1:<free port>` running in it
+ * (`env` is added to its environment and to every `koru(...)` command's).
  * Returns {root, env, port, base, token, pid, koru(args), api(method, path, body), plugin(opts), dashboardUrl(), stop()}.
  */
-export async function startDaemon({ args = [], claudeProjects = false } = {}) {
+export async function startDaemon({ args = [], claudeProjects = false, env: extraEnv = {} } = {}) {
   requireTools();
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'koru-dash-'));
   for (const sub of ['run', 'home', 'config', 'state', 'ws']) fs.mkdirSync(path.join(root, sub), { recursive: true });
@@ -107,6 +108,7 @@ export async function startDaemon({ args = [], claudeProjects = false } = {}) {
     XDG_STATE_HOME: path.join(root, 'state'),
     KORU_SOCKET: path.join(root, 'run/koru/koru.sock'),
     RUST_LOG: process.env.RUST_LOG || 'info',
+    ...extraEnv,
   };
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
@@ -138,9 +140,9 @@ export async function startDaemon({ args = [], claudeProjects = false } = {}) {
     token,
     pid: child.pid,
     log: daemonLog,
-    /** Runs a koru client command to completion; returns {status, stdout, stderr}. */
-    koru(cmdArgs, { timeoutMs = 20_000 } = {}) {
-      const r = spawnSync(KORU, cmdArgs, { env, encoding: 'utf8', timeout: timeoutMs, stdio: ['ignore', 'pipe', 'pipe'] });
+    /** Runs a koru client command to completion (`env` over the sandbox's); returns {status, stdout, stderr}. */
+    koru(cmdArgs, { timeoutMs = 20_000, env: override = {} } = {}) {
+      const r = spawnSync(KORU, cmdArgs, { env: { ...env, ...override }, encoding: 'utf8', timeout: timeoutMs, stdio: ['ignore', 'pipe', 'pipe'] });
       return { status: r.status, stdout: r.stdout, stderr: r.stderr };
     },
     /** A bearer-token API call; returns {status, body}. */
@@ -231,6 +233,19 @@ export async function startDaemon({ args = [], claudeProjects = false } = {}) {
     },
   };
   return daemon;
+}
+
+/** Runs `body(daemon)` with a fresh daemon, stopping it (and its plugins) whatever happens; a failure carries the daemon log's tail. */
+export async function withDaemon(opts, body) {
+  const daemon = await startDaemon(opts);
+  try {
+    await body(daemon);
+  } catch (e) {
+    e.message += `\n--- daemon log (tail) ---\n${daemon.log().split('\n').slice(-40).join('\n')}`;
+    throw e;
+  } finally {
+    await daemon.stop();
+  }
 }
 
 let browserPromise = null;

@@ -197,6 +197,8 @@ pub enum JournalError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    #[error(transparent)]
+    Export(#[from] export::ExportError),
 }
 
 impl JournalError {

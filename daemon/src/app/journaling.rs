@@ -127,7 +127,7 @@ impl<C: Clock> App<C> {
         let excerpt =
             (journal.prompts() == PromptsMode::Full).then(|| super::drives::excerpt(&drive.prompt));
         journal
-            .append(
+            .append_durable(
                 now,
                 journal::KIND_DRIVE_ACCEPTED,
                 fields,
@@ -234,7 +234,13 @@ impl<C: Clock> App<C> {
 
     /// `drives.list`: memory alone, or with `history` a page of the journal's drives
     /// (memory's view wins for the drives it still holds).
-    pub(super) fn list_drives(&self, filter: &DrivesList) -> DrivesListResult {
+    pub(super) fn list_drives(&mut self, filter: &DrivesList) -> DrivesListResult {
+        if filter.history {
+            // The index takes entries in batches: let it catch up with what was written.
+            if let Some(journal) = self.journal.as_mut() {
+                journal.flush_index();
+            }
+        }
         let matches = |d: &DriveInfo| {
             filter
                 .session_id

@@ -273,6 +273,11 @@ impl<C: Clock> App<C> {
             DaemonEvent::Observed { events, replay } => self.on_observed(events, replay),
             DaemonEvent::ObserverHealth { observers } => self.observers = observers,
         }
+        // What this event journaled reaches the file before anything it queued for a peer
+        // can be written to a socket (the connection tasks run on this same thread).
+        if let Some(journal) = self.journal.as_mut() {
+            let _ = journal.flush();
+        }
     }
 
     /// Applies a reloaded registry when it is clean; otherwise keeps the last good one and

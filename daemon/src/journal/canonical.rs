@@ -44,6 +44,49 @@ pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
+/// The line of an entry: `object` (which has no `entry_hash`) sealed with `sealer`, in
+/// canonical form with `entry_hash` in its sorted place. Canonicalizes once: the seal's
+/// input and the line share the bytes.
+pub fn sealed_line(object: &serde_json::Map<String, Value>, sealer: &Sealer) -> (Vec<u8>, String) {
+    const HASH_KEY: &str = "entry_hash";
+    let mut keys: Vec<&String> = object.keys().collect();
+    keys.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    let mut body = Vec::with_capacity(512);
+    body.push(b'{');
+    let mut insert_at = None;
+    let mut before = false;
+    for (i, key) in keys.iter().enumerate() {
+        if insert_at.is_none() && key.as_bytes() > HASH_KEY.as_bytes() {
+            insert_at = Some((body.len(), i > 0));
+        }
+        if i > 0 {
+            body.push(b',');
+        }
+        serde_json::to_writer(&mut body, key).expect("writing to a Vec cannot fail");
+        body.push(b':');
+        write_canonical(&object[key.as_str()], &mut body);
+        before = true;
+    }
+    let (at, has_before) = insert_at.unwrap_or((body.len(), before));
+    body.push(b'}');
+    let hash = sealer.seal(&body);
+    let mut member = Vec::with_capacity(HASH_KEY.len() + hash.len() + 6);
+    if has_before {
+        member.push(b',');
+    }
+    member.extend_from_slice(b"\"entry_hash\":\"");
+    member.extend_from_slice(hash.as_bytes());
+    member.push(b'"');
+    if !has_before && !keys.is_empty() {
+        member.push(b',');
+    }
+    let mut line = Vec::with_capacity(body.len() + member.len() + 1);
+    line.extend_from_slice(&body[..at]);
+    line.extend_from_slice(&member);
+    line.extend_from_slice(&body[at..]);
+    (line, hash)
+}
+
 /// [`write_canonical`] into a new buffer.
 pub fn canonical(value: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(512);
@@ -125,6 +168,26 @@ mod tests {
             String::from_utf8(canonical(&value)).unwrap(),
             r#"{"a":{"A":"\n\"\u0001","z":[1,{"c":null,"y":"x"}],"é":true},"b":1}"#
         );
+    }
+
+    #[test]
+    fn a_sealed_line_is_the_canonical_entry_with_its_hash_in_place() {
+        for object in [
+            json!({"seq": 1, "kind": "x", "prev_hash": "p", "at_ms": 5}),
+            json!({"zed": 1}),
+            json!({"alpha": {"b": 1, "a": 2}}),
+            json!({}),
+        ] {
+            let map = object.as_object().unwrap();
+            let (line, hash) = sealed_line(map, &Sealer::Sha256);
+            assert_eq!(hash, Sealer::Sha256.seal(&canonical(&object)));
+            let mut whole = object.clone();
+            whole["entry_hash"] = json!(hash);
+            assert_eq!(
+                String::from_utf8(line).unwrap(),
+                String::from_utf8(canonical(&whole)).unwrap()
+            );
+        }
     }
 
     #[test]

@@ -65,6 +65,30 @@ pub struct IndexedEntry {
     pub excerpt: Option<String>,
 }
 
+/// An entry as written (its line, without the newline), waiting for the index thread,
+/// which parses it there rather than on the event loop.
+#[derive(Debug, Clone)]
+pub struct QueuedEntry {
+    pub line: Vec<u8>,
+    pub segment: u64,
+    pub offset: u64,
+    pub excerpt: Option<String>,
+}
+
+impl QueuedEntry {
+    pub fn parse(self) -> Option<IndexedEntry> {
+        match serde_json::from_slice::<Value>(&self.line) {
+            Ok(Value::Object(entry)) => Some(IndexedEntry {
+                entry,
+                segment: self.segment,
+                offset: self.offset,
+                excerpt: self.excerpt,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// What history listings ask for.
 #[derive(Debug, Clone, Default)]
 pub struct HistoryQuery {
@@ -75,11 +99,16 @@ pub struct HistoryQuery {
     pub limit: usize,
 }
 
+/// The index's layout version (`PRAGMA user_version`); another one is dropped and rebuilt.
+const SCHEMA_VERSION: i64 = 2;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS drives (
     drive_id TEXT PRIMARY KEY,
     accepted_seq INTEGER NOT NULL UNIQUE,
+    accepted_segment INTEGER NOT NULL,
+    accepted_offset INTEGER NOT NULL,
     created_at_ms INTEGER NOT NULL,
     session_id TEXT NOT NULL,
     ended INTEGER NOT NULL DEFAULT 0,
@@ -111,6 +140,11 @@ impl IndexWriter {
             let conn = Connection::open(path)?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
+            let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+            if version != SCHEMA_VERSION {
+                conn.execute_batch("DROP TABLE IF EXISTS drives; DROP TABLE IF EXISTS meta;")?;
+                conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            }
             conn.execute_batch(SCHEMA)?;
             Ok(conn)
         };
@@ -168,14 +202,51 @@ impl IndexWriter {
             .map_err(index_error(&self.path))
     }
 
-    /// Applies entries in one transaction.
+    /// Applies entries in one transaction (reading the journal back: every entry).
     pub fn apply(&mut self, entries: &[IndexedEntry]) -> Result<(), JournalError> {
+        self.apply_entries(entries, None)
+    }
+
+    /// Applies entries as the daemon writes them: the steps of a drive still running are
+    /// left out (the daemon has that drive in memory; a restart reads them back, see
+    /// [`IndexWriter::open_drive_starts`]); `open` tracks which drives run.
+    pub fn apply_live(
+        &mut self,
+        entries: &[IndexedEntry],
+        open: &mut std::collections::HashSet<String>,
+    ) -> Result<(), JournalError> {
+        self.apply_entries(entries, Some(open))
+    }
+
+    fn apply_entries(
+        &mut self,
+        entries: &[IndexedEntry],
+        mut open: Option<&mut std::collections::HashSet<String>>,
+    ) -> Result<(), JournalError> {
         let Some(last) = entries.last() else {
             return Ok(());
         };
         let path = self.path.clone();
         let tx = self.conn.transaction().map_err(index_error(&path))?;
         for indexed in entries {
+            let kind = indexed
+                .entry
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let drive_id = indexed.entry.get("drive_id").and_then(Value::as_str);
+            if let (Some(open), Some(drive_id)) = (open.as_deref_mut(), drive_id) {
+                match kind {
+                    KIND_DRIVE_ACCEPTED => {
+                        open.insert(drive_id.to_string());
+                    }
+                    KIND_DRIVE_STATE if open.contains(drive_id) => continue,
+                    KIND_DRIVE_ENDED => {
+                        open.remove(drive_id);
+                    }
+                    _ => {}
+                }
+            }
             apply_one(&tx, indexed).map_err(index_error(&path))?;
         }
         let seq = last.entry.get("seq").and_then(Value::as_u64).unwrap_or(0);
@@ -197,6 +268,39 @@ impl IndexWriter {
             .map_err(index_error(&path))?;
         }
         tx.commit().map_err(index_error(&path))
+    }
+
+    /// Drives accepted and not ended, with where their `drive_accepted` line is
+    /// (segment, offset).
+    pub fn open_drive_starts(&self) -> Result<Vec<(String, u64, u64)>, JournalError> {
+        let mut statement = self
+            .conn
+            .prepare("SELECT drive_id, accepted_segment, accepted_offset FROM drives WHERE ended = 0 ORDER BY accepted_seq")
+            .map_err(index_error(&self.path))?;
+        let rows = statement
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)? as u64,
+                    r.get::<_, i64>(2)? as u64,
+                ))
+            })
+            .map_err(index_error(&self.path))?;
+        Ok(rows.filter_map(Result::ok).collect())
+    }
+
+    /// Replaces a drive's info (the steps of an open drive read back at start).
+    pub fn store(&mut self, info: &DriveInfo) -> Result<(), JournalError> {
+        self.conn
+            .execute(
+                "UPDATE drives SET info = ?2 WHERE drive_id = ?1",
+                params![
+                    info.drive_id,
+                    serde_json::to_string(info).expect("DriveInfo serializes")
+                ],
+            )
+            .map(|_| ())
+            .map_err(index_error(&self.path))
     }
 
     /// Drives accepted and not ended.
@@ -266,13 +370,15 @@ fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Re
                 return Ok(());
             };
             tx.execute(
-                "INSERT OR REPLACE INTO drives (drive_id, accepted_seq, created_at_ms, session_id, ended, info) VALUES (?1, ?2, ?3, ?4, 0, ?5)",
+                "INSERT OR REPLACE INTO drives (drive_id, accepted_seq, accepted_segment, accepted_offset, created_at_ms, session_id, ended, info) VALUES (?1, ?2, ?6, ?7, ?3, ?4, 0, ?5)",
                 params![
                     drive_id,
                     entry.get("seq").and_then(Value::as_u64).unwrap_or(0) as i64,
                     at_ms as i64,
                     info.session_id,
                     serde_json::to_string(&info).expect("DriveInfo serializes"),
+                    indexed.segment as i64,
+                    indexed.offset as i64,
                 ],
             )?;
         }

@@ -1,5 +1,6 @@
 //! The journal the state machine appends to: one line per entry in the current segment (written before the daemon answers), prompt blobs, group commit by a sync thread (`fdatasync` at most every `fsync` interval), rotation by size, retention with a checkpoint, and on start the recovery of a crashed run (a cut last line removed, drives left open ended `daemon_restarted`).
 
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -12,8 +13,8 @@ use std::time::Duration;
 use koru_protocol::{blocker, Blocker, DriveInfo, DriveState, JournalStatus, StageRecord};
 use serde_json::{json, Map, Value};
 
-use super::canonical::{canonical, sha256_hex, Sealer, GENESIS};
-use super::index::{prompt_excerpt, Applied, IndexReader, IndexWriter, IndexedEntry};
+use super::canonical::{sealed_line, sha256_hex, Sealer, GENESIS};
+use super::index::{prompt_excerpt, Applied, IndexReader, IndexWriter, IndexedEntry, QueuedEntry};
 use super::segments::{self, segment_name, Lines};
 use super::{
     blob_path, Asker, JournalConfig, JournalError, PromptsMode, KIND_DAEMON_STARTED,
@@ -36,10 +37,13 @@ fn open_segment(path: &Path) -> Result<File, JournalError> {
         .map_err(JournalError::io("open", path))
 }
 
-/// What the sync thread flushes.
+/// What the sync thread writes and flushes.
 struct SyncState {
     file: Arc<File>,
     dirty: bool,
+    /// Prompt texts to write to their blob files (off the event loop: creating a file is
+    /// the costliest thing the journal does).
+    blobs: Vec<(PathBuf, String)>,
     /// New files (blobs, segments) and the folders whose listing changed.
     files: Vec<PathBuf>,
     dirs: Vec<PathBuf>,
@@ -50,12 +54,60 @@ struct SyncState {
 struct SyncShared {
     state: Mutex<SyncState>,
     wake: Condvar,
+    /// Set by each write (no lock on the hot path); the sync thread turns it into `dirty`.
+    written: std::sync::atomic::AtomicBool,
+}
+
+/// Writes queued prompt texts to their blob files (one file per distinct text).
+fn write_blobs(shared: &SyncShared, blobs: Vec<(PathBuf, String)>) {
+    if blobs.is_empty() {
+        return;
+    }
+    let mut written = Vec::new();
+    let mut error = None;
+    for (path, text) in blobs {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(mut file) => match file.write_all(text.as_bytes()) {
+                Ok(()) => written.push(path),
+                Err(e) => error = Some(format!("write {}: {e}", path.display())),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // The same text again: one blob. Its time is refreshed so that retention
+                // keeps it as long as the newest entry naming it.
+                let _ = File::options()
+                    .append(true)
+                    .open(&path)
+                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            }
+            Err(e) => error = Some(format!("create {}: {e}", path.display())),
+        }
+    }
+    if let Some(error) = &error {
+        tracing::error!(%error, "a prompt blob could not be written");
+    }
+    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(parent) = written.first().and_then(|p| p.parent()) {
+        state.dirs.push(parent.to_path_buf());
+    }
+    state.files.extend(written);
+    state.dirty = true;
+    if error.is_some() {
+        state.last_error = error;
+    }
 }
 
 fn sync_everything(shared: &SyncShared) {
+    let written = shared
+        .written
+        .swap(false, std::sync::atomic::Ordering::AcqRel);
     let (file, files, dirs) = {
         let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        if !state.dirty {
+        if !state.dirty && !written {
             return;
         }
         state.dirty = false;
@@ -92,10 +144,25 @@ fn sync_everything(shared: &SyncShared) {
         .last_error = error;
 }
 
-enum IndexMessage {
-    Apply(IndexedEntry),
-    Flush(mpsc::Sender<()>),
+/// Entries waiting for the index thread, which takes them in batches (every 50 ms, or
+/// sooner when asked or when many wait): no wake-up per entry.
+#[derive(Default)]
+struct IndexQueueState {
+    entries: Vec<QueuedEntry>,
+    flushes: Vec<mpsc::Sender<()>>,
+    stop: bool,
 }
+
+#[derive(Default)]
+struct IndexQueue {
+    state: Mutex<IndexQueueState>,
+    wake: Condvar,
+}
+
+/// How many entries may wait before the index thread is woken early.
+const INDEX_BACKLOG: usize = 20_000;
+/// How long entries may wait for the index thread.
+const INDEX_EVERY: Duration = Duration::from_millis(50);
 
 /// The journal of one daemon run.
 pub struct Journal {
@@ -107,10 +174,16 @@ pub struct Journal {
     head: String,
     sync: Arc<SyncShared>,
     sync_thread: Option<JoinHandle<()>>,
-    index_tx: Option<mpsc::SyncSender<IndexMessage>>,
+    index_queue: Arc<IndexQueue>,
     index_thread: Option<JoinHandle<()>>,
     reader: IndexReader,
     error: Option<String>,
+    /// Lines written since the last flush (one `write(2)` per event of the state machine,
+    /// see [`Journal::flush`]), and their entries for the index.
+    buffer: Vec<u8>,
+    unflushed: Vec<QueuedEntry>,
+    /// `(last_seq, head, segment_bytes)` as of the last flush, to undo a failed one.
+    flushed: (u64, String, u64),
     /// `.lock` in the journal folder, held while this journal is open: one writer at a time.
     _lock: nix::fcntl::Flock<File>,
 }
@@ -298,6 +371,66 @@ fn catch_up(
     Ok(applied_count)
 }
 
+/// Reads back the steps of the drives the index has as still running (the daemon writes
+/// those to the index only once a drive ends): one pass from the oldest one's
+/// `drive_accepted`.
+fn refresh_open_drives(dir: &Path, index: &mut IndexWriter) -> Result<(), JournalError> {
+    let starts = index.open_drive_starts()?;
+    let Some(&(_, first_segment, first_offset)) = starts.iter().min_by_key(|(_, s, o)| (*s, *o))
+    else {
+        return Ok(());
+    };
+    let mut open: std::collections::HashMap<String, DriveInfo> = index
+        .open_drives()?
+        .into_iter()
+        .map(|d| (d.drive_id.clone(), d))
+        .collect();
+    let segments = segments::list(dir).map_err(JournalError::io("list", dir))?;
+    for segment in segments.iter().filter(|s| s.first_seq >= first_segment) {
+        let lines = if segment.first_seq == first_segment {
+            Lines::open_at(&segment.path, first_offset, 0)
+        } else {
+            Lines::open(&segment.path)
+        }
+        .map_err(JournalError::io("read", &segment.path))?;
+        for line in lines {
+            let line = line.map_err(JournalError::io("read", &segment.path))?;
+            if !line.complete {
+                break;
+            }
+            let Ok(Value::Object(entry)) = serde_json::from_slice::<Value>(&line.bytes) else {
+                continue;
+            };
+            let kind = entry.get("kind").and_then(Value::as_str);
+            let id = entry.get("drive_id").and_then(Value::as_str).unwrap_or("");
+            let Some(info) = open.get_mut(id) else {
+                continue;
+            };
+            let at = entry.get("at_ms").and_then(Value::as_u64).unwrap_or(0);
+            if kind == Some(super::KIND_DRIVE_ACCEPTED) {
+                // From the start: the steps below may have been applied once already.
+                info.state = DriveState::Queued;
+                info.history = vec![StageRecord {
+                    state: DriveState::Queued,
+                    at_ms: at,
+                }];
+                info.attempts.clear();
+                info.blocker = None;
+                info.waiting = None;
+                info.observation = None;
+                info.submit_evidence = None;
+                info.verification = Default::default();
+            } else if kind == Some(super::KIND_DRIVE_STATE) {
+                super::index::apply_state(info, &entry, at);
+            }
+        }
+    }
+    for info in open.values() {
+        index.store(info)?;
+    }
+    Ok(())
+}
+
 impl Journal {
     /// Opens the journal in `config.dir` (creating it), recovers what a crash left, ends
     /// the drives the last run left open, and writes `daemon_started`.
@@ -336,31 +469,37 @@ impl Journal {
                 "drive index caught up with the journal"
             );
         }
+        refresh_open_drives(&config.dir, &mut index)?;
         let open_drives = index.open_drives()?;
         let reader = IndexReader::open(&config.index_path)?;
         let sync = Arc::new(SyncShared {
             state: Mutex::new(SyncState {
                 file: file.clone(),
                 dirty: true,
+                blobs: Vec::new(),
                 files: Vec::new(),
                 dirs: vec![config.dir.clone()],
                 stop: false,
                 last_error: None,
             }),
             wake: Condvar::new(),
+            written: std::sync::atomic::AtomicBool::new(false),
         });
         let mut journal = Journal {
             file,
             segment_first_seq: tail.segment_first_seq,
             segment_bytes: tail.segment_len,
             last_seq: tail.last_seq,
-            head: tail.head,
+            head: tail.head.clone(),
             sync,
             sync_thread: None,
-            index_tx: None,
+            index_queue: Arc::new(IndexQueue::default()),
             index_thread: None,
             reader,
             error: None,
+            buffer: Vec::with_capacity(16 * 1024),
+            unflushed: Vec::new(),
+            flushed: (tail.last_seq, tail.head.clone(), tail.segment_len),
             _lock: lock,
             config,
         };
@@ -395,9 +534,13 @@ impl Journal {
             pending.push(journal.write(now_ms, KIND_DRIVE_ENDED, fields, Some(daemon), None)?);
         }
         pending.push(journal.write(now_ms, KIND_DAEMON_STARTED, started, Some(daemon), None)?);
+        journal.flush()?;
+        let pending: Vec<IndexedEntry> =
+            pending.into_iter().filter_map(QueuedEntry::parse).collect();
         index.apply(&pending)?;
         journal.apply_retention(now_ms, daemon)?;
-        journal.start_threads(index);
+        journal.flush()?;
+        journal.start_threads(index, HashSet::new());
         Ok(Reopened {
             journal,
             ended_at_restart: ended,
@@ -405,32 +548,42 @@ impl Journal {
         })
     }
 
-    fn start_threads(&mut self, mut index: IndexWriter) {
-        let (tx, rx) = mpsc::sync_channel::<IndexMessage>(100_000);
-        self.index_tx = Some(tx);
+    fn start_threads(&mut self, mut index: IndexWriter, open: HashSet<String>) {
+        let queue = self.index_queue.clone();
         self.index_thread = Some(
             std::thread::Builder::new()
                 .name("koru-journal-index".into())
                 .spawn(move || {
-                    let mut batch = Vec::new();
-                    while let Ok(first) = rx.recv() {
-                        let mut flushes = Vec::new();
-                        let mut next = Some(first);
-                        while let Some(message) = next.take() {
-                            match message {
-                                IndexMessage::Apply(entry) => batch.push(entry),
-                                IndexMessage::Flush(done) => flushes.push(done),
-                            }
-                            if batch.len() < 2_000 {
-                                next = rx.try_recv().ok();
+                    let mut open = open;
+                    loop {
+                        let (entries, flushes, stop) = {
+                            let state = queue.state.lock().unwrap_or_else(|e| e.into_inner());
+                            let (mut state, _) = queue
+                                .wake
+                                .wait_timeout_while(state, INDEX_EVERY, |s| {
+                                    !s.stop
+                                        && s.flushes.is_empty()
+                                        && s.entries.len() < INDEX_BACKLOG
+                                })
+                                .unwrap_or_else(|e| e.into_inner());
+                            (
+                                std::mem::take(&mut state.entries),
+                                std::mem::take(&mut state.flushes),
+                                state.stop,
+                            )
+                        };
+                        let entries: Vec<IndexedEntry> =
+                            entries.into_iter().filter_map(QueuedEntry::parse).collect();
+                        for batch in entries.chunks(5_000) {
+                            if let Err(error) = index.apply_live(batch, &mut open) {
+                                tracing::error!(%error, "the drive index could not be written");
                             }
                         }
-                        if let Err(error) = index.apply(&batch) {
-                            tracing::error!(%error, "the drive index could not be written");
-                        }
-                        batch.clear();
                         for done in flushes {
                             let _ = done.send(());
+                        }
+                        if stop {
+                            break;
                         }
                     }
                 })
@@ -441,18 +594,27 @@ impl Journal {
         self.sync_thread = Some(
             std::thread::Builder::new()
                 .name("koru-journal-sync".into())
-                .spawn(move || loop {
-                    let stop = {
-                        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-                        let (state, _) = shared
-                            .wake
-                            .wait_timeout_while(state, every, |s| !s.stop)
-                            .unwrap_or_else(|e| e.into_inner());
-                        state.stop
-                    };
-                    sync_everything(&shared);
-                    if stop {
-                        break;
+                .spawn(move || {
+                    let mut last_sync = std::time::Instant::now();
+                    loop {
+                        let (stop, blobs) = {
+                            let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+                            let wait = every.saturating_sub(last_sync.elapsed());
+                            let (mut state, _) = shared
+                                .wake
+                                .wait_timeout_while(state, wait, |s| !s.stop && s.blobs.is_empty())
+                                .unwrap_or_else(|e| e.into_inner());
+                            (state.stop, std::mem::take(&mut state.blobs))
+                        };
+                        // Prompt texts as soon as they come; the disk flush at its pace.
+                        write_blobs(&shared, blobs);
+                        if stop || last_sync.elapsed() >= every {
+                            sync_everything(&shared);
+                            last_sync = std::time::Instant::now();
+                        }
+                        if stop {
+                            break;
+                        }
                     }
                 })
                 .expect("a thread can be started"),
@@ -467,42 +629,26 @@ impl Journal {
         mut fields: Map<String, Value>,
         by: Option<&Asker>,
         excerpt: Option<String>,
-    ) -> Result<IndexedEntry, JournalError> {
+    ) -> Result<QueuedEntry, JournalError> {
         let seq = self.last_seq + 1;
         fields.insert("seq".into(), json!(seq));
         fields.insert("at_ms".into(), json!(at_ms));
         fields.insert("kind".into(), json!(kind));
-        fields.insert("prev_hash".into(), json!(self.head));
+        fields.insert("prev_hash".into(), Value::String(self.head.clone()));
         if let Some(by) = by {
             fields.insert("by".into(), json!(by));
         }
         fields.remove("entry_hash");
-        let mut object = Value::Object(fields);
-        let hash = self.config.sealer.seal(&canonical(&object));
-        object
-            .as_object_mut()
-            .expect("built as an object")
-            .insert("entry_hash".into(), json!(hash));
-        let mut line = canonical(&object);
+        let (mut line, hash) = sealed_line(&fields, &self.config.sealer);
         line.push(b'\n');
         let offset = self.segment_bytes;
-        let path = self.config.dir.join(segment_name(self.segment_first_seq));
-        (&*self.file)
-            .write_all(&line)
-            .map_err(JournalError::io("write", &path))?;
+        self.buffer.extend_from_slice(&line);
         self.segment_bytes += line.len() as u64;
         self.last_seq = seq;
         self.head = hash;
-        self.sync
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .dirty = true;
-        let Value::Object(entry) = object else {
-            unreachable!("built as an object")
-        };
-        let indexed = IndexedEntry {
-            entry,
+        line.pop();
+        let queued = QueuedEntry {
+            line,
             segment: self.segment_first_seq,
             offset,
             excerpt,
@@ -512,7 +658,7 @@ impl Journal {
             // writing its checkpoint there).
             self.rotate(seq + 1)?;
         }
-        Ok(indexed)
+        Ok(queued)
     }
 
     /// Appends an entry; it is in the file (the page cache) when this returns, and on the
@@ -527,16 +673,75 @@ impl Journal {
     ) -> Result<u64, JournalError> {
         let result = self.write(at_ms, kind, fields, by, excerpt);
         match result {
-            Ok(indexed) => {
-                self.error = None;
-                let seq = self.last_seq;
-                if let Some(tx) = &self.index_tx {
-                    let _ = tx.send(IndexMessage::Apply(indexed));
-                }
-                Ok(seq)
+            Ok(queued) => {
+                self.unflushed.push(queued);
+                Ok(self.last_seq)
             }
             Err(error) => {
                 tracing::error!(%error, "journal write failed");
+                self.error = Some(error.to_string());
+                Err(error)
+            }
+        }
+    }
+
+    /// [`Journal::append`], then [`Journal::flush`]: the entry is in the file when this
+    /// returns `Ok` (what a `drive.create` waits for before it is answered).
+    pub fn append_durable(
+        &mut self,
+        at_ms: u64,
+        kind: &str,
+        fields: Map<String, Value>,
+        by: Option<&Asker>,
+        excerpt: Option<String>,
+    ) -> Result<u64, JournalError> {
+        let seq = self.append(at_ms, kind, fields, by, excerpt)?;
+        self.flush()?;
+        Ok(seq)
+    }
+
+    /// Writes the lines appended since the last flush with one `write(2)`. The state
+    /// machine calls it at the end of each event, before anything it queued for a peer can
+    /// reach the socket (one thread runs both). A failed write is undone: the file is cut
+    /// back to the last flushed line and the chain goes on from there.
+    pub fn flush(&mut self) -> Result<(), JournalError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        match (&*self.file).write_all(&self.buffer) {
+            Ok(()) => {
+                self.buffer.clear();
+                self.error = None;
+                self.flushed = (self.last_seq, self.head.clone(), self.segment_bytes);
+                self.sync
+                    .written
+                    .store(true, std::sync::atomic::Ordering::Release);
+                let mut queue = self
+                    .index_queue
+                    .state
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                queue.entries.append(&mut self.unflushed);
+                if queue.entries.len() >= INDEX_BACKLOG {
+                    self.index_queue.wake.notify_one();
+                }
+                Ok(())
+            }
+            Err(source) => {
+                let path = self.config.dir.join(segment_name(self.segment_first_seq));
+                let (seq, head, bytes) = self.flushed.clone();
+                let _ = self.file.set_len(bytes);
+                self.last_seq = seq;
+                self.head = head;
+                self.segment_bytes = bytes;
+                self.buffer.clear();
+                self.unflushed.clear();
+                let error = JournalError::Io {
+                    action: "write",
+                    path,
+                    source,
+                };
+                tracing::error!(%error, "journal write failed; the entries since the last good write are dropped");
                 self.error = Some(error.to_string());
                 Err(error)
             }
@@ -549,40 +754,10 @@ impl Journal {
         let digest = sha256_hex(text.as_bytes());
         if self.config.prompts == PromptsMode::Full {
             let path = blob_path(&self.config.dir, &digest);
-            match OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)
-            {
-                Ok(mut file) => {
-                    file.write_all(text.as_bytes())
-                        .map_err(JournalError::io("write", &path))?;
-                    let mut state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
-                    state.files.push(path.clone());
-                    if let Some(parent) = path.parent() {
-                        state.dirs.push(parent.to_path_buf());
-                    }
-                    state.dirty = true;
-                }
-                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
-                    // The same text again: one blob. Its time is refreshed so that
-                    // retention keeps it as long as the newest entry naming it.
-                    let _ = File::options()
-                        .append(true)
-                        .open(&path)
-                        .and_then(|f| f.set_modified(std::time::SystemTime::now()));
-                }
-                Err(error) => {
-                    let error = JournalError::Io {
-                        action: "create",
-                        path,
-                        source: error,
-                    };
-                    self.error = Some(error.to_string());
-                    return Err(error);
-                }
-            }
+            let mut state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.blobs.push((path, text.to_string()));
+            drop(state);
+            self.sync.wake.notify_one();
         }
         Ok(json!({
             "sha256": digest,
@@ -593,6 +768,7 @@ impl Journal {
 
     /// Closes the current segment and starts one at `seq`.
     fn rotate(&mut self, seq: u64) -> Result<(), JournalError> {
+        self.flush()?;
         let old = self.config.dir.join(segment_name(self.segment_first_seq));
         self.file
             .sync_data()
@@ -628,7 +804,7 @@ impl Journal {
     fn apply_retention(&mut self, now_ms: u64, daemon: &Asker) -> Result<(), JournalError> {
         let pruned = self.prune_segments(now_ms)?;
         if let Some(entry) = pruned {
-            self.write(now_ms, KIND_PRUNED, entry, Some(daemon), None)?;
+            self.append(now_ms, KIND_PRUNED, entry, Some(daemon), None)?;
         }
         Ok(())
     }
@@ -769,13 +945,20 @@ impl Journal {
 
     /// Waits until the index has every entry written so far (tests, listings that must
     /// include the newest drives).
-    pub fn flush_index(&self) {
-        if let Some(tx) = &self.index_tx {
-            let (done_tx, done_rx) = mpsc::channel();
-            if tx.send(IndexMessage::Flush(done_tx)).is_ok() {
-                let _ = done_rx.recv_timeout(Duration::from_secs(5));
-            }
+    pub fn flush_index(&mut self) {
+        let _ = self.flush();
+        if self.index_thread.is_none() {
+            return;
         }
+        let (done_tx, done_rx) = mpsc::channel();
+        self.index_queue
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .flushes
+            .push(done_tx);
+        self.index_queue.wake.notify_one();
+        let _ = done_rx.recv_timeout(Duration::from_secs(5));
     }
 
     /// Flushes everything to the disk and stops the journal's threads.
@@ -784,6 +967,7 @@ impl Journal {
     }
 
     fn shut_down(&mut self) {
+        let _ = self.flush();
         {
             let mut state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
             state.stop = true;
@@ -793,9 +977,23 @@ impl Journal {
         if let Some(thread) = self.sync_thread.take() {
             let _ = thread.join();
         } else {
+            let blobs = std::mem::take(
+                &mut self
+                    .sync
+                    .state
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .blobs,
+            );
+            write_blobs(&self.sync, blobs);
             sync_everything(&self.sync);
         }
-        self.index_tx = None;
+        self.index_queue
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .stop = true;
+        self.index_queue.wake.notify_one();
         if let Some(thread) = self.index_thread.take() {
             let _ = thread.join();
         }
@@ -854,12 +1052,23 @@ mod tests {
             .unwrap();
     }
 
+    /// A step, then the end, as the state machine writes them.
     fn end(journal: &mut Journal, id: &str, at: u64) {
         let mut fields = Map::new();
         fields.insert("drive_id".into(), json!(id));
+        fields.insert("state".into(), json!("sent"));
+        journal
+            .append(
+                at,
+                crate::journal::KIND_DRIVE_STATE,
+                fields.clone(),
+                None,
+                None,
+            )
+            .unwrap();
         fields.insert("state".into(), json!("done"));
         journal
-            .append(at, crate::journal::KIND_DRIVE_STATE, fields, None, None)
+            .append(at, crate::journal::KIND_DRIVE_ENDED, fields, None, None)
             .unwrap();
     }
 
@@ -872,6 +1081,12 @@ mod tests {
         accept(&mut journal, "d_done", "first", 11);
         end(&mut journal, "d_done", 12);
         accept(&mut journal, "d_open", "second", 13);
+        let mut step = Map::new();
+        step.insert("drive_id".into(), json!("d_open"));
+        step.insert("state".into(), json!("sent"));
+        journal
+            .append(14, crate::journal::KIND_DRIVE_STATE, step, None, None)
+            .unwrap();
         // A crash: nothing more is written (no daemon_stopped) and the threads just stop.
         journal.close();
         // The index is a cache: losing it changes nothing.
@@ -883,6 +1098,12 @@ mod tests {
         assert_eq!(open.state, DriveState::Failed);
         assert_eq!(open.blocker.unwrap().code, blocker::DAEMON_RESTARTED);
         assert_eq!(open.prompt_excerpt, "second");
+        let states: Vec<DriveState> = open.history.iter().map(|h| h.state).collect();
+        assert_eq!(
+            states,
+            [DriveState::Queued, DriveState::Sent, DriveState::Failed],
+            "the steps of the drive the crash left open are read back once"
+        );
         assert_eq!(
             journal.index().get("d_done").unwrap().state,
             DriveState::Done

@@ -70,7 +70,9 @@ async function startDaemon(registryYaml = '# the built-in registry only\n') {
   fs.writeFileSync(registry, registryYaml);
   const log = fs.openSync(state.daemonLog, 'a');
   // No chat-store observers: a reply can only reach Koru through the plugin.
-  const child = spawn(KORU, ['daemon', '--socket', socket, '--registry', registry, '--no-observe'], { stdio: ['ignore', log, log] });
+  // Its drive journal and index in this run's temp folder, not the user's state.
+  const env = { ...process.env, XDG_STATE_HOME: path.join(tmp, 'state'), XDG_CACHE_HOME: path.join(tmp, 'cache') };
+  const child = spawn(KORU, ['daemon', '--socket', socket, '--registry', registry, '--no-observe'], { stdio: ['ignore', log, log], env });
   fs.closeSync(log);
   state.daemon = child;
   await waitFor(async () => (await koru('status')).code === 0, 10_000, `the daemon to answer (log ${state.daemonLog})`);

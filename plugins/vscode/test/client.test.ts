@@ -36,9 +36,16 @@ class Daemon {
     readonly args: string[] = [],
   ) {}
 
+  /** The daemon's own state and cache folders beside its socket: its drive journal is this test's alone. */
+  private env(): NodeJS.ProcessEnv {
+    const dir = path.dirname(this.socket);
+    return { ...process.env, XDG_STATE_HOME: path.join(dir, "state"), XDG_CACHE_HOME: path.join(dir, "cache") };
+  }
+
   async start(): Promise<void> {
     this.process = spawn(koruBinary(), ["daemon", "--socket", this.socket, ...this.args], {
       stdio: ["ignore", "ignore", "pipe"],
+      env: this.env(),
     });
     let stderr = "";
     this.process.stderr!.on("data", (chunk) => (stderr += chunk));
@@ -55,7 +62,7 @@ class Daemon {
 
   cli(...args: string[]): Promise<string> {
     return new Promise((resolve, reject) =>
-      execFile(koruBinary(), [...args, "--socket", this.socket], (error, stdout, stderr) =>
+      execFile(koruBinary(), [...args, "--socket", this.socket], { env: this.env() }, (error, stdout, stderr) =>
         error && (error as { code?: number }).code !== 1 ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout),
       ),
     );

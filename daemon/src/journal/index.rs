@@ -289,18 +289,25 @@ impl IndexWriter {
         Ok(rows.filter_map(Result::ok).collect())
     }
 
-    /// Replaces a drive's info (the steps of an open drive read back at start).
-    pub fn store(&mut self, info: &DriveInfo) -> Result<(), JournalError> {
-        self.conn
-            .execute(
+    /// Replaces drives' info in one transaction (the steps of open drives read back at
+    /// start).
+    pub fn store_all<'a>(
+        &mut self,
+        infos: impl IntoIterator<Item = &'a DriveInfo>,
+    ) -> Result<(), JournalError> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(index_error(&path))?;
+        for info in infos {
+            tx.execute(
                 "UPDATE drives SET info = ?2 WHERE drive_id = ?1",
                 params![
                     info.drive_id,
                     serde_json::to_string(info).expect("DriveInfo serializes")
                 ],
             )
-            .map(|_| ())
-            .map_err(index_error(&self.path))
+            .map_err(index_error(&path))?;
+        }
+        tx.commit().map_err(index_error(&path))
     }
 
     /// Drives accepted and not ended.

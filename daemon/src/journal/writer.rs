@@ -41,9 +41,6 @@ fn open_segment(path: &Path) -> Result<File, JournalError> {
 struct SyncState {
     file: Arc<File>,
     dirty: bool,
-    /// Prompt texts to write to their blob files (off the event loop: creating a file is
-    /// the costliest thing the journal does).
-    blobs: Vec<(PathBuf, String)>,
     /// New files (blobs, segments) and the folders whose listing changed.
     files: Vec<PathBuf>,
     dirs: Vec<PathBuf>,
@@ -56,6 +53,15 @@ struct SyncShared {
     wake: Condvar,
     /// Set by each write (no lock on the hot path); the sync thread turns it into `dirty`.
     written: std::sync::atomic::AtomicBool,
+}
+
+/// Prompt texts waiting for the blob thread, which writes each to its file as soon as it
+/// comes (off the event loop: creating a file is the costliest thing the journal does),
+/// never held up by the disk flushes of the sync thread.
+#[derive(Default)]
+struct BlobQueue {
+    state: Mutex<(Vec<(PathBuf, String)>, bool)>,
+    wake: Condvar,
 }
 
 /// Writes queued prompt texts to their blob files (one file per distinct text).
@@ -174,6 +180,8 @@ pub struct Journal {
     head: String,
     sync: Arc<SyncShared>,
     sync_thread: Option<JoinHandle<()>>,
+    blob_queue: Arc<BlobQueue>,
+    blob_thread: Option<JoinHandle<()>>,
     index_queue: Arc<IndexQueue>,
     index_thread: Option<JoinHandle<()>>,
     reader: IndexReader,
@@ -425,10 +433,7 @@ fn refresh_open_drives(dir: &Path, index: &mut IndexWriter) -> Result<(), Journa
             }
         }
     }
-    for info in open.values() {
-        index.store(info)?;
-    }
-    Ok(())
+    index.store_all(open.values())
 }
 
 impl Journal {
@@ -476,7 +481,6 @@ impl Journal {
             state: Mutex::new(SyncState {
                 file: file.clone(),
                 dirty: true,
-                blobs: Vec::new(),
                 files: Vec::new(),
                 dirs: vec![config.dir.clone()],
                 stop: false,
@@ -493,6 +497,8 @@ impl Journal {
             head: tail.head.clone(),
             sync,
             sync_thread: None,
+            blob_queue: Arc::new(BlobQueue::default()),
+            blob_thread: None,
             index_queue: Arc::new(IndexQueue::default()),
             index_thread: None,
             reader,
@@ -589,32 +595,48 @@ impl Journal {
                 })
                 .expect("a thread can be started"),
         );
+        let queue = self.blob_queue.clone();
+        let shared = self.sync.clone();
+        self.blob_thread = Some(
+            std::thread::Builder::new()
+                .name("koru-journal-blobs".into())
+                .spawn(move || loop {
+                    let (blobs, stop) = {
+                        let state = queue.state.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut state = queue
+                            .wake
+                            .wait_while(state, |(blobs, stop)| blobs.is_empty() && !*stop)
+                            .unwrap_or_else(|e| e.into_inner());
+                        (std::mem::take(&mut state.0), state.1)
+                    };
+                    write_blobs(&shared, blobs);
+                    if stop {
+                        let rest = std::mem::take(
+                            &mut queue.state.lock().unwrap_or_else(|e| e.into_inner()).0,
+                        );
+                        write_blobs(&shared, rest);
+                        break;
+                    }
+                })
+                .expect("a thread can be started"),
+        );
         let shared = self.sync.clone();
         let every = self.config.fsync;
         self.sync_thread = Some(
             std::thread::Builder::new()
                 .name("koru-journal-sync".into())
-                .spawn(move || {
-                    let mut last_sync = std::time::Instant::now();
-                    loop {
-                        let (stop, blobs) = {
-                            let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-                            let wait = every.saturating_sub(last_sync.elapsed());
-                            let (mut state, _) = shared
-                                .wake
-                                .wait_timeout_while(state, wait, |s| !s.stop && s.blobs.is_empty())
-                                .unwrap_or_else(|e| e.into_inner());
-                            (state.stop, std::mem::take(&mut state.blobs))
-                        };
-                        // Prompt texts as soon as they come; the disk flush at its pace.
-                        write_blobs(&shared, blobs);
-                        if stop || last_sync.elapsed() >= every {
-                            sync_everything(&shared);
-                            last_sync = std::time::Instant::now();
-                        }
-                        if stop {
-                            break;
-                        }
+                .spawn(move || loop {
+                    let stop = {
+                        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+                        let (state, _) = shared
+                            .wake
+                            .wait_timeout_while(state, every, |s| !s.stop)
+                            .unwrap_or_else(|e| e.into_inner());
+                        state.stop
+                    };
+                    sync_everything(&shared);
+                    if stop {
+                        break;
                     }
                 })
                 .expect("a thread can be started"),
@@ -754,10 +776,14 @@ impl Journal {
         let digest = sha256_hex(text.as_bytes());
         if self.config.prompts == PromptsMode::Full {
             let path = blob_path(&self.config.dir, &digest);
-            let mut state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.blobs.push((path, text.to_string()));
-            drop(state);
-            self.sync.wake.notify_one();
+            let mut queue = self
+                .blob_queue
+                .state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            queue.0.push((path, text.to_string()));
+            drop(queue);
+            self.blob_queue.wake.notify_one();
         }
         Ok(json!({
             "sha256": digest,
@@ -968,6 +994,26 @@ impl Journal {
 
     fn shut_down(&mut self) {
         let _ = self.flush();
+        // Every queued prompt text written before the last flush to the disk.
+        self.blob_queue
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1 = true;
+        self.blob_queue.wake.notify_all();
+        if let Some(thread) = self.blob_thread.take() {
+            let _ = thread.join();
+        } else {
+            let blobs = std::mem::take(
+                &mut self
+                    .blob_queue
+                    .state
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0,
+            );
+            write_blobs(&self.sync, blobs);
+        }
         {
             let mut state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
             state.stop = true;
@@ -977,15 +1023,6 @@ impl Journal {
         if let Some(thread) = self.sync_thread.take() {
             let _ = thread.join();
         } else {
-            let blobs = std::mem::take(
-                &mut self
-                    .sync
-                    .state
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .blobs,
-            );
-            write_blobs(&self.sync, blobs);
             sync_everything(&self.sync);
         }
         self.index_queue
@@ -1002,7 +1039,7 @@ impl Journal {
 
 impl Drop for Journal {
     fn drop(&mut self) {
-        if self.sync_thread.is_some() || self.index_thread.is_some() {
+        if self.sync_thread.is_some() || self.index_thread.is_some() || self.blob_thread.is_some() {
             self.shut_down();
         }
     }

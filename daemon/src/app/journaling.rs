@@ -276,33 +276,14 @@ impl<C: Clock> App<C> {
             since_ms: filter.since_ms,
             limit,
         });
-        // Memory's copy is the live one; the newest drives may not be indexed yet.
+        // Memory's copy is the live one (the index has every accepted drive: it was
+        // flushed above, in acceptance order).
         for drive in drives.iter_mut() {
             if let Some(live) = self.drives.get(&drive.drive_id) {
                 *drive = live.info();
             }
         }
         drives.retain(|d| matches(d));
-        if filter.before.is_none() {
-            let known: std::collections::HashSet<String> =
-                drives.iter().map(|d| d.drive_id.clone()).collect();
-            let oldest = drives.first().map(|d| d.created_at_ms).unwrap_or(0);
-            for drive in memory {
-                if !known.contains(&drive.drive_id)
-                    && matches(&drive)
-                    && (drives.len() < limit || drive.created_at_ms >= oldest)
-                {
-                    drives.push(drive);
-                }
-            }
-            drives.sort_by_key(|d| d.created_at_ms);
-            let extra = drives.len().saturating_sub(limit);
-            drives.drain(..extra);
-            return DrivesListResult {
-                drives,
-                more: more || extra > 0,
-            };
-        }
         DrivesListResult { drives, more }
     }
 

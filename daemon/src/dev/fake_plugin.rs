@@ -352,6 +352,17 @@ struct Pace {
     stall_at_submit: bool,
 }
 
+impl Pace {
+    /// Waits `before_each`; not at all when it is zero (a zero tokio sleep still waits for
+    /// the timer's next millisecond tick, which made every drive of `--behaviour ack` take
+    /// 2 ms or more).
+    async fn wait(&self) {
+        if !self.before_each.is_zero() {
+            tokio::time::sleep(self.before_each).await;
+        }
+    }
+}
+
 /// Executes a drive's steps against the fake IDE as the extension's executor
 /// (plugins/vscode/src/executor.ts) does: no steps → `failed`/`capability_missing`;
 /// `received`; each step in order, acking the stage it proves, the first that fails acking
@@ -388,11 +399,11 @@ async fn execute_drive(
     if drive.steps.is_empty() {
         return send(capability_missing("the drive names no steps to run".into())).await;
     }
-    tokio::time::sleep(pace.before_each).await;
+    pace.wait().await;
     let mut last = send(ack(AckStage::Received, None)).await?;
     let mut saved_clipboard: Option<String> = None;
     for step in &drive.steps {
-        tokio::time::sleep(pace.before_each).await;
+        pace.wait().await;
         if pace.stall_at_submit && step.proves == AckStage::Submitted {
             eprintln!(
                 "fake plugin: drive {} stalls at `{}` as told",

@@ -261,10 +261,10 @@ impl IndexWriter {
             ("applied_segment", last.segment.to_string()),
             ("applied_offset", last.offset.to_string()),
         ] {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                params![key, value],
             )
+            .and_then(|mut statement| statement.execute(params![key, value]))
             .map_err(index_error(&path))?;
         }
         tx.commit().map_err(index_error(&path))
@@ -333,24 +333,19 @@ fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Re
     let drive_id = entry.get("drive_id").and_then(Value::as_str).unwrap_or("");
     let load = |drive_id: &str| -> rusqlite::Result<Option<DriveInfo>> {
         Ok(tx
-            .query_row(
-                "SELECT info FROM drives WHERE drive_id = ?1",
-                [drive_id],
-                |r| r.get::<_, String>(0),
-            )
+            .prepare_cached("SELECT info FROM drives WHERE drive_id = ?1")?
+            .query_row([drive_id], |r| r.get::<_, String>(0))
             .optional()?
             .and_then(|info| serde_json::from_str(&info).ok()))
     };
     let store = |info: &DriveInfo, ended: bool| -> rusqlite::Result<()> {
-        tx.execute(
-            "UPDATE drives SET info = ?2, ended = ?3 WHERE drive_id = ?1",
-            params![
+        tx.prepare_cached("UPDATE drives SET info = ?2, ended = ?3 WHERE drive_id = ?1")?
+            .execute(params![
                 info.drive_id,
                 serde_json::to_string(info).expect("DriveInfo serializes"),
                 ended
-            ],
-        )
-        .map(|_| ())
+            ])
+            .map(|_| ())
     };
     match kind {
         KIND_DRIVE_ACCEPTED => {
@@ -376,9 +371,10 @@ fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Re
                 );
                 return Ok(());
             };
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT OR REPLACE INTO drives (drive_id, accepted_seq, accepted_segment, accepted_offset, created_at_ms, session_id, ended, info) VALUES (?1, ?2, ?6, ?7, ?3, ?4, 0, ?5)",
-                params![
+            )?
+            .execute(params![
                     drive_id,
                     entry.get("seq").and_then(Value::as_u64).unwrap_or(0) as i64,
                     at_ms as i64,
@@ -526,8 +522,11 @@ impl IndexReader {
             },
             None => None,
         };
+        // `accepted_seq < ?1` on its own (not `?1 IS NULL OR …`), so that SQLite seeks to
+        // the page in the index instead of scanning down from the newest drive: the oldest
+        // page of a long history costs what the newest does.
         let sql = "SELECT info FROM drives
-             WHERE (?1 IS NULL OR accepted_seq < ?1)
+             WHERE accepted_seq < ?1
                AND (?2 IS NULL OR created_at_ms >= ?2)
                AND (?3 IS NULL OR session_id = ?3)
                AND (?4 = 0 OR ended = 0)
@@ -537,7 +536,7 @@ impl IndexReader {
         };
         let rows = statement.query_map(
             params![
-                before_seq,
+                before_seq.unwrap_or(i64::MAX),
                 query.since_ms.map(|s| s as i64),
                 query.session_id,
                 query.active_only,

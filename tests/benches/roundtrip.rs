@@ -13,9 +13,15 @@ use koru_protocol::{
     encode_line, Ack, AckStage, Capability, DriveCreate, DriveOptions, DriveState, Envelope,
     IdeInfo, IdeProduct, Message, StreamEvent, StreamItem, Target, WindowInfo,
 };
+use koru_system_tests::measure::{
+    main_thread_on_cpu, megabytes, micros, mixed_prompt, status_field, Stats,
+};
 use koru_system_tests::{koru_bin, Daemon, Sandbox};
+use support::subscribed_controller;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
+
+mod support;
 
 /// How much work one run does.
 #[derive(Debug, Clone, Copy)]
@@ -67,16 +73,6 @@ const THOUSAND_PLUGINS_RSS_MAX_BYTES: u64 = 60_000_000;
 /// The echo floor's line: about the size of an `ack` with a short blocker.
 const ECHO_LINE_BYTES: usize = 200;
 
-/// A ~200-character prompt of mixed ASCII and Unicode, as in the codec benchmark.
-fn bench_prompt() -> String {
-    "Refactor `parse_header()` so errors carry line:column — keep the tests green, \
-     «ne casse rien», 日本語のコメントも直して ✓ 🚀\n\"then\" run cargo test. "
-        .chars()
-        .cycle()
-        .take(200)
-        .collect()
-}
-
 fn main() -> Result<()> {
     let config = BenchConfig::from_args();
     // Both this process (one socket per plugin) and the daemon (which inherits the limit
@@ -95,7 +91,8 @@ fn main() -> Result<()> {
 
 async fn run(config: BenchConfig) -> Result<Report> {
     let binary = koru_bin();
-    let prompt = bench_prompt();
+    // A ~200-character prompt of mixed ASCII and Unicode, as in the codec benchmark.
+    let prompt = mixed_prompt("", 200);
 
     // Memory first, on a daemon of its own, so that drive history from the latency runs
     // does not count as "idle".
@@ -256,15 +253,7 @@ async fn drive_round_trips(
     let (drive_seen, mut drive_seen_at) = tokio::sync::mpsc::unbounded_channel();
     let plugin_task = tokio::spawn(answer_drives(plugin, drive_seen));
 
-    let mut controller = Client::connect(socket, control::controller_hello("koru-bench"))
-        .await
-        .context("the controller cannot connect")?;
-    let subscribed = controller.request(Message::EventsSubscribe {}).await?;
-    ensure!(
-        matches!(subscribed, Message::EventsSubscribed {}),
-        "events.subscribe answered with {}",
-        subscribed.type_name()
-    );
+    let mut controller = subscribed_controller(socket).await?;
 
     let bench_pid = std::process::id() as i32;
     let mut floor = Vec::with_capacity(config.drives);
@@ -290,7 +279,10 @@ async fn drive_round_trips(
                 daemon_hop.push(elapsed);
             }
         }
-        let cpu_before = (on_cpu(daemon_pid)?, on_cpu(bench_pid)?);
+        let cpu_before = (
+            main_thread_on_cpu(daemon_pid)?,
+            main_thread_on_cpu(bench_pid)?,
+        );
         for round in block_start..block_start + config.block {
             let create = Message::DriveCreate(DriveCreate {
                 target: Target::Session(session_id.clone()),
@@ -315,8 +307,8 @@ async fn drive_round_trips(
             }
         }
         if timed {
-            daemon_cpu += on_cpu(daemon_pid)?.saturating_sub(cpu_before.0);
-            bench_cpu += on_cpu(bench_pid)?.saturating_sub(cpu_before.1);
+            daemon_cpu += main_thread_on_cpu(daemon_pid)?.saturating_sub(cpu_before.0);
+            bench_cpu += main_thread_on_cpu(bench_pid)?.saturating_sub(cpu_before.1);
         }
     }
 
@@ -566,43 +558,6 @@ fn serve_echo(listener: std::os::unix::net::UnixListener) -> Result<()> {
     })
 }
 
-/// p50 / p99 / mean of a set of timings.
-#[derive(Debug, Clone, Copy)]
-struct Stats {
-    p50: Duration,
-    p99: Duration,
-    mean: Duration,
-}
-
-impl Stats {
-    fn of(mut samples: Vec<Duration>) -> Stats {
-        samples.sort_unstable();
-        let count = samples.len().max(1);
-        // Nearest rank: the smallest sample with at least p of all samples at or below it.
-        let rank = |p: f64| samples[((p * count as f64).ceil() as usize).clamp(1, count) - 1];
-        let total: Duration = samples.iter().sum();
-        Stats {
-            p50: rank(0.50),
-            p99: rank(0.99),
-            mean: total / count as u32,
-        }
-    }
-}
-
-/// How long the main thread of `pid` has run on a CPU, from `/proc/<pid>/schedstat`. Both
-/// the daemon's event loop and the bench's clients run on their process's main thread.
-/// (In a virtual machine this also counts time the host took the vCPU away.)
-fn on_cpu(pid: i32) -> Result<Duration> {
-    let schedstat = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
-        .with_context(|| format!("cannot read /proc/{pid}/schedstat"))?;
-    let nanos = schedstat
-        .split_whitespace()
-        .next()
-        .and_then(|field| field.parse().ok())
-        .with_context(|| format!("unexpected /proc/{pid}/schedstat: {schedstat:?}"))?;
-    Ok(Duration::from_nanos(nanos))
-}
-
 /// What `/proc` says about the daemon at one moment.
 #[derive(Debug, Clone, Copy)]
 struct ProcessSample {
@@ -614,16 +569,6 @@ struct ProcessSample {
 
 impl ProcessSample {
     fn of(pid: i32) -> Result<ProcessSample> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .with_context(|| format!("cannot read /proc/{pid}/status"))?;
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix(name))
-                .and_then(|rest| rest.split_whitespace().next())
-                .and_then(|value| value.parse::<u64>().ok())
-                .with_context(|| format!("no {name} in /proc/{pid}/status"))
-        };
         let limits = std::fs::read_to_string(format!("/proc/{pid}/limits"))
             .with_context(|| format!("cannot read /proc/{pid}/limits"))?;
         let max_open_files = limits
@@ -636,8 +581,8 @@ impl ProcessSample {
             .with_context(|| format!("cannot list /proc/{pid}/fd"))?
             .count();
         Ok(ProcessSample {
-            rss_bytes: field("VmRSS:")? * 1024,
-            threads: field("Threads:")?,
+            rss_bytes: status_field(pid, "VmRSS:")?,
+            threads: status_field(pid, "Threads:")?,
             open_fds,
             max_open_files,
         })
@@ -794,13 +739,4 @@ impl DriveRun {
     fn floor_ratio(&self, stats: &Stats) -> f64 {
         stats.p50.as_secs_f64() / self.floor.p50.as_secs_f64()
     }
-}
-
-fn micros(duration: Duration) -> String {
-    format!("{:.1} µs", duration.as_secs_f64() * 1e6)
-}
-
-/// Decimal megabytes, the unit the targets are written in.
-fn megabytes(bytes: u64) -> String {
-    format!("{:.1} MB", bytes as f64 / 1e6)
 }

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// Measuring helpers of the benchmarks.
+pub mod measure;
+
 /// The `koru` binary of this workspace, built (once per test process) in the same profile
 /// as the running test. `KORU_BIN` overrides it.
 pub fn koru_bin() -> PathBuf {
@@ -155,16 +158,23 @@ impl Sandbox {
 
     /// Starts `koru dev fake-plugin` and waits until the daemon lists its session.
     pub fn start_fake_plugin(&self, args: &[&str]) -> Plugin {
+        self.start_fake_plugin_with_env(args, &[])
+    }
+
+    /// [`Sandbox::start_fake_plugin`] with more environment variables (`RUST_LOG` for one).
+    pub fn start_fake_plugin_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Plugin {
         let log = self.path().join(format!("plugin-{}.log", unique()));
         let before = self.session_ids();
-        let child = self
-            .koru()
+        let mut command = self.koru();
+        command
             .args(["dev", "fake-plugin"])
             .args(args)
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("the fake plugin starts");
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let child = command.spawn().expect("the fake plugin starts");
         let mut plugin = Plugin {
             child,
             log,

@@ -72,25 +72,34 @@ fn write_blobs(shared: &SyncShared, blobs: Vec<(PathBuf, String)>) {
     let mut written = Vec::new();
     let mut error = None;
     for (path, text) in blobs {
-        match OpenOptions::new()
+        if path.exists() {
+            // The same text again: one blob. Its time is refreshed so that retention
+            // keeps it as long as the newest entry naming it.
+            let _ = File::options()
+                .append(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            continue;
+        }
+        // Written under a temporary name and renamed: a crash mid-write never leaves a
+        // short blob under the digest's name (verify would call it tampered).
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let written_ok = OpenOptions::new()
             .write(true)
-            .create_new(true)
+            .create(true)
+            .truncate(true)
             .mode(0o600)
-            .open(&path)
-        {
-            Ok(mut file) => match file.write_all(text.as_bytes()) {
-                Ok(()) => written.push(path),
-                Err(e) => error = Some(format!("write {}: {e}", path.display())),
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                // The same text again: one blob. Its time is refreshed so that retention
-                // keeps it as long as the newest entry naming it.
-                let _ = File::options()
-                    .append(true)
-                    .open(&path)
-                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            .open(&tmp)
+            .and_then(|mut file| file.write_all(text.as_bytes()))
+            .and_then(|()| fs::rename(&tmp, &path));
+        match written_ok {
+            Ok(()) => written.push(path),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                error = Some(format!("write {}: {e}", path.display()));
             }
-            Err(e) => error = Some(format!("create {}: {e}", path.display())),
         }
     }
     if let Some(error) = &error {

@@ -139,6 +139,19 @@ pub enum ObservedStage {
 }
 
 impl ObservedStage {
+    /// The wire spelling (`replied`, `needs_input`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObservedStage::Observed => "observed",
+            ObservedStage::Replying => "replying",
+            ObservedStage::Replied => "replied",
+            ObservedStage::NeedsInput => "needs_input",
+            ObservedStage::Cancelled => "cancelled",
+            ObservedStage::Failed => "failed",
+            ObservedStage::Ambiguous => "ambiguous",
+        }
+    }
+
     /// Whether this stage says how the turn ended, or that the chat cannot tell (the
     /// ones after which waiting for a reply stops): an exhaustive match, so a new stage
     /// must be placed on one side.
@@ -302,5 +315,20 @@ mod tests {
                 ObservedStage::Ambiguous
             ]
         );
+    }
+
+    #[test]
+    fn a_stage_is_spelled_as_on_the_wire() {
+        for stage in [
+            ObservedStage::Observed,
+            ObservedStage::Replying,
+            ObservedStage::Replied,
+            ObservedStage::NeedsInput,
+            ObservedStage::Cancelled,
+            ObservedStage::Failed,
+            ObservedStage::Ambiguous,
+        ] {
+            assert_eq!(serde_json::to_value(stage).unwrap(), stage.as_str());
+        }
     }
 }

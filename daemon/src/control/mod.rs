@@ -55,18 +55,46 @@ pub enum Followed<'a> {
     Tick(&'a DriveInfo),
 }
 
+/// The one stable code every face (MCP tools, the HTTP API) reports for a [`ClientError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientErrorCode {
+    /// The daemon cannot be reached, or went away.
+    DaemonDown,
+    /// The daemon answered out of turn.
+    DaemonError,
+    /// The daemon refused, with its own code.
+    Refused(koru_protocol::ErrorCode),
+}
+
+impl ClientErrorCode {
+    /// The wire spelling: `daemon_down`, `daemon_error` or the daemon's own code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientErrorCode::DaemonDown => "daemon_down",
+            ClientErrorCode::DaemonError => "daemon_error",
+            ClientErrorCode::Refused(code) => code.as_str(),
+        }
+    }
+}
+
+impl std::fmt::Display for ClientErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl ClientError {
-    /// The one stable code every face (MCP tools, the HTTP API) reports for this failure:
-    /// `daemon_down` when the daemon cannot be reached or went away, the daemon's own code
-    /// when it refused, `daemon_error` when it answered out of turn.
-    pub fn code(&self) -> &str {
+    /// The one stable code every face reports for this failure: `daemon_down` when the
+    /// daemon cannot be reached or went away, the daemon's own code when it refused,
+    /// `daemon_error` when it answered out of turn.
+    pub fn code(&self) -> ClientErrorCode {
         match self {
             ClientError::NoDaemon { .. }
             | ClientError::Connect { .. }
             | ClientError::Closed
-            | ClientError::Io(_) => "daemon_down",
-            ClientError::Refused(refusal) => refusal.code.as_str(),
-            ClientError::Unexpected(_) => "daemon_error",
+            | ClientError::Io(_) => ClientErrorCode::DaemonDown,
+            ClientError::Refused(refusal) => ClientErrorCode::Refused(refusal.code),
+            ClientError::Unexpected(_) => ClientErrorCode::DaemonError,
         }
     }
 }
@@ -370,7 +398,7 @@ mod tests {
             (ClientError::Unexpected("a pong".into()), "daemon_error"),
         ];
         for (error, code) in cases {
-            assert_eq!(error.code(), code, "{error}");
+            assert_eq!(error.code().as_str(), code, "{error}");
         }
     }
 }

@@ -200,7 +200,7 @@ mod tests {
         let (_dir, path) = daemon_answering(Message::EventsSubscribed {}).await;
         let controller = Controller::new(path, "test");
         let error = controller.once(|c| Box::pin(c.status())).await.unwrap_err();
-        assert_eq!(error.code(), "daemon_error");
+        assert_eq!(error.code(), super::super::ClientErrorCode::DaemonError);
         assert_eq!(
             error.to_string(),
             "unexpected reply from the daemon: the daemon answered status with events.subscribed"

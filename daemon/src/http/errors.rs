@@ -110,17 +110,17 @@ impl ApiError {
 
     /// The daemon could not be asked, or answered out of turn.
     pub fn from_client(error: ClientError) -> Self {
-        let code = error.code().to_string();
+        let code = error.code().as_str();
         match error {
             ClientError::Refused(refusal) => ApiError::from_daemon(&refusal),
             ClientError::Unexpected(what) => ApiError::new(
                 StatusCode::BAD_GATEWAY,
-                &code,
+                code,
                 format!("unexpected answer from the daemon: {what}"),
             ),
             other => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                &code,
+                code,
                 format!("the daemon core does not answer: {other}"),
             ),
         }

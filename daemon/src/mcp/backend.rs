@@ -9,7 +9,7 @@ use koru_protocol::{
 };
 
 use super::format;
-use crate::control::{ClientError, Controller};
+use crate::control::{ClientError, ClientErrorCode, Controller};
 
 pub use crate::control::MAX_PROMPT_BYTES;
 /// The longest a tool waits, in seconds.
@@ -17,20 +17,66 @@ pub const MAX_TIMEOUT_S: f64 = 3600.0;
 /// How long a tool waits when the caller gives no `timeout_s`.
 pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
 
+/// The stable code a tool error starts with (`error <code>: …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolErrorCode {
+    /// An argument the tool cannot use (empty, out of range, malformed).
+    InvalidArgument,
+    /// The prompt is longer than [`MAX_PROMPT_BYTES`].
+    PromptTooLarge,
+    /// No window matches the target.
+    NoTarget,
+    /// The reply cannot be observed for this drive (no chat-store observer).
+    NotObservable,
+    /// The chat's turn settled without a reply (needs input, cancelled, failed, ambiguous).
+    NotReplied(koru_protocol::ObservedStage),
+    /// The MCP client cancelled the call.
+    Cancelled,
+    /// `doctor` could not build its report.
+    DoctorFailed,
+    /// Talking to the daemon failed (control's one code map).
+    Client(ClientErrorCode),
+    /// A recovery action did not work: the blocker's code, from the registry's open set.
+    Recovery(String),
+}
+
+impl ToolErrorCode {
+    /// The spelling in the tool result.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ToolErrorCode::InvalidArgument => "invalid_argument",
+            ToolErrorCode::PromptTooLarge => "prompt_too_large",
+            ToolErrorCode::NoTarget => "no_target",
+            ToolErrorCode::NotObservable => "not_observable",
+            ToolErrorCode::NotReplied(stage) => stage.as_str(),
+            ToolErrorCode::Cancelled => "cancelled",
+            ToolErrorCode::DoctorFailed => "doctor_failed",
+            ToolErrorCode::Client(code) => code.as_str(),
+            ToolErrorCode::Recovery(blocker) => blocker,
+        }
+    }
+}
+
+impl std::fmt::Display for ToolErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A failure to report as a tool result with `isError`: a stable code, what happened, and
 /// what to do about it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ToolError {
-    pub code: String,
+    pub code: ToolErrorCode,
     pub message: String,
     pub hint: Option<String>,
 }
 
 impl ToolError {
-    pub fn new(code: &str, message: impl Into<String>) -> Self {
+    pub fn new(code: ToolErrorCode, message: impl Into<String>) -> Self {
         ToolError {
-            code: code.to_string(),
+            code,
             message: message.into(),
             hint: None,
         }
@@ -60,7 +106,7 @@ impl From<ClientError> for ToolError {
             ClientError::Refused(refusal) => refusal.message.clone(),
             other => other.to_string(),
         };
-        ToolError::new(error.code(), message)
+        ToolError::new(ToolErrorCode::Client(error.code()), message)
     }
 }
 
@@ -102,7 +148,7 @@ pub fn parse_target(raw: &str) -> Result<Target, ToolError> {
     let raw = raw.trim();
     if raw.is_empty() {
         return Err(ToolError::new(
-            "invalid_argument",
+            ToolErrorCode::InvalidArgument,
             "`target` is empty; give a session id, a workspace path, a product or \"focused\"",
         ));
     }
@@ -128,7 +174,7 @@ pub fn timeout_of(timeout_s: Option<f64>) -> Result<Duration, ToolError> {
     let seconds = timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
     if !seconds.is_finite() || seconds <= 0.0 || seconds > MAX_TIMEOUT_S {
         return Err(ToolError::new(
-            "invalid_argument",
+            ToolErrorCode::InvalidArgument,
             format!("`timeout_s` must be more than 0 and at most {MAX_TIMEOUT_S}, got {seconds}"),
         ));
     }
@@ -138,11 +184,14 @@ pub fn timeout_of(timeout_s: Option<f64>) -> Result<Duration, ToolError> {
 /// Checks a prompt against the documented limits.
 pub fn check_prompt(prompt: &str) -> Result<(), ToolError> {
     if prompt.trim().is_empty() {
-        return Err(ToolError::new("invalid_argument", "`prompt` is empty"));
+        return Err(ToolError::new(
+            ToolErrorCode::InvalidArgument,
+            "`prompt` is empty",
+        ));
     }
     if prompt.len() > MAX_PROMPT_BYTES {
         return Err(ToolError::new(
-            "prompt_too_large",
+            ToolErrorCode::PromptTooLarge,
             format!(
                 "`prompt` is {} bytes of UTF-8; the limit is {MAX_PROMPT_BYTES} bytes",
                 prompt.len()
@@ -245,7 +294,10 @@ impl Backend {
             .as_ref()
             .map(|b| b.code.clone())
             .unwrap_or_else(|| "recovery_failed".into());
-        Err(ToolError::new(&code, result.summary))
+        Err(ToolError::new(
+            ToolErrorCode::Recovery(code),
+            result.summary,
+        ))
     }
 
     /// `send_prompt`: creates the drive and waits as asked, calling `progress` with each new
@@ -306,7 +358,7 @@ impl Backend {
         match followed {
             Ok(followed) => Ok(followed),
             Err(ClientError::Closed) => Err(ToolError::new(
-                "daemon_down",
+                ToolErrorCode::Client(ClientErrorCode::DaemonDown),
                 format!("the daemon closed the connection before drive {drive_id} ended"),
             )),
             Err(error) => Err(error.into()),
@@ -351,7 +403,7 @@ impl Backend {
         match followed {
             Ok((last, _)) => Ok(last),
             Err(ClientError::Closed) => Err(ToolError::new(
-                "daemon_down",
+                ToolErrorCode::Client(ClientErrorCode::DaemonDown),
                 "the daemon closed the connection",
             )),
             Err(error) => Err(error.into()),
@@ -374,7 +426,7 @@ impl Backend {
             .find(|s| s.session_id == session_id)
         else {
             return Err(ToolError::new(
-                "no_target",
+                ToolErrorCode::NoTarget,
                 format!("no session {session_id}; list_sessions shows the connected ones"),
             ));
         };
@@ -387,7 +439,7 @@ impl Backend {
             };
             let Some(envelope) = next? else {
                 return Err(ToolError::new(
-                    "daemon_down",
+                    ToolErrorCode::Client(ClientErrorCode::DaemonDown),
                     "the daemon closed the connection",
                 ));
             };
@@ -433,26 +485,35 @@ mod tests {
             parse_target("cursor").unwrap(),
             Target::Product("cursor".parse().unwrap())
         );
-        assert_eq!(parse_target("  ").unwrap_err().code, "invalid_argument");
+        assert_eq!(
+            parse_target("  ").unwrap_err().code,
+            ToolErrorCode::InvalidArgument
+        );
     }
 
     #[test]
     fn limits_are_checked_with_precise_messages() {
         let error = check_prompt(&"x".repeat(MAX_PROMPT_BYTES + 1)).unwrap_err();
-        assert_eq!(error.code, "prompt_too_large");
+        assert_eq!(error.code, ToolErrorCode::PromptTooLarge);
         assert!(error
             .message
             .contains(&format!("{} bytes", MAX_PROMPT_BYTES + 1)));
-        assert_eq!(check_prompt(" \n").unwrap_err().code, "invalid_argument");
+        assert_eq!(
+            check_prompt(" \n").unwrap_err().code,
+            ToolErrorCode::InvalidArgument
+        );
         assert!(check_prompt("ok").is_ok());
-        assert_eq!(timeout_of(Some(0.0)).unwrap_err().code, "invalid_argument");
+        assert_eq!(
+            timeout_of(Some(0.0)).unwrap_err().code,
+            ToolErrorCode::InvalidArgument
+        );
         assert_eq!(
             timeout_of(Some(f64::NAN)).unwrap_err().code,
-            "invalid_argument"
+            ToolErrorCode::InvalidArgument
         );
         assert_eq!(
             timeout_of(Some(4000.0)).unwrap_err().code,
-            "invalid_argument"
+            ToolErrorCode::InvalidArgument
         );
         assert_eq!(timeout_of(None).unwrap(), Duration::from_secs(60));
     }

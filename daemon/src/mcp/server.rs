@@ -12,7 +12,7 @@ use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, S
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::backend::{Backend, SendRequest, ToolError, WaitFor, MAX_PROMPT_BYTES};
+use super::backend::{Backend, SendRequest, ToolError, ToolErrorCode, WaitFor, MAX_PROMPT_BYTES};
 use super::format;
 use crate::registry::{load_layers, LayerPaths};
 
@@ -120,7 +120,7 @@ impl RecoverArgs {
                     ArgumentError::MissingSession => "`session_id` is required for this action",
                     ArgumentError::RouteNotApplicable => "`route` only applies to retry_drive",
                 };
-                ToolError::new("invalid_argument", message)
+                ToolError::new(ToolErrorCode::InvalidArgument, message)
             })
     }
 }
@@ -233,7 +233,7 @@ impl KoruMcp {
         };
         let outcome = tokio::select! {
             outcome = self.backend.send_prompt(request, progress) => outcome,
-            _ = context.ct.cancelled() => return failed(ToolError::new("cancelled", "the client cancelled the call; the drive goes on (see get_drive / cancel_drive)")),
+            _ = context.ct.cancelled() => return failed(ToolError::new(ToolErrorCode::Cancelled, "the client cancelled the call; the drive goes on (see get_drive / cancel_drive)")),
         };
         let _ = forwarder.await;
         match outcome {
@@ -313,8 +313,7 @@ impl KoruMcp {
                 };
                 let Some(observation) = &drive.observation else {
                     return failed(
-                        ToolError::new(
-                            "not_observable",
+                        ToolError::new(ToolErrorCode::NotObservable,
                             format!(
                                 "no chat history showed the prompt of drive {drive_id} (state {}) within the wait",
                                 drive.state.as_str()
@@ -325,24 +324,19 @@ impl KoruMcp {
                 };
                 match observation.stage {
                     koru_protocol::ObservedStage::Replied => ok(format::reply_line(observation)),
-                    stage => {
-                        let stage = serde_json::to_value(stage)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default();
-                        failed(ToolError::new(
-                            &stage,
-                            format!(
-                                "drive {drive_id} is {stage} in {}{}",
-                                format::observation_place(observation),
-                                observation
-                                    .detail
-                                    .as_deref()
-                                    .map(|d| format!(": {d}"))
-                                    .unwrap_or_default()
-                            ),
-                        ))
-                    }
+                    stage => failed(ToolError::new(
+                        ToolErrorCode::NotReplied(stage),
+                        format!(
+                            "drive {drive_id} is {} in {}{}",
+                            stage.as_str(),
+                            format::observation_place(observation),
+                            observation
+                                .detail
+                                .as_deref()
+                                .map(|d| format!(": {d}"))
+                                .unwrap_or_default()
+                        ),
+                    )),
                 }
             }
             (None, Some(session)) => match self
@@ -355,7 +349,7 @@ impl KoruMcp {
                 }
                 Ok(None) => failed(
                     ToolError::new(
-                        "not_observable",
+                        ToolErrorCode::NotObservable,
                         format!("no reply was observed for session {session} within the wait"),
                     )
                     .with_hint(
@@ -365,7 +359,7 @@ impl KoruMcp {
                 Err(error) => failed(error),
             },
             _ => failed(ToolError::new(
-                "invalid_argument",
+                ToolErrorCode::InvalidArgument,
                 "give exactly one of `drive_id` and `session`",
             )),
         }
@@ -390,7 +384,10 @@ impl KoruMcp {
                 ok(serde_json::to_string(&report).unwrap_or_default())
             }
             Ok(report) => ok(format::doctor_summary(&report)),
-            Err(error) => failed(ToolError::new("doctor_failed", format!("{error:#}"))),
+            Err(error) => failed(ToolError::new(
+                ToolErrorCode::DoctorFailed,
+                format!("{error:#}"),
+            )),
         }
     }
 
@@ -450,8 +447,7 @@ impl KoruMcp {
                 .iter()
                 .any(|i| i.family.as_str() == family);
             if !known {
-                return failed(ToolError::new(
-                    "invalid_argument",
+                return failed(ToolError::new(ToolErrorCode::InvalidArgument,
                     format!("no interface has family `{family}`; families: tool_invocation, ide_control, desktop_control, browser_control, artifact_exchange, remote_service, observation"),
                 ));
             }

@@ -291,20 +291,22 @@ pub enum StoreProblemKind {
 mod tests {
     use super::*;
 
+    const EVERY_STAGE: [ObservedStage; 7] = [
+        ObservedStage::Observed,
+        ObservedStage::Replying,
+        ObservedStage::Replied,
+        ObservedStage::NeedsInput,
+        ObservedStage::Cancelled,
+        ObservedStage::Failed,
+        ObservedStage::Ambiguous,
+    ];
+
     #[test]
     fn waiting_for_a_reply_stops_at_an_ending_or_an_unknowable_stage() {
-        let settled: Vec<ObservedStage> = [
-            ObservedStage::Observed,
-            ObservedStage::Replying,
-            ObservedStage::Replied,
-            ObservedStage::NeedsInput,
-            ObservedStage::Cancelled,
-            ObservedStage::Failed,
-            ObservedStage::Ambiguous,
-        ]
-        .into_iter()
-        .filter(|stage| stage.is_settled())
-        .collect();
+        let settled: Vec<ObservedStage> = EVERY_STAGE
+            .into_iter()
+            .filter(|stage| stage.is_settled())
+            .collect();
         assert_eq!(
             settled,
             [
@@ -319,15 +321,7 @@ mod tests {
 
     #[test]
     fn a_stage_is_spelled_as_on_the_wire() {
-        for stage in [
-            ObservedStage::Observed,
-            ObservedStage::Replying,
-            ObservedStage::Replied,
-            ObservedStage::NeedsInput,
-            ObservedStage::Cancelled,
-            ObservedStage::Failed,
-            ObservedStage::Ambiguous,
-        ] {
+        for stage in EVERY_STAGE {
             assert_eq!(serde_json::to_value(stage).unwrap(), stage.as_str());
         }
     }

@@ -732,7 +732,7 @@ impl DriveTemplate {
                 } else {
                     None
                 };
-                seq = journal.append(at_ms + shift, kind, fields, by.as_ref(), excerpt)?;
+                seq = journal.append(at_ms + shift, kind, &fields, by.as_ref(), excerpt)?;
                 // The daemon writes at the end of each event, and each entry of a drive
                 // comes from an event of its own.
                 journal.flush()?;

@@ -1,10 +1,11 @@
 //! The state machine's side of the drive journal: who asked (door, client, pid, uid), the entries for drives, sessions, recoveries and registry reloads, history answers from the journal's index, and `journal.verify`.
 
 use koru_protocol::{
-    Blocker, DriveInfo, DriveObservation, DriveState, DrivesList, DrivesListResult, Envelope,
-    ErrorCode, ErrorMessage, JournalVerifyResult, Message, RequestId, Route, RouteAttempt,
-    SubmitEvidence, Verification,
+    Blocker, DriveInfo, DriveObservation, DriveOptions, DriveState, DrivesList, DrivesListResult,
+    Envelope, ErrorCode, ErrorMessage, JournalVerifyResult, Message, RequestId, Route,
+    RouteAttempt, SubmitEvidence, Target, Verification,
 };
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::{App, ConnId};
@@ -47,6 +48,74 @@ impl JournaledView {
             ended,
         }
     }
+}
+
+impl JournaledView {
+    /// Whether `drive` (ended or not) is what this view recorded: compared in place, so
+    /// the drive's parts are copied only when an entry is due.
+    fn is_current(&self, drive: &super::drives::DriveRecord, ended: bool) -> bool {
+        self.state == drive.state
+            && self.route == drive.route
+            && self.ended == ended
+            && self.blocker == drive.blocker
+            && self.waiting.as_deref() == drive.waiting.as_ref().map(|w| w.code.as_str())
+            && self.attempts == drive.attempts
+            && self.verification == drive.verification
+            && self.observation == drive.observation
+            && self.submit_evidence == drive.submit_evidence
+    }
+}
+
+/// `drive_accepted`'s own fields.
+#[derive(Serialize)]
+struct AcceptedEntry<'a> {
+    drive_id: &'a str,
+    target: &'a Target,
+    session_id: &'a str,
+    route: Route,
+    options: &'a DriveOptions,
+    prompt: journal::writer::PromptRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_of: Option<&'a str>,
+}
+
+/// `drive_ended`'s own fields: the whole drive as it ended.
+#[derive(Serialize)]
+struct EndedEntry<'a> {
+    drive_id: &'a str,
+    state: DriveState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blocker: Option<&'a Blocker>,
+    drive: DriveInfo,
+}
+
+/// `drive_state`'s own fields: the state and route, and of the rest what changed since
+/// the drive's last entry (`null` when it was cleared).
+#[derive(Serialize)]
+struct StateEntry<'a> {
+    drive_id: &'a str,
+    state: DriveState,
+    route: Route,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blocker: Option<Option<&'a Blocker>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiting: Option<Option<&'a Blocker>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verification: Option<Verification>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    observation: Option<Option<&'a DriveObservation>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    submit_evidence: Option<Option<SubmitEvidence>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    attempts: Vec<IndexedAttempt<'a>>,
+}
+
+/// An attempt that changed, with its place in the drive's list.
+#[derive(Serialize)]
+struct IndexedAttempt<'a> {
+    index: usize,
+    #[serde(flatten)]
+    attempt: &'a RouteAttempt,
 }
 
 /// The door a peer came through, from what the kernel says (its pid: the daemon's own
@@ -113,24 +182,22 @@ impl<C: Clock> App<C> {
                 format!("the drive was not accepted: the journal cannot record it ({error})"),
             )
         };
-        let prompt = journal.store_prompt(&drive.prompt).map_err(unavailable)?;
-        let mut fields = Map::new();
-        fields.insert("drive_id".into(), json!(drive.drive_id));
-        fields.insert("target".into(), json!(drive.target));
-        fields.insert("session_id".into(), json!(drive.session_id));
-        fields.insert("route".into(), json!(drive.route));
-        fields.insert("options".into(), json!(drive.options));
-        fields.insert("prompt".into(), prompt);
-        if let Some(of) = &drive.retry_of {
-            fields.insert("retry_of".into(), json!(of));
-        }
+        let fields = AcceptedEntry {
+            drive_id: &drive.drive_id,
+            target: &drive.target,
+            session_id: &drive.session_id,
+            route: drive.route,
+            options: &drive.options,
+            prompt: journal.store_prompt_record(&drive.prompt),
+            retry_of: drive.retry_of.as_deref(),
+        };
         let excerpt =
             (journal.prompts() == PromptsMode::Full).then(|| super::drives::excerpt(&drive.prompt));
         journal
             .append_durable(
                 now,
                 journal::KIND_DRIVE_ACCEPTED,
-                fields,
+                &fields,
                 by.as_ref(),
                 excerpt,
             )
@@ -155,59 +222,43 @@ impl<C: Clock> App<C> {
             return;
         };
         let ending = drive.is_terminal() && !last.ended;
-        let view = JournaledView::of(drive, drive.is_terminal());
-        if *last == view {
+        if last.is_current(drive, drive.is_terminal()) {
             return;
         }
-        let mut fields = Map::new();
-        fields.insert("drive_id".into(), json!(drive.drive_id));
-        fields.insert("state".into(), json!(drive.state));
-        let kind = if ending {
-            if let Some(blocker) = &drive.blocker {
-                fields.insert("blocker".into(), json!(blocker));
-            }
-            fields.insert(
-                "drive".into(),
-                journal::writer::ended_snapshot(drive.info()),
-            );
-            journal::KIND_DRIVE_ENDED
+        let view = JournaledView::of(drive, drive.is_terminal());
+        let written = if ending {
+            let fields = EndedEntry {
+                drive_id: &drive.drive_id,
+                state: drive.state,
+                blocker: drive.blocker.as_ref(),
+                drive: journal::writer::ended_snapshot(drive.info()),
+            };
+            journal.append(now, journal::KIND_DRIVE_ENDED, &fields, None, None)
         } else {
-            fields.insert("route".into(), json!(drive.route));
-            if view.blocker != last.blocker {
-                fields.insert("blocker".into(), json!(view.blocker));
-            }
-            if view.waiting != last.waiting {
-                fields.insert("waiting".into(), json!(drive.waiting));
-            }
-            if view.verification != last.verification {
-                fields.insert("verification".into(), json!(view.verification));
-            }
-            if view.observation != last.observation {
-                fields.insert("observation".into(), json!(view.observation));
-            }
-            if view.submit_evidence != last.submit_evidence {
-                fields.insert("submit_evidence".into(), json!(view.submit_evidence));
-            }
-            let changed: Vec<Value> = view
-                .attempts
-                .iter()
-                .enumerate()
-                .filter(|(i, attempt)| last.attempts.get(*i) != Some(attempt))
-                .map(|(i, attempt)| {
-                    let mut value = json!(attempt);
-                    value
-                        .as_object_mut()
-                        .expect("an attempt is an object")
-                        .insert("index".into(), json!(i));
-                    value
-                })
-                .collect();
-            if !changed.is_empty() {
-                fields.insert("attempts".into(), Value::Array(changed));
-            }
-            journal::KIND_DRIVE_STATE
+            let changed = |now: bool| now.then_some(());
+            let fields = StateEntry {
+                drive_id: &drive.drive_id,
+                state: drive.state,
+                route: drive.route,
+                blocker: changed(view.blocker != last.blocker).map(|_| drive.blocker.as_ref()),
+                waiting: changed(view.waiting != last.waiting).map(|_| drive.waiting.as_ref()),
+                verification: changed(view.verification != last.verification)
+                    .map(|_| drive.verification),
+                observation: changed(view.observation != last.observation)
+                    .map(|_| drive.observation.as_ref()),
+                submit_evidence: changed(view.submit_evidence != last.submit_evidence)
+                    .map(|_| drive.submit_evidence),
+                attempts: view
+                    .attempts
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, attempt)| last.attempts.get(*i) != Some(attempt))
+                    .map(|(index, attempt)| IndexedAttempt { index, attempt })
+                    .collect(),
+            };
+            journal.append(now, journal::KIND_DRIVE_STATE, &fields, None, None)
         };
-        if journal.append(now, kind, fields, None, None).is_ok() {
+        if written.is_ok() {
             if let Some(drive) = self.drives.get_mut(drive_id) {
                 drive.journaled = Some(view);
             }
@@ -223,7 +274,7 @@ impl<C: Clock> App<C> {
     ) {
         let now = self.clock.now_ms();
         if let Some(journal) = self.journal.as_mut() {
-            let _ = journal.append(now, kind, fields, by.as_ref(), None);
+            let _ = journal.append(now, kind, &fields, by.as_ref(), None);
         }
     }
 
@@ -329,7 +380,7 @@ impl<C: Clock> App<C> {
         let mut fields = Map::new();
         fields.insert("reason".into(), json!(reason));
         if let Some(mut journal) = self.journal.take() {
-            let _ = journal.append(now, journal::KIND_DAEMON_STOPPED, fields, None, None);
+            let _ = journal.append(now, journal::KIND_DAEMON_STOPPED, &fields, None, None);
             journal.close();
         }
     }

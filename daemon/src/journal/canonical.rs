@@ -1,7 +1,10 @@
 //! The journal's canonical JSON (object keys sorted by their UTF-8 bytes, no whitespace, integers only) and the seal over it: SHA-256, or HMAC-SHA256 with a key.
 
 use hmac::{Hmac, Mac};
+use serde::Serialize;
 use serde_json::Value;
+
+use super::canonical_serializer::{write_canonical_of, CanonicalError};
 use sha2::{Digest, Sha256};
 
 /// `prev_hash` of the very first entry of a journal.
@@ -44,47 +47,40 @@ pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
-/// The line of an entry: `object` (which has no `entry_hash`) sealed with `sealer`, in
-/// canonical form with `entry_hash` in its sorted place. Canonicalizes once: the seal's
+/// The line of an entry: `entry` (an object with no `entry_hash`) sealed with `sealer`,
+/// in canonical form with `entry_hash` in its sorted place. Canonicalizes once: the seal's
 /// input and the line share the bytes.
-pub fn sealed_line(object: &serde_json::Map<String, Value>, sealer: &Sealer) -> (Vec<u8>, String) {
+pub fn sealed_entry<T: Serialize + ?Sized>(
+    entry: &T,
+    sealer: &Sealer,
+) -> Result<(Vec<u8>, String), CanonicalError> {
     const HASH_KEY: &str = "entry_hash";
-    let mut keys: Vec<&String> = object.keys().collect();
-    keys.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    let mut body = Vec::with_capacity(512);
-    body.push(b'{');
-    let mut insert_at = None;
-    let mut before = false;
-    for (i, key) in keys.iter().enumerate() {
-        if insert_at.is_none() && key.as_bytes() > HASH_KEY.as_bytes() {
-            insert_at = Some((body.len(), i > 0));
-        }
-        if i > 0 {
-            body.push(b',');
-        }
-        serde_json::to_writer(&mut body, key).expect("writing to a Vec cannot fail");
-        body.push(b':');
-        write_canonical(&object[key.as_str()], &mut body);
-        before = true;
+    let mut body = Vec::with_capacity(1024);
+    let members = write_canonical_of(entry, &mut body)?;
+    if body.first() != Some(&b'{') {
+        return Err(serde::ser::Error::custom(
+            "a journal entry must be an object",
+        ));
     }
-    let (at, has_before) = insert_at.unwrap_or((body.len(), before));
-    body.push(b'}');
     let hash = sealer.seal(&body);
-    let mut member = Vec::with_capacity(HASH_KEY.len() + hash.len() + 6);
-    if has_before {
-        member.push(b',');
-    }
-    member.extend_from_slice(b"\"entry_hash\":\"");
-    member.extend_from_slice(hash.as_bytes());
-    member.push(b'"');
-    if !has_before && !keys.is_empty() {
-        member.push(b',');
-    }
+    let next = members
+        .iter()
+        .find(|(_, key)| key.as_bytes() > HASH_KEY.as_bytes());
+    let (at, member) = match next {
+        Some((start, _)) => (*start, format!("\"{HASH_KEY}\":\"{hash}\",")),
+        None if members.is_empty() => (body.len() - 1, format!("\"{HASH_KEY}\":\"{hash}\"")),
+        None => (body.len() - 1, format!(",\"{HASH_KEY}\":\"{hash}\"")),
+    };
     let mut line = Vec::with_capacity(body.len() + member.len() + 1);
     line.extend_from_slice(&body[..at]);
-    line.extend_from_slice(&member);
+    line.extend_from_slice(member.as_bytes());
     line.extend_from_slice(&body[at..]);
-    (line, hash)
+    Ok((line, hash))
+}
+
+/// [`sealed_entry`] of a map of values (which always has canonical JSON).
+pub fn sealed_line(object: &serde_json::Map<String, Value>, sealer: &Sealer) -> (Vec<u8>, String) {
+    sealed_entry(object, sealer).expect("a map of JSON values has canonical JSON")
 }
 
 /// [`write_canonical`] into a new buffer.

@@ -438,7 +438,7 @@ mod tests {
                 .append(
                     at,
                     KIND_DRIVE_ACCEPTED,
-                    fields(json!({"drive_id": drive, "prompt": record})),
+                    &fields(json!({"drive_id": drive, "prompt": record})),
                     Some(&cli),
                     None,
                 )
@@ -446,7 +446,7 @@ mod tests {
         };
         let append = |journal: &mut Journal, at: u64, kind: &str, body: Value| {
             journal
-                .append(at, kind, fields(body), None, None)
+                .append(at, kind, &fields(body), None, None)
                 .expect("appended");
         };
         accept(&mut journal, 2_000, "d_a", FIRST_PROMPT);
@@ -794,7 +794,7 @@ mod tests {
                 .append(
                     at * 1_000,
                     KIND_SESSION_CONNECTED,
-                    fields(json!({"session_id": format!("s_{at}")})),
+                    &fields(json!({"session_id": format!("s_{at}")})),
                     None,
                     None,
                 )

@@ -7,6 +7,7 @@
 //! `export.rs` (the self-verifying HTML export).
 
 pub mod canonical;
+pub mod canonical_serializer;
 pub mod export;
 pub mod index;
 pub mod segments;
@@ -197,6 +198,8 @@ pub enum JournalError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    #[error("a {kind} entry has no canonical JSON: {error}")]
+    Entry { kind: String, error: String },
     #[error(transparent)]
     Export(#[from] export::ExportError),
 }

@@ -587,7 +587,7 @@ mod tests {
                 .append(
                     start_ms + i as u64,
                     "drive_accepted",
-                    fields,
+                    &fields,
                     Some(&daemon()),
                     None,
                 )
@@ -596,7 +596,7 @@ mod tests {
             fields.insert("drive_id".into(), json!(format!("d_{i}")));
             fields.insert("state".into(), json!("done"));
             journal
-                .append(start_ms + 1 + i as u64, "drive_state", fields, None, None)
+                .append(start_ms + 1 + i as u64, "drive_state", &fields, None, None)
                 .unwrap();
         }
         journal.close();

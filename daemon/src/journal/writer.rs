@@ -11,9 +11,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use koru_protocol::{blocker, Blocker, DriveInfo, DriveState, JournalStatus, StageRecord};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::canonical::{sealed_line, sha256_hex, Sealer, GENESIS};
+use super::canonical::{sealed_entry, sha256_hex, Sealer, GENESIS};
 use super::index::{prompt_excerpt, Applied, IndexReader, IndexWriter, IndexedEntry, QueuedEntry};
 use super::segments::{self, segment_name, Lines};
 use super::{
@@ -525,7 +526,7 @@ impl Journal {
         if let Some(bytes) = tail.repaired_bytes {
             let mut fields = Map::new();
             fields.insert("torn_bytes".into(), json!(bytes));
-            pending.push(journal.write(now_ms, KIND_REPAIRED, fields, Some(daemon), None)?);
+            pending.push(journal.write(now_ms, KIND_REPAIRED, &fields, Some(daemon), None)?);
         }
         let mut ended = Vec::new();
         for mut drive in open_drives {
@@ -548,9 +549,9 @@ impl Journal {
             fields.insert("blocker".into(), json!(blocker));
             fields.insert("drive".into(), json!(drive));
             ended.push(drive.drive_id.clone());
-            pending.push(journal.write(now_ms, KIND_DRIVE_ENDED, fields, Some(daemon), None)?);
+            pending.push(journal.write(now_ms, KIND_DRIVE_ENDED, &fields, Some(daemon), None)?);
         }
-        pending.push(journal.write(now_ms, KIND_DAEMON_STARTED, started, Some(daemon), None)?);
+        pending.push(journal.write(now_ms, KIND_DAEMON_STARTED, &started, Some(daemon), None)?);
         journal.flush()?;
         let pending: Vec<IndexedEntry> =
             pending.into_iter().filter_map(QueuedEntry::parse).collect();
@@ -661,25 +662,31 @@ impl Journal {
         );
     }
 
-    /// Writes one entry (sealed and linked) and returns it for the index.
-    fn write(
+    /// Writes one entry (sealed and linked) and returns it for the index. `fields` is the
+    /// entry's own part (an object): the envelope (`seq`, `at_ms`, `kind`, `prev_hash`,
+    /// `by`) is added around it.
+    fn write<F: Serialize + ?Sized>(
         &mut self,
         at_ms: u64,
         kind: &str,
-        mut fields: Map<String, Value>,
+        fields: &F,
         by: Option<&Asker>,
         excerpt: Option<String>,
     ) -> Result<QueuedEntry, JournalError> {
         let seq = self.last_seq + 1;
-        fields.insert("seq".into(), json!(seq));
-        fields.insert("at_ms".into(), json!(at_ms));
-        fields.insert("kind".into(), json!(kind));
-        fields.insert("prev_hash".into(), Value::String(self.head.clone()));
-        if let Some(by) = by {
-            fields.insert("by".into(), json!(by));
-        }
-        fields.remove("entry_hash");
-        let (mut line, hash) = sealed_line(&fields, &self.config.sealer);
+        let entry = EntryEnvelope {
+            seq,
+            at_ms,
+            kind,
+            prev_hash: &self.head,
+            by,
+            fields,
+        };
+        let (mut line, hash) =
+            sealed_entry(&entry, &self.config.sealer).map_err(|error| JournalError::Entry {
+                kind: kind.to_string(),
+                error: error.to_string(),
+            })?;
         line.push(b'\n');
         let offset = self.segment_bytes;
         self.buffer.extend_from_slice(&line);
@@ -703,11 +710,11 @@ impl Journal {
 
     /// Appends an entry; it is in the file (the page cache) when this returns, and on the
     /// disk within the `fsync` interval.
-    pub fn append(
+    pub fn append<F: Serialize + ?Sized>(
         &mut self,
         at_ms: u64,
         kind: &str,
-        fields: Map<String, Value>,
+        fields: &F,
         by: Option<&Asker>,
         excerpt: Option<String>,
     ) -> Result<u64, JournalError> {
@@ -727,11 +734,11 @@ impl Journal {
 
     /// [`Journal::append`], then [`Journal::flush`]: the entry is in the file when this
     /// returns `Ok` (what a `drive.create` waits for before it is answered).
-    pub fn append_durable(
+    pub fn append_durable<F: Serialize + ?Sized>(
         &mut self,
         at_ms: u64,
         kind: &str,
-        fields: Map<String, Value>,
+        fields: &F,
         by: Option<&Asker>,
         excerpt: Option<String>,
     ) -> Result<u64, JournalError> {
@@ -791,6 +798,11 @@ impl Journal {
     /// Keeps a prompt's text (in `full` mode) and returns what the chain records of it:
     /// `{"sha256", "bytes", "chars"}`.
     pub fn store_prompt(&mut self, text: &str) -> Result<Value, JournalError> {
+        Ok(json!(self.store_prompt_record(text)))
+    }
+
+    /// [`Journal::store_prompt`], typed.
+    pub fn store_prompt_record(&mut self, text: &str) -> PromptRecord {
         let digest = sha256_hex(text.as_bytes());
         if self.config.prompts == PromptsMode::Full {
             let path = blob_path(&self.config.dir, &digest);
@@ -803,11 +815,11 @@ impl Journal {
             drop(queue);
             self.blob_queue.wake.notify_one();
         }
-        Ok(json!({
-            "sha256": digest,
-            "bytes": text.len(),
-            "chars": text.chars().count(),
-        }))
+        PromptRecord {
+            sha256: digest,
+            bytes: text.len(),
+            chars: text.chars().count(),
+        }
     }
 
     /// Closes the current segment and starts one at `seq`.
@@ -848,14 +860,14 @@ impl Journal {
     fn apply_retention(&mut self, now_ms: u64, daemon: &Asker) -> Result<(), JournalError> {
         let pruned = self.prune_segments(now_ms)?;
         if let Some(entry) = pruned {
-            self.append(now_ms, KIND_PRUNED, entry, Some(daemon), None)?;
+            self.append(now_ms, KIND_PRUNED, &entry, Some(daemon), None)?;
         }
         Ok(())
     }
 
     fn prune(&mut self, now_ms: u64, daemon: &Asker) -> Result<(), JournalError> {
         if let Some(entry) = self.prune_segments(now_ms)? {
-            self.append(now_ms, KIND_PRUNED, entry, Some(daemon), None)?;
+            self.append(now_ms, KIND_PRUNED, &entry, Some(daemon), None)?;
         }
         Ok(())
     }
@@ -1063,11 +1075,32 @@ impl Drop for Journal {
     }
 }
 
+/// An entry as it is sealed: the envelope every entry has, around its own fields.
+#[derive(Serialize)]
+struct EntryEnvelope<'a, F: ?Sized> {
+    seq: u64,
+    at_ms: u64,
+    kind: &'a str,
+    prev_hash: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<&'a Asker>,
+    #[serde(flatten)]
+    fields: &'a F,
+}
+
+/// What the chain records of a prompt: its digest, its length in bytes and characters.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptRecord {
+    pub sha256: String,
+    pub bytes: usize,
+    pub chars: usize,
+}
+
 /// A drive as the journal's `drive_ended` entry keeps it: everything but the prompt's
 /// text (its excerpt), which lives in the blob.
-pub fn ended_snapshot(mut drive: DriveInfo) -> Value {
+pub fn ended_snapshot(mut drive: DriveInfo) -> DriveInfo {
     drive.prompt_excerpt = String::new();
-    json!(drive)
+    drive
 }
 
 #[cfg(test)]
@@ -1100,7 +1133,7 @@ mod tests {
             .append(
                 at,
                 crate::journal::KIND_DRIVE_ACCEPTED,
-                fields,
+                &fields,
                 Some(&daemon()),
                 Some("x".into()),
             )
@@ -1116,14 +1149,14 @@ mod tests {
             .append(
                 at,
                 crate::journal::KIND_DRIVE_STATE,
-                fields.clone(),
+                &fields.clone(),
                 None,
                 None,
             )
             .unwrap();
         fields.insert("state".into(), json!("done"));
         journal
-            .append(at, crate::journal::KIND_DRIVE_ENDED, fields, None, None)
+            .append(at, crate::journal::KIND_DRIVE_ENDED, &fields, None, None)
             .unwrap();
     }
 
@@ -1140,7 +1173,7 @@ mod tests {
         step.insert("drive_id".into(), json!("d_open"));
         step.insert("state".into(), json!("sent"));
         journal
-            .append(14, crate::journal::KIND_DRIVE_STATE, step, None, None)
+            .append(14, crate::journal::KIND_DRIVE_STATE, &step, None, None)
             .unwrap();
         // A crash: nothing more is written (no daemon_stopped) and the threads just stop.
         journal.close();
@@ -1259,7 +1292,7 @@ mod tests {
         fields.insert("drive_id".into(), json!("d_1"));
         fields.insert("prompt".into(), prompt);
         journal
-            .append(11, crate::journal::KIND_DRIVE_ACCEPTED, fields, None, None)
+            .append(11, crate::journal::KIND_DRIVE_ACCEPTED, &fields, None, None)
             .unwrap();
         journal.close();
         for entry in walk(tmp.path()) {

@@ -133,30 +133,48 @@ impl<'a> Object<'a> {
             out.push(b'}');
             return out;
         }
-        let mut keyed: Vec<(String, Member)> = members
-            .iter()
-            .map(|m| (Object::key_text(out, m), *m))
-            .collect();
-        // Stable: of members with the same key, the last one written wins (as a map
+        // Stable sorts: of members with the same key, the last one written wins (as a map
         // built from them keeps the last insert).
-        keyed.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        keyed.dedup_by(|later, earlier| {
-            if later.0 == earlier.0 {
-                *earlier = later.clone();
-                true
-            } else {
-                false
-            }
+        let mut sorted = members;
+        let texts: Option<Vec<String>> = if escaped {
+            let texts: Vec<String> = sorted.iter().map(|m| Object::key_text(out, m)).collect();
+            let mut order: Vec<usize> = (0..sorted.len()).collect();
+            order.sort_by(|&a, &b| texts[a].as_bytes().cmp(texts[b].as_bytes()));
+            let reordered: Vec<Member> = order.iter().map(|&i| sorted[i]).collect();
+            let texts = order.iter().map(|&i| texts[i].clone()).collect();
+            sorted = reordered;
+            Some(texts)
+        } else {
+            sorted.sort_by(|a, b| out[a.key.0..a.key.1].cmp(&out[b.key.0..b.key.1]));
+            None
+        };
+        let same_key = |i: usize, j: usize| match &texts {
+            Some(texts) => texts[i] == texts[j],
+            None => out[sorted[i].key.0..sorted[i].key.1] == out[sorted[j].key.0..sorted[j].key.1],
+        };
+        let kept: Vec<usize> = (0..sorted.len())
+            .filter(|&i| i + 1 == sorted.len() || !same_key(i, i + 1))
+            .collect();
+        let keys: Option<Vec<String>> = top.as_ref().map(|_| {
+            kept.iter()
+                .map(|&i| match &texts {
+                    Some(texts) => texts[i].clone(),
+                    None => {
+                        String::from_utf8_lossy(&out[sorted[i].key.0..sorted[i].key.1]).into_owned()
+                    }
+                })
+                .collect()
         });
         let written = out.split_off(open + 1);
         let mut top = top;
-        for (i, (key, member)) in keyed.iter().enumerate() {
-            if i > 0 {
+        for (n, &i) in kept.iter().enumerate() {
+            if n > 0 {
                 out.push(b',');
             }
-            if let Some(top) = top.as_deref_mut() {
-                top.push((out.len(), key.clone()));
+            if let (Some(top), Some(keys)) = (top.as_deref_mut(), keys.as_ref()) {
+                top.push((out.len(), keys[n].clone()));
             }
+            let member = sorted[i];
             out.extend_from_slice(&written[member.start - open - 1..member.end - open - 1]);
         }
         out.push(b'}');

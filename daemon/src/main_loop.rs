@@ -28,6 +28,10 @@ pub struct DaemonConfig {
     /// How long shutdown waits for connections to flush and close.
     pub drain_timeout: Duration,
     pub drive_history: usize,
+    /// Drives one session may hold that have not ended (`--max-queued-drives`).
+    pub max_queued_drives: usize,
+    /// Prompt bytes of queued drives over all sessions (`--max-pending-prompt-bytes`).
+    pub max_pending_prompt_bytes: usize,
     /// The registry layer files besides the built-in one.
     pub registry_paths: crate::registry::LayerPaths,
     /// The HTTP endpoint served beside the socket, if any (reported by `status`).
@@ -50,6 +54,8 @@ impl DaemonConfig {
             step_timeout: Duration::from_secs(15),
             drain_timeout: Duration::from_secs(3),
             drive_history: 1000,
+            max_queued_drives: 1_000,
+            max_pending_prompt_bytes: 64 * 1024 * 1024,
             registry_paths: crate::registry::LayerPaths::default(),
             http: None,
             observe: Some(crate::observe::watcher::ObserveConfig::default()),
@@ -72,6 +78,8 @@ pub async fn run_daemon(
         default_drive_timeout: Duration::from_millis(args.drive_timeout_ms.max(1)),
         step_timeout: Duration::from_millis(args.step_timeout_ms.max(1)),
         outbound_capacity: args.outbound_queue.max(1),
+        max_queued_drives: args.max_queued_drives.max(1),
+        max_pending_prompt_bytes: args.max_pending_prompt_bytes,
         registry_paths,
         observe: (!args.no_observe).then(|| crate::observe::watcher::ObserveConfig {
             quiet: Duration::from_millis(args.observe_quiet_ms.max(1)),
@@ -275,6 +283,8 @@ pub async fn run(
             default_drive_timeout_ms: config.default_drive_timeout.as_millis() as u64,
             step_timeout_ms: config.step_timeout.as_millis() as u64,
             drive_history: config.drive_history,
+            max_queued_drives: config.max_queued_drives,
+            max_pending_prompt_bytes: config.max_pending_prompt_bytes,
             daemon_pid: std::process::id(),
             http: config.http.clone(),
             observing: config.observe.is_some(),

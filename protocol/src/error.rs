@@ -53,6 +53,11 @@ pub enum ErrorCode {
     /// The drive journal cannot be written (disk full, permissions); drives are refused
     /// rather than pushed without a record. The message says why.
     JournalUnavailable,
+    /// The drive was refused because the daemon already holds as many as it may: the
+    /// target session's drives that have not ended (`--max-queued-drives`) or the bytes of
+    /// prompts queued and not yet sent (`--max-pending-prompt-bytes`). The message says
+    /// which limit and its value. Nothing was queued; retry when drives have ended.
+    QueueFull,
     /// A code this build does not know (sent by a newer peer).
     #[serde(other)]
     Unknown,
@@ -82,6 +87,7 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Internal => "internal",
             ErrorCode::JournalUnavailable => "journal_unavailable",
+            ErrorCode::QueueFull => "queue_full",
             ErrorCode::Unknown => "unknown",
         }
     }

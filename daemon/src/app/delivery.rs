@@ -122,6 +122,10 @@ impl<C: Clock> App<C> {
                 }
             },
         };
+        if let Err(error) = self.check_room(&session_id, create.prompt.len()) {
+            self.send_error(conn_id, id, error);
+            return;
+        }
         let timeout_ms = create
             .options
             .timeout_ms
@@ -236,8 +240,42 @@ impl<C: Clock> App<C> {
         }
         if let Some(session) = self.sessions.get_mut(&session_id) {
             session.queued_drives.push_back(drive_id.clone());
+            self.queued_prompt_bytes += self.drives.get(&drive_id).map_or(0, |d| d.prompt.len());
         }
         self.pump(&session_id, now);
+    }
+
+    /// Whether a drive of `prompt_bytes` to `session_id` fits under the caps: the
+    /// session's drives that have not ended, and the prompt bytes queued over all sessions.
+    fn check_room(&self, session_id: &str, prompt_bytes: usize) -> Result<(), ErrorMessage> {
+        if let Some(session) = self.sessions.get(session_id) {
+            let held = session.queued_drives.len() + usize::from(session.active_drive.is_some());
+            if held >= self.config.max_queued_drives {
+                return Err(ErrorMessage::new(
+                    ErrorCode::QueueFull,
+                    format!(
+                        "session {session_id} already holds {held} drives that have not ended, its limit (--max-queued-drives {}); nothing was queued: retry when some have ended, or cancel them",
+                        self.config.max_queued_drives
+                    ),
+                ));
+            }
+        }
+        if self.queued_prompt_bytes + prompt_bytes > self.config.max_pending_prompt_bytes {
+            return Err(ErrorMessage::new(
+                ErrorCode::QueueFull,
+                format!(
+                    "the daemon holds {} bytes of queued prompts; {prompt_bytes} more would pass its limit (--max-pending-prompt-bytes {}); nothing was queued: retry when queued drives have been sent",
+                    self.queued_prompt_bytes, self.config.max_pending_prompt_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Takes a drive's prompt bytes off the queued total (it left its session's queue).
+    pub(super) fn unqueued(&mut self, drive_id: &str) {
+        let bytes = self.drives.get(drive_id).map_or(0, |d| d.prompt.len());
+        self.queued_prompt_bytes = self.queued_prompt_bytes.saturating_sub(bytes);
     }
 
     /// The candidate routes for a drive to `session_id` (empty: a plugin-less window).
@@ -711,6 +749,7 @@ impl<C: Clock> App<C> {
             return;
         };
         session.active_drive = Some(drive_id.clone());
+        self.unqueued(&drive_id);
         if let Some(drive) = self.drives.get_mut(&drive_id) {
             drive.waiting = None;
         }
@@ -719,11 +758,17 @@ impl<C: Clock> App<C> {
 
     /// Frees the session of a drive that ended.
     pub(super) fn release(&mut self, session_id: &str, drive_id: &str) {
+        let mut was_queued = false;
         if let Some(session) = self.sessions.get_mut(session_id) {
             if session.active_drive.as_deref() == Some(drive_id) {
                 session.active_drive = None;
             }
+            let before = session.queued_drives.len();
             session.queued_drives.retain(|queued| queued != drive_id);
+            was_queued = session.queued_drives.len() < before;
+        }
+        if was_queued {
+            self.unqueued(drive_id);
         }
     }
 

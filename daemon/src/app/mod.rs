@@ -121,6 +121,10 @@ pub struct AppConfig {
     /// How long a plugin may take to ack the next stage of a route.
     pub step_timeout_ms: u64,
     pub drive_history: usize,
+    /// Drives one session may hold that have not ended; past it `queue_full`.
+    pub max_queued_drives: usize,
+    /// Prompt bytes of queued (not yet sent) drives over all sessions; past it `queue_full`.
+    pub max_pending_prompt_bytes: usize,
     pub daemon_pid: u32,
     /// The HTTP endpoint, for `status`.
     pub http: Option<koru_protocol::HttpStatus>,
@@ -158,6 +162,8 @@ pub struct App<C: Clock> {
     sessions: HashMap<String, SessionRecord>,
     session_conn: HashMap<String, ConnId>,
     drives: DriveTable,
+    /// Prompt bytes of the drives in every session's queue (not sent yet).
+    queued_prompt_bytes: usize,
     stream_seq: u64,
     registry: Arc<koru_registry::Registry>,
     registry_status: RegistryStatus,
@@ -203,6 +209,7 @@ impl<C: Clock> App<C> {
             sessions: HashMap::new(),
             session_conn: HashMap::new(),
             drives,
+            queued_prompt_bytes: 0,
             stream_seq: 0,
             registry: Arc::new(registry.registry),
             registry_status,

@@ -211,6 +211,9 @@ impl<C: Clock> App<C> {
         let Some(session) = self.sessions.remove(&session_id) else {
             return;
         };
+        for queued in &session.queued_drives {
+            self.unqueued(queued);
+        }
         if session.role != Role::Plugin {
             tracing::debug!(session_id = %session_id, reason, "controller disconnected");
             return;

@@ -74,6 +74,8 @@ impl Harness {
                 default_drive_timeout_ms: 5_000,
                 step_timeout_ms: 60_000,
                 drive_history: 100,
+                max_queued_drives: 1_000,
+                max_pending_prompt_bytes: 64 * 1024 * 1024,
                 daemon_pid: 1,
                 http: None,
                 observing: false,
@@ -1744,4 +1746,87 @@ fn a_chat_waiting_for_the_user_holds_drives_only_up_to_the_bound() {
         &mut controller,
         session_id,
     );
+}
+
+/// A `drive.create` of `prompt` to the window at `/w`; the error it met, if any.
+fn create_or_refusal(h: &mut Harness, controller: &mut Peer, prompt: &str) -> Option<ErrorMessage> {
+    h.request(
+        controller,
+        7,
+        Message::DriveCreate(DriveCreate {
+            target: Target::Workspace("/w".into()),
+            prompt: prompt.into(),
+            options: DriveOptions::default(),
+        }),
+    );
+    controller.drain().into_iter().find_map(|m| match m {
+        Message::Error(error) => Some(error),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_session_holding_its_limit_of_drives_refuses_the_next_with_queue_full_until_one_ends() {
+    let mut h = Harness::new();
+    h.app.config.max_queued_drives = 3;
+    let (plugin, _session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let first = h.create(&mut controller, Target::Workspace("/w".into()), "one");
+    for prompt in ["two", "three"] {
+        assert_eq!(create_or_refusal(&mut h, &mut controller, prompt), None);
+    }
+    let refusal = create_or_refusal(&mut h, &mut controller, "four").expect("refused");
+    assert_eq!(refusal.code, ErrorCode::QueueFull);
+    assert!(
+        refusal.message.contains("3 drives") && refusal.message.contains("--max-queued-drives 3"),
+        "{}",
+        refusal.message
+    );
+    assert_eq!(h.app.drives.total_created(), 3, "nothing was queued");
+    h.ack(&plugin, &first, AckStage::Submitted);
+    assert_eq!(h.drive_state(&first), DriveState::Done);
+    assert_eq!(create_or_refusal(&mut h, &mut controller, "four"), None);
+}
+
+#[test]
+fn queued_prompt_bytes_are_capped_over_all_sessions_and_freed_as_drives_leave_the_queue() {
+    let mut h = Harness::new();
+    h.app.config.max_pending_prompt_bytes = 10;
+    let (plugin, _session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    // The first drive is sent at once: it is not queued and holds no queued bytes.
+    let first = h.create(&mut controller, Target::Workspace("/w".into()), "sent");
+    assert_eq!(create_or_refusal(&mut h, &mut controller, "123456"), None);
+    assert_eq!(h.app.queued_prompt_bytes, 6);
+    let refusal = create_or_refusal(&mut h, &mut controller, "12345").expect("refused");
+    assert_eq!(refusal.code, ErrorCode::QueueFull);
+    assert!(
+        refusal.message.contains("holds 6 bytes") && refusal.message.contains("5 more"),
+        "{}",
+        refusal.message
+    );
+    // The first ends, the queued one is sent: its bytes are free again.
+    h.ack(&plugin, &first, AckStage::Submitted);
+    assert_eq!(h.app.queued_prompt_bytes, 0);
+    assert_eq!(create_or_refusal(&mut h, &mut controller, "12345"), None);
+    assert_eq!(h.app.queued_prompt_bytes, 5);
+}
+
+#[test]
+fn a_plugin_that_goes_away_frees_the_bytes_of_the_drives_queued_for_it() {
+    let mut h = Harness::new();
+    let (plugin, _session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    h.create(
+        &mut controller,
+        Target::Workspace("/w".into()),
+        "sent at once",
+    );
+    assert_eq!(create_or_refusal(&mut h, &mut controller, "queued"), None);
+    assert_eq!(h.app.queued_prompt_bytes, 6);
+    h.app.handle(DaemonEvent::Disconnected {
+        conn_id: plugin.conn_id,
+        reason: "test".into(),
+    });
+    assert_eq!(h.app.queued_prompt_bytes, 0);
 }

@@ -129,6 +129,14 @@ pub struct DaemonArgs {
     /// How long a plugin may take to ack the next stage of a route
     #[arg(long, value_name = "MS", default_value_t = 15_000)]
     pub step_timeout_ms: u64,
+    /// Drives one session may hold that have not ended (running and queued); past it a
+    /// `drive.create` is refused with `queue_full`
+    #[arg(long, value_name = "DRIVES", default_value_t = 1_000)]
+    pub max_queued_drives: usize,
+    /// Bytes of prompt text the daemon may hold in drives queued and not yet sent, over all
+    /// sessions; past it a `drive.create` is refused with `queue_full`
+    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_pending_prompt_bytes: usize,
     /// Lines queued for one peer before it is disconnected as a slow reader
     #[arg(long, value_name = "LINES", default_value_t = 1024)]
     pub outbound_queue: usize,

@@ -100,6 +100,7 @@ impl ApiError {
                 api
             }
             ErrorCode::ShuttingDown => keep(StatusCode::SERVICE_UNAVAILABLE),
+            ErrorCode::QueueFull => keep(StatusCode::TOO_MANY_REQUESTS),
             other => ApiError::internal(format!(
                 "the daemon refused the request: {} ({other})",
                 error.message

@@ -178,6 +178,7 @@ export type ErrorCode =
   | "shutting_down"
   | "internal"
   | "journal_unavailable"
+  | "queue_full"
   | "unknown";
 /**
  * What to do when the target chat is busy (replying or waiting for input).

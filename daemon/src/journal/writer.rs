@@ -315,6 +315,39 @@ fn read_tail(dir: &Path) -> Result<Tail, JournalError> {
 
 /// Reads the journal's entries after `applied` (all of them when the index does not match)
 /// into the index.
+/// Calls `visit` with each complete entry of `segments` (its segment, offset and object),
+/// from `from` (a segment's first seq and an offset in it) or from the start; a line that
+/// is not a JSON object is skipped, a cut last line ends the walk.
+fn each_entry_from(
+    segments: &[segments::Segment],
+    from: Option<(u64, u64)>,
+    mut visit: impl FnMut(u64, u64, Map<String, Value>) -> Result<(), JournalError>,
+) -> Result<(), JournalError> {
+    for segment in segments
+        .iter()
+        .filter(|s| from.is_none_or(|(first, _)| s.first_seq >= first))
+    {
+        let lines = match from {
+            Some((first, offset)) if segment.first_seq == first => {
+                Lines::open_at(&segment.path, offset, 0)
+            }
+            _ => Lines::open(&segment.path),
+        }
+        .map_err(JournalError::io("read", &segment.path))?;
+        for line in lines {
+            let line = line.map_err(JournalError::io("read", &segment.path))?;
+            if !line.complete {
+                break;
+            }
+            let Ok(Value::Object(entry)) = serde_json::from_slice::<Value>(&line.bytes) else {
+                continue;
+            };
+            visit(segment.first_seq, line.offset, entry)?;
+        }
+    }
+    Ok(())
+}
+
 fn catch_up(
     dir: &Path,
     index: &mut IndexWriter,
@@ -344,48 +377,32 @@ fn catch_up(
     };
     let mut batch = Vec::new();
     let mut applied_count = 0u64;
-    for segment in segments
-        .iter()
-        .filter(|s| start.seq == 0 || s.first_seq >= start.segment)
-    {
-        let lines = if start.seq != 0 && segment.first_seq == start.segment {
-            Lines::open_at(&segment.path, start.offset, 0)
-        } else {
-            Lines::open(&segment.path)
+    let from = (start.seq != 0).then_some((start.segment, start.offset));
+    each_entry_from(&segments, from, |segment, offset, entry| {
+        if entry.get("seq").and_then(Value::as_u64).unwrap_or(0) <= start.seq {
+            return Ok(());
         }
-        .map_err(JournalError::io("read", &segment.path))?;
-        for line in lines {
-            let line = line.map_err(JournalError::io("read", &segment.path))?;
-            if !line.complete {
-                break;
-            }
-            let Ok(Value::Object(entry)) = serde_json::from_slice::<Value>(&line.bytes) else {
-                continue;
-            };
-            if entry.get("seq").and_then(Value::as_u64).unwrap_or(0) <= start.seq {
-                continue;
-            }
-            let excerpt = match (prompts, entry.get("prompt")) {
-                (PromptsMode::Full, Some(prompt)) => prompt
-                    .get("sha256")
-                    .and_then(Value::as_str)
-                    .and_then(|d| fs::read_to_string(blob_path(dir, d)).ok())
-                    .map(|text| prompt_excerpt(&text)),
-                _ => None,
-            };
-            batch.push(IndexedEntry {
-                entry,
-                segment: segment.first_seq,
-                offset: line.offset,
-                excerpt,
-            });
-            if batch.len() >= 5_000 {
-                applied_count += batch.len() as u64;
-                index.apply(&batch)?;
-                batch.clear();
-            }
+        let excerpt = match (prompts, entry.get("prompt")) {
+            (PromptsMode::Full, Some(prompt)) => prompt
+                .get("sha256")
+                .and_then(Value::as_str)
+                .and_then(|d| fs::read_to_string(blob_path(dir, d)).ok())
+                .map(|text| prompt_excerpt(&text)),
+            _ => None,
+        };
+        batch.push(IndexedEntry {
+            entry,
+            segment,
+            offset,
+            excerpt,
+        });
+        if batch.len() >= 5_000 {
+            applied_count += batch.len() as u64;
+            index.apply(&batch)?;
+            batch.clear();
         }
-    }
+        Ok(())
+    })?;
     applied_count += batch.len() as u64;
     index.apply(&batch)?;
     Ok(applied_count)
@@ -406,25 +423,14 @@ fn refresh_open_drives(dir: &Path, index: &mut IndexWriter) -> Result<(), Journa
         .map(|d| (d.drive_id.clone(), d))
         .collect();
     let segments = segments::list(dir).map_err(JournalError::io("list", dir))?;
-    for segment in segments.iter().filter(|s| s.first_seq >= first_segment) {
-        let lines = if segment.first_seq == first_segment {
-            Lines::open_at(&segment.path, first_offset, 0)
-        } else {
-            Lines::open(&segment.path)
-        }
-        .map_err(JournalError::io("read", &segment.path))?;
-        for line in lines {
-            let line = line.map_err(JournalError::io("read", &segment.path))?;
-            if !line.complete {
-                break;
-            }
-            let Ok(Value::Object(entry)) = serde_json::from_slice::<Value>(&line.bytes) else {
-                continue;
-            };
+    each_entry_from(
+        &segments,
+        Some((first_segment, first_offset)),
+        |_, _, entry| {
             let kind = entry.get("kind").and_then(Value::as_str);
             let id = entry.get("drive_id").and_then(Value::as_str).unwrap_or("");
             let Some(info) = open.get_mut(id) else {
-                continue;
+                return Ok(());
             };
             let at = entry.get("at_ms").and_then(Value::as_u64).unwrap_or(0);
             if kind == Some(super::KIND_DRIVE_ACCEPTED) {
@@ -443,8 +449,9 @@ fn refresh_open_drives(dir: &Path, index: &mut IndexWriter) -> Result<(), Journa
             } else if kind == Some(super::KIND_DRIVE_STATE) {
                 super::index::apply_state(info, &entry, at);
             }
-        }
-    }
+            Ok(())
+        },
+    )?;
     index.store_all(open.values())
 }
 

@@ -699,7 +699,11 @@ async function loadSessions() {
 async function loadDrives() {
   const { drives, more } = await api('GET', `/drives?limit=${MAX_DRIVES}`);
   state.drivesMore = !!more;
-  state.drives = new Map(drives.map((d) => [d.drive_id, isNewer(d, state.drives.get(d.drive_id)) ? d : state.drives.get(d.drive_id)]));
+  // Merged, not replaced: a drive sent (and announced by an event) while this page of the
+  // list was on its way is not in it, and must not vanish from the page.
+  const merged = new Map(state.drives);
+  for (const d of drives) if (isNewer(d, merged.get(d.drive_id))) merged.set(d.drive_id, d);
+  state.drives = merged;
   renderDrives();
 }
 

@@ -381,6 +381,9 @@ pub async fn run(
     Ok(())
 }
 
+/// Most events handled between two flushes of the journal (and two yields of the loop).
+const EVENTS_PER_FLUSH: usize = 64;
+
 /// Runs the state machine until `shutdown` fires, then shuts it down.
 pub async fn run_state_machine<C: Clock>(
     mut app: App<C>,
@@ -397,11 +400,25 @@ pub async fn run_state_machine<C: Clock>(
             Some(event) = events.recv() => event,
             _ = ticker.tick() => DaemonEvent::Tick,
         };
-        // A bug in one handler must not take the daemon down: log it and go on.
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| app.handle(event)));
-        if outcome.is_err() {
-            tracing::error!("a daemon event handler panicked; the event was dropped");
+        // The events already waiting are handled one after the other and the journal
+        // flushed once after them, before this task yields and the connections' writers
+        // can send what they queued.
+        let mut event = Some(event);
+        let mut handled = 0;
+        while let Some(next) = event.take() {
+            // A bug in one handler must not take the daemon down: log it and go on.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                app.handle_unflushed(next)
+            }));
+            if outcome.is_err() {
+                tracing::error!("a daemon event handler panicked; the event was dropped");
+            }
+            handled += 1;
+            if handled < EVENTS_PER_FLUSH {
+                event = events.try_recv().ok();
+            }
         }
+        app.flush_journal();
     }
     app.shutdown();
 }

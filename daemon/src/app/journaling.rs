@@ -197,6 +197,7 @@ impl<C: Clock> App<C> {
             .append_durable(
                 now,
                 journal::KIND_DRIVE_ACCEPTED,
+                Some(&drive.drive_id),
                 &fields,
                 by.as_ref(),
                 excerpt,
@@ -233,7 +234,14 @@ impl<C: Clock> App<C> {
                 blocker: drive.blocker.as_ref(),
                 drive: journal::writer::ended_snapshot(drive.info()),
             };
-            journal.append(now, journal::KIND_DRIVE_ENDED, &fields, None, None)
+            journal.append_for(
+                now,
+                journal::KIND_DRIVE_ENDED,
+                Some(&drive.drive_id),
+                &fields,
+                None,
+                None,
+            )
         } else {
             let changed = |now: bool| now.then_some(());
             let fields = StateEntry {
@@ -256,7 +264,14 @@ impl<C: Clock> App<C> {
                     .map(|(index, attempt)| IndexedAttempt { index, attempt })
                     .collect(),
             };
-            journal.append(now, journal::KIND_DRIVE_STATE, &fields, None, None)
+            journal.append_for(
+                now,
+                journal::KIND_DRIVE_STATE,
+                Some(&drive.drive_id),
+                &fields,
+                None,
+                None,
+            )
         };
         if written.is_ok() {
             if let Some(drive) = self.drives.get_mut(drive_id) {

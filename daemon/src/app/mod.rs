@@ -241,6 +241,23 @@ impl<C: Clock> App<C> {
 
     /// Applies one event.
     pub fn handle(&mut self, event: DaemonEvent) {
+        self.handle_unflushed(event);
+        self.flush_journal();
+    }
+
+    /// What this event and those handled before it since the last flush journaled reaches
+    /// the file: called before anything they queued for a peer can be written to a socket
+    /// (the connection tasks run on this same thread, so not before the loop yields).
+    pub fn flush_journal(&mut self) {
+        if let Some(journal) = self.journal.as_mut() {
+            let _ = journal.flush();
+        }
+    }
+
+    /// [`App::handle`] without the journal's flush: the main loop handles the events that
+    /// are already waiting one after the other and flushes once after them (a plugin's
+    /// `received` and `submitted` acks often come in one read: one `write(2)`).
+    pub fn handle_unflushed(&mut self, event: DaemonEvent) {
         match event {
             DaemonEvent::Connected {
                 conn_id,
@@ -279,11 +296,6 @@ impl<C: Clock> App<C> {
             DaemonEvent::Tick => self.on_tick(),
             DaemonEvent::Observed { events, replay } => self.on_observed(events, replay),
             DaemonEvent::ObserverHealth { observers } => self.observers = observers,
-        }
-        // What this event journaled reaches the file before anything it queued for a peer
-        // can be written to a socket (the connection tasks run on this same thread).
-        if let Some(journal) = self.journal.as_mut() {
-            let _ = journal.flush();
         }
     }
 

@@ -307,7 +307,9 @@ fn prompt_of(dir: &Path, drive_id: &str, stretch: &Stretch) -> Result<Value, Jou
     });
     let kept = (!digest.is_empty())
         .then(|| fs::read(blob_path(dir, digest)).ok())
-        .flatten();
+        .flatten()
+        // An empty blob was created and never written (the daemon stopped): no text.
+        .filter(|content| !content.is_empty() || bytes == Some(0));
     match kept {
         Some(content)
             if content.len() as u64 == bytes.unwrap_or(0) && sha256_hex(&content) == digest =>

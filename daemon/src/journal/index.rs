@@ -66,13 +66,55 @@ pub struct IndexedEntry {
 }
 
 /// An entry as written (its line, without the newline), waiting for the index thread,
-/// which parses it there rather than on the event loop.
+/// which parses it there rather than on the event loop (and only when it needs to: a
+/// running drive's steps are not parsed at all).
 #[derive(Debug, Clone)]
 pub struct QueuedEntry {
     pub line: Vec<u8>,
+    pub seq: u64,
+    pub at_ms: u64,
+    pub kind: QueuedKind,
+    /// The drive the entry is about, when the writer said so (else read from the line).
+    pub drive_id: Option<String>,
     pub segment: u64,
     pub offset: u64,
     pub excerpt: Option<String>,
+}
+
+/// What the index does with an entry, from its `kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueuedKind {
+    Accepted,
+    State,
+    Ended,
+    Pruned,
+    /// Nothing: sessions, recoveries, reloads, the daemon's own entries.
+    Other,
+}
+
+impl QueuedKind {
+    pub fn of(kind: &str) -> QueuedKind {
+        match kind {
+            KIND_DRIVE_ACCEPTED => QueuedKind::Accepted,
+            KIND_DRIVE_STATE => QueuedKind::State,
+            KIND_DRIVE_ENDED => QueuedKind::Ended,
+            KIND_PRUNED => QueuedKind::Pruned,
+            _ => QueuedKind::Other,
+        }
+    }
+}
+
+/// The part of a `drive_ended` line the index keeps: the drive as it ended.
+#[derive(serde::Deserialize)]
+struct EndedDrive {
+    drive: DriveInfo,
+}
+
+/// A drive accepted in the batch being applied: written once, at the batch's end, with
+/// how it ended when that is in the same batch.
+struct NewDrive {
+    accepted: QueuedEntry,
+    ended: Option<DriveInfo>,
 }
 
 impl QueuedEntry {
@@ -204,69 +246,116 @@ impl IndexWriter {
 
     /// Applies entries in one transaction (reading the journal back: every entry).
     pub fn apply(&mut self, entries: &[IndexedEntry]) -> Result<(), JournalError> {
-        self.apply_entries(entries, None)
+        self.apply_entries(entries)
     }
 
-    /// Applies entries as the daemon writes them: the steps of a drive still running are
-    /// left out (the daemon has that drive in memory; a restart reads them back, see
-    /// [`IndexWriter::open_drive_starts`]); `open` tracks which drives run.
+    /// Applies entries as the daemon writes them, in one transaction: the steps of a drive
+    /// still running are left out (the daemon has that drive in memory; a restart reads
+    /// them back, see [`IndexWriter::open_drive_starts`]), and a drive accepted and ended
+    /// within the batch is written once, from its `drive_ended` (its `drive_accepted` line
+    /// is not even parsed). `open` tracks which drives run.
     pub fn apply_live(
         &mut self,
-        entries: &[IndexedEntry],
+        entries: Vec<QueuedEntry>,
         open: &mut std::collections::HashSet<String>,
     ) -> Result<(), JournalError> {
-        self.apply_entries(entries, Some(open))
+        let Some(last) = entries.last() else {
+            return Ok(());
+        };
+        let last_hash = serde_json::from_slice::<Value>(&last.line)
+            .ok()
+            .and_then(|v| {
+                v.get("entry_hash")
+                    .and_then(Value::as_str)
+                    .map(String::from)
+            })
+            .unwrap_or_default();
+        let applied = Applied {
+            seq: last.seq,
+            hash: last_hash,
+            segment: last.segment,
+            offset: last.offset,
+        };
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(index_error(&path))?;
+        let mut new: Vec<Option<NewDrive>> = Vec::new();
+        let mut new_at: std::collections::HashMap<String, usize> = Default::default();
+        for queued in entries {
+            if queued.kind == QueuedKind::Other {
+                continue;
+            }
+            let drive_id = match queued.drive_id.clone() {
+                Some(id) => id,
+                None => match queued.kind {
+                    QueuedKind::Pruned => String::new(),
+                    _ => serde_json::from_slice::<Value>(&queued.line)
+                        .ok()
+                        .and_then(|v| v.get("drive_id").and_then(Value::as_str).map(String::from))
+                        .unwrap_or_default(),
+                },
+            };
+            match queued.kind {
+                QueuedKind::Accepted => {
+                    open.insert(drive_id.clone());
+                    new_at.insert(drive_id, new.len());
+                    new.push(Some(NewDrive {
+                        accepted: queued,
+                        ended: None,
+                    }));
+                    continue;
+                }
+                QueuedKind::State if open.contains(&drive_id) => continue,
+                QueuedKind::Ended => {
+                    open.remove(&drive_id);
+                    if let Some(&at) = new_at.get(&drive_id) {
+                        if let Ok(ended) = serde_json::from_slice::<EndedDrive>(&queued.line) {
+                            if let Some(drive) = new[at].as_mut() {
+                                drive.ended = Some(ended.drive);
+                                continue;
+                            }
+                        }
+                        // An end without the whole drive: the drive's row first, then
+                        // the end applied to it.
+                        store_new(&tx, [new[at].take()]).map_err(index_error(&path))?;
+                    }
+                }
+                _ => {}
+            }
+            if queued.kind == QueuedKind::Pruned {
+                // In order: the drives accepted before the checkpoint first.
+                store_new(&tx, std::mem::take(&mut new)).map_err(index_error(&path))?;
+                new_at.clear();
+            }
+            if let Some(indexed) = queued.parse() {
+                apply_one(&tx, &indexed).map_err(index_error(&path))?;
+            }
+        }
+        store_new(&tx, new).map_err(index_error(&path))?;
+        store_applied(&tx, &applied).map_err(index_error(&path))?;
+        tx.commit().map_err(index_error(&path))
     }
 
-    fn apply_entries(
-        &mut self,
-        entries: &[IndexedEntry],
-        mut open: Option<&mut std::collections::HashSet<String>>,
-    ) -> Result<(), JournalError> {
+    fn apply_entries(&mut self, entries: &[IndexedEntry]) -> Result<(), JournalError> {
         let Some(last) = entries.last() else {
             return Ok(());
         };
         let path = self.path.clone();
         let tx = self.conn.transaction().map_err(index_error(&path))?;
         for indexed in entries {
-            let kind = indexed
-                .entry
-                .get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let drive_id = indexed.entry.get("drive_id").and_then(Value::as_str);
-            if let (Some(open), Some(drive_id)) = (open.as_deref_mut(), drive_id) {
-                match kind {
-                    KIND_DRIVE_ACCEPTED => {
-                        open.insert(drive_id.to_string());
-                    }
-                    KIND_DRIVE_STATE if open.contains(drive_id) => continue,
-                    KIND_DRIVE_ENDED => {
-                        open.remove(drive_id);
-                    }
-                    _ => {}
-                }
-            }
             apply_one(&tx, indexed).map_err(index_error(&path))?;
         }
-        let seq = last.entry.get("seq").and_then(Value::as_u64).unwrap_or(0);
-        let hash = last
-            .entry
-            .get("entry_hash")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        for (key, value) in [
-            ("applied_seq", seq.to_string()),
-            ("applied_hash", hash.to_string()),
-            ("applied_segment", last.segment.to_string()),
-            ("applied_offset", last.offset.to_string()),
-        ] {
-            tx.prepare_cached(
-                "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            )
-            .and_then(|mut statement| statement.execute(params![key, value]))
-            .map_err(index_error(&path))?;
-        }
+        let applied = Applied {
+            seq: last.entry.get("seq").and_then(Value::as_u64).unwrap_or(0),
+            hash: last
+                .entry
+                .get("entry_hash")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            segment: last.segment,
+            offset: last.offset,
+        };
+        store_applied(&tx, &applied).map_err(index_error(&path))?;
         tx.commit().map_err(index_error(&path))
     }
 
@@ -324,6 +413,53 @@ impl IndexWriter {
             .filter_map(|info| serde_json::from_str(&info).ok())
             .collect())
     }
+}
+
+/// Records where the index is in the journal.
+fn store_applied(tx: &rusqlite::Transaction, applied: &Applied) -> rusqlite::Result<()> {
+    for (key, value) in [
+        ("applied_seq", applied.seq.to_string()),
+        ("applied_hash", applied.hash.clone()),
+        ("applied_segment", applied.segment.to_string()),
+        ("applied_offset", applied.offset.to_string()),
+    ] {
+        tx.prepare_cached(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        )?
+        .execute(params![key, value])?;
+    }
+    Ok(())
+}
+
+/// Writes the drives a live batch accepted: ended ones from their `drive_ended`, running
+/// ones from their `drive_accepted`.
+fn store_new(
+    tx: &rusqlite::Transaction,
+    new: impl IntoIterator<Item = Option<NewDrive>>,
+) -> rusqlite::Result<()> {
+    for drive in new.into_iter().flatten() {
+        let accepted = drive.accepted;
+        let Some(mut ended) = drive.ended else {
+            if let Some(indexed) = accepted.parse() {
+                apply_one(tx, &indexed)?;
+            }
+            continue;
+        };
+        ended.prompt_excerpt = accepted.excerpt.unwrap_or_default();
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO drives (drive_id, accepted_seq, accepted_segment, accepted_offset, created_at_ms, session_id, ended, info) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7)",
+        )?
+        .execute(params![
+            ended.drive_id,
+            accepted.seq as i64,
+            accepted.segment as i64,
+            accepted.offset as i64,
+            accepted.at_ms as i64,
+            ended.session_id,
+            serde_json::to_string(&ended).expect("DriveInfo serializes"),
+        ])?;
+    }
+    Ok(())
 }
 
 fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Result<()> {

@@ -177,6 +177,8 @@ pub fn verify(dir: &Path, key: Option<&[u8]>) -> VerifyReport {
     report.blobs.referenced = prompts.len() as u64;
     for (digest, (bytes, seq)) in &prompts {
         match std::fs::read(blob_path(dir, digest)) {
+            // Created and not written yet (the daemon stopped in between): no text.
+            Ok(content) if content.is_empty() && *bytes > 0 => report.blobs.absent += 1,
             Ok(content) => {
                 if content.len() as u64 == *bytes && sha256_hex(&content) == *digest {
                     report.blobs.present += 1;
@@ -751,6 +753,16 @@ mod tests {
         let report = verify(&dir, None);
         assert_eq!(found(&report), (VerifyVerdict::Intact, None, None));
         assert_eq!((report.blobs.present, report.blobs.absent), (2, 1));
+        // Created and never written (the daemon stopped in between): absent too.
+        std::fs::write(&blob, "").unwrap();
+        let report = verify(&dir, None);
+        assert_eq!(found(&report), (VerifyVerdict::Intact, None, None));
+        assert_eq!((report.blobs.present, report.blobs.absent), (2, 1));
+        // Cut short is a different text.
+        std::fs::write(&blob, "prompt").unwrap();
+        let report = verify(&dir, None);
+        assert_eq!(report.verdict, VerifyVerdict::Tampered);
+        std::fs::remove_file(&blob).unwrap();
         std::fs::write(blob_path(&dir, &sha256_hex(b"prompt 2")), "prompt X").unwrap();
         let report = verify(&dir, None);
         assert_eq!(

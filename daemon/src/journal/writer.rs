@@ -15,7 +15,9 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::canonical::{sealed_entry, sha256_hex, Sealer, GENESIS};
-use super::index::{prompt_excerpt, Applied, IndexReader, IndexWriter, IndexedEntry, QueuedEntry};
+use super::index::{
+    prompt_excerpt, Applied, IndexReader, IndexWriter, IndexedEntry, QueuedEntry, QueuedKind,
+};
 use super::segments::{self, segment_name, Lines};
 use super::{
     blob_path, Asker, JournalConfig, JournalError, PromptsMode, KIND_DAEMON_STARTED,
@@ -38,12 +40,15 @@ fn open_segment(path: &Path) -> Result<File, JournalError> {
         .map_err(JournalError::io("open", path))
 }
 
+/// How many new blobs the sync thread may hold open until its next `fdatasync`.
+const BLOB_FILES_KEPT_OPEN: usize = 256;
+
 /// What the sync thread writes and flushes.
 struct SyncState {
     file: Arc<File>,
     dirty: bool,
     /// New files (blobs, segments) and the folders whose listing changed.
-    files: Vec<PathBuf>,
+    files: Vec<(PathBuf, Option<File>)>,
     dirs: Vec<PathBuf>,
     stop: bool,
     last_error: Option<String>,
@@ -65,52 +70,66 @@ struct BlobQueue {
     wake: Condvar,
 }
 
-/// Writes queued prompt texts to their blob files (one file per distinct text).
+/// Writes queued prompt texts to their blob files (one file per distinct text). Each is
+/// created under its digest's name and written with one `write(2)`, and kept open for the
+/// sync thread's `fdatasync` (no second lookup of the name in a folder of many blobs). A
+/// daemon stopped between the two leaves an empty blob, which readers count as absent,
+/// never as a different text (docs/journal.md).
 fn write_blobs(shared: &SyncShared, blobs: Vec<(PathBuf, String)>) {
     if blobs.is_empty() {
         return;
     }
-    let mut written = Vec::new();
+    let mut written: Vec<(PathBuf, File)> = Vec::new();
     let mut error = None;
     for (path, text) in blobs {
-        if path.exists() {
-            // The same text again: one blob. Its time is refreshed so that retention
-            // keeps it as long as the newest entry naming it.
-            let _ = File::options()
-                .append(true)
-                .open(&path)
-                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
-            continue;
-        }
-        // Written under a temporary name and renamed: a crash mid-write never leaves a
-        // short blob under the digest's name (verify would call it tampered).
-        let mut tmp = path.clone().into_os_string();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
-        let written_ok = OpenOptions::new()
+        let created = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
-            .open(&tmp)
-            .and_then(|mut file| file.write_all(text.as_bytes()))
-            .and_then(|()| fs::rename(&tmp, &path));
-        match written_ok {
-            Ok(()) => written.push(path),
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                error = Some(format!("write {}: {e}", path.display()));
+            .open(&path);
+        match created {
+            Ok(mut file) => match file.write_all(text.as_bytes()) {
+                Ok(()) => written.push((path, file)),
+                Err(e) => {
+                    drop(file);
+                    let _ = fs::remove_file(&path);
+                    error = Some(format!("write {}: {e}", path.display()));
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // The same text again: one blob. Its time is refreshed so that retention
+                // keeps it as long as the newest entry naming it; an empty one (left by a
+                // stop mid-write) is written now.
+                let refreshed = File::options().append(true).open(&path).and_then(|mut f| {
+                    let filled = f.metadata()?.len() == 0 && !text.is_empty();
+                    if filled {
+                        f.write_all(text.as_bytes())?;
+                    }
+                    f.set_modified(std::time::SystemTime::now())?;
+                    Ok(filled.then_some(f))
+                });
+                match refreshed {
+                    Ok(Some(file)) => written.push((path, file)),
+                    Ok(None) => {}
+                    Err(e) => error = Some(format!("refresh {}: {e}", path.display())),
+                }
             }
+            Err(e) => error = Some(format!("create {}: {e}", path.display())),
         }
     }
     if let Some(error) = &error {
         tracing::error!(%error, "a prompt blob could not be written");
     }
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(parent) = written.first().and_then(|p| p.parent()) {
+    if let Some(parent) = written.first().and_then(|(p, _)| p.parent()) {
         state.dirs.push(parent.to_path_buf());
     }
-    state.files.extend(written);
+    for (path, file) in written {
+        // Kept open for the `fdatasync` while few wait; past that the sync thread opens
+        // them again (a flood must not take the daemon's file descriptors).
+        let keep = state.files.len() < BLOB_FILES_KEPT_OPEN;
+        state.files.push((path, keep.then_some(file)));
+    }
     state.dirty = true;
     if error.is_some() {
         state.last_error = error;
@@ -134,8 +153,12 @@ fn sync_everything(shared: &SyncShared) {
         )
     };
     let mut error = None;
-    for path in files {
-        if let Err(e) = File::open(&path).and_then(|f| f.sync_data()) {
+    for (path, file) in files {
+        let synced = match file {
+            Some(file) => file.sync_data(),
+            None => File::open(&path).and_then(|f| f.sync_data()),
+        };
+        if let Err(e) = synced {
             error = Some(format!("fdatasync {}: {e}", path.display()));
         }
     }
@@ -597,17 +620,14 @@ impl Journal {
                                 state.stop,
                             )
                         };
-                        // Parsed a batch at a time: a backlog (the index fell behind a
+                        // Applied a batch at a time: a backlog (the index fell behind a
                         // flood of drives) parsed at once held every entry as a tree of
                         // values, 60 MB for 20,000 entries, which the heap kept afterwards.
                         let mut queued = entries.into_iter().peekable();
                         while queued.peek().is_some() {
-                            let batch: Vec<IndexedEntry> = queued
-                                .by_ref()
-                                .take(INDEX_BATCH)
-                                .filter_map(QueuedEntry::parse)
-                                .collect();
-                            if let Err(error) = index.apply_live(&batch, &mut open) {
+                            let batch: Vec<QueuedEntry> =
+                                queued.by_ref().take(INDEX_BATCH).collect();
+                            if let Err(error) = index.apply_live(batch, &mut open) {
                                 tracing::error!(%error, "the drive index could not be written");
                             }
                         }
@@ -680,6 +700,19 @@ impl Journal {
         by: Option<&Asker>,
         excerpt: Option<String>,
     ) -> Result<QueuedEntry, JournalError> {
+        self.write_for(at_ms, kind, None, fields, by, excerpt)
+    }
+
+    /// [`Journal::write`], telling the index which drive the entry is about.
+    fn write_for<F: Serialize + ?Sized>(
+        &mut self,
+        at_ms: u64,
+        kind: &str,
+        drive_id: Option<&str>,
+        fields: &F,
+        by: Option<&Asker>,
+        excerpt: Option<String>,
+    ) -> Result<QueuedEntry, JournalError> {
         let seq = self.last_seq + 1;
         let entry = EntryEnvelope {
             seq,
@@ -703,6 +736,10 @@ impl Journal {
         line.pop();
         let queued = QueuedEntry {
             line,
+            seq,
+            at_ms,
+            kind: QueuedKind::of(kind),
+            drive_id: drive_id.map(String::from),
             segment: self.segment_first_seq,
             offset,
             excerpt,
@@ -725,7 +762,21 @@ impl Journal {
         by: Option<&Asker>,
         excerpt: Option<String>,
     ) -> Result<u64, JournalError> {
-        let result = self.write(at_ms, kind, fields, by, excerpt);
+        self.append_for(at_ms, kind, None, fields, by, excerpt)
+    }
+
+    /// [`Journal::append`] of an entry about `drive_id` (the index then need not read the
+    /// line to learn which drive it is about).
+    pub fn append_for<F: Serialize + ?Sized>(
+        &mut self,
+        at_ms: u64,
+        kind: &str,
+        drive_id: Option<&str>,
+        fields: &F,
+        by: Option<&Asker>,
+        excerpt: Option<String>,
+    ) -> Result<u64, JournalError> {
+        let result = self.write_for(at_ms, kind, drive_id, fields, by, excerpt);
         match result {
             Ok(queued) => {
                 self.unflushed.push(queued);
@@ -739,25 +790,26 @@ impl Journal {
         }
     }
 
-    /// [`Journal::append`], then [`Journal::flush`]: the entry is in the file when this
-    /// returns `Ok` (what a `drive.create` waits for before it is answered).
+    /// [`Journal::append_for`], then [`Journal::flush`]: the entry is in the file when
+    /// this returns `Ok` (what a `drive.create` waits for before it is answered).
     pub fn append_durable<F: Serialize + ?Sized>(
         &mut self,
         at_ms: u64,
         kind: &str,
+        drive_id: Option<&str>,
         fields: &F,
         by: Option<&Asker>,
         excerpt: Option<String>,
     ) -> Result<u64, JournalError> {
-        let seq = self.append(at_ms, kind, fields, by, excerpt)?;
+        let seq = self.append_for(at_ms, kind, drive_id, fields, by, excerpt)?;
         self.flush()?;
         Ok(seq)
     }
 
     /// Writes the lines appended since the last flush with one `write(2)`. The state
-    /// machine calls it at the end of each event, before anything it queued for a peer can
-    /// reach the socket (one thread runs both). A failed write is undone: the file is cut
-    /// back to the last flushed line and the chain goes on from there.
+    /// machine calls it after each run of events it handles, before anything they queued
+    /// for a peer can reach the socket (one thread runs both). A failed write is undone:
+    /// the file is cut back to the last flushed line and the chain goes on from there.
     pub fn flush(&mut self) -> Result<(), JournalError> {
         if self.buffer.is_empty() {
             return Ok(());
@@ -1113,6 +1165,7 @@ pub fn ended_snapshot(mut drive: DriveInfo) -> DriveInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::index::HistoryQuery;
     use crate::journal::verify::verify;
     use crate::journal::Retention;
     use koru_protocol::VerifyVerdict;
@@ -1240,6 +1293,80 @@ mod tests {
             verify(&tmp.path().join("journal"), None).verdict,
             VerifyVerdict::Intact
         );
+    }
+
+    /// `drive_ended` as the state machine writes it: with the whole drive.
+    fn end_with_drive(journal: &mut Journal, id: &str, at: u64) {
+        let drive: DriveInfo = serde_json::from_value(json!({
+            "drive_id": id, "target": "focused", "session_id": "s_1", "route": "plugin_drive",
+            "options": {}, "state": "done", "prompt_chars": 8, "prompt_excerpt": "",
+            "created_at_ms": at, "finished_at_ms": at + 1,
+            "history": [{"state": "queued", "at_ms": at}, {"state": "done", "at_ms": at + 1}],
+        }))
+        .unwrap();
+        let fields = json!({"drive_id": id, "state": "done", "drive": drive});
+        journal
+            .append_for(
+                at + 1,
+                crate::journal::KIND_DRIVE_ENDED,
+                Some(id),
+                &fields,
+                None,
+                None,
+            )
+            .unwrap();
+        journal.flush().unwrap();
+    }
+
+    #[test]
+    fn the_index_writes_a_drive_ended_within_its_batch_once_and_others_as_they_come() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut journal = Journal::open(config(tmp.path()), 10, &daemon(), Map::new())
+            .unwrap()
+            .journal;
+        // Accepted and ended in one batch of the index thread.
+        accept(&mut journal, "d_1", "prompt 1", 100);
+        end_with_drive(&mut journal, "d_1", 100);
+        // Accepted in one batch, ended in the next.
+        accept(&mut journal, "d_2", "prompt 2", 200);
+        journal.flush().unwrap();
+        journal.flush_index();
+        assert_eq!(
+            journal.index().get("d_2").unwrap().state,
+            DriveState::Queued
+        );
+        end_with_drive(&mut journal, "d_2", 200);
+        // Still running at the end of the batch.
+        accept(&mut journal, "d_3", "prompt 3", 300);
+        journal.flush().unwrap();
+        journal.flush_index();
+        for (id, state, created) in [
+            ("d_1", DriveState::Done, 100),
+            ("d_2", DriveState::Done, 200),
+            ("d_3", DriveState::Queued, 300),
+        ] {
+            let info = journal.index().get(id).unwrap();
+            assert_eq!((info.state, info.created_at_ms), (state, created), "{id}");
+            assert_eq!(
+                info.prompt_excerpt, "x",
+                "{id}: the excerpt from drive_accepted"
+            );
+        }
+        let (listed, _) = journal.index().list(&HistoryQuery {
+            limit: 10,
+            ..HistoryQuery::default()
+        });
+        let ids: Vec<&str> = listed.iter().map(|d| d.drive_id.as_str()).collect();
+        assert_eq!(ids, ["d_1", "d_2", "d_3"], "in acceptance order");
+        journal.close();
+        // A start reading the journal back (the index deleted) agrees.
+        std::fs::remove_file(tmp.path().join("cache").join("index.sqlite3")).unwrap();
+        let reopened = Journal::open(config(tmp.path()), 400, &daemon(), Map::new()).unwrap();
+        for id in ["d_1", "d_2"] {
+            let info = reopened.journal.index().get(id).unwrap();
+            assert_eq!(info.state, DriveState::Done, "{id}");
+        }
+        reopened.journal.close();
     }
 
     #[test]

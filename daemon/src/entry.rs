@@ -68,8 +68,11 @@ fn init_logging(format: LogFormat, is_daemon: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(crate::log_lines::LogLines)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    if is_daemon {
+        crate::log_lines::install_panic_flush();
+    }
     let _ = match format {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),

@@ -28,6 +28,8 @@ pub mod entry;
 /// The loopback HTTP server: REST API, event stream, dashboard, MCP over HTTP (a face).
 pub mod http;
 pub mod journal;
+/// Where the daemon's log lines go (buffered while the state machine handles a run of events).
+pub mod log_lines;
 /// The daemon's main loop and wiring: socket server, state machine, observers, registry
 /// watch, HTTP with MCP mounted in it, signals.
 pub mod main_loop;

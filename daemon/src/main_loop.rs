@@ -403,6 +403,8 @@ pub async fn run_state_machine<C: Clock>(
         // The events already waiting are handled one after the other and the journal
         // flushed once after them, before this task yields and the connections' writers
         // can send what they queued.
+        // Their log lines go out together too, after the journal's.
+        crate::log_lines::begin_run();
         let mut event = Some(event);
         let mut handled = 0;
         while let Some(next) = event.take() {
@@ -419,6 +421,7 @@ pub async fn run_state_machine<C: Clock>(
             }
         }
         app.flush_journal();
+        crate::log_lines::end_run();
     }
     app.shutdown();
 }

@@ -11,6 +11,7 @@ const LEVELS: &[(&str, &[&str])] = &[
         &[
             "clock",
             "codec",
+            "log_lines",
             "paths",
             "table",
             "workspace_ref",

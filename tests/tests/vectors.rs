@@ -92,14 +92,23 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
 fn replay(file: &Path) {
     let name = file.file_name().unwrap().to_string_lossy().into_owned();
     let sandbox = Sandbox::new();
-    let daemon = sandbox.start_daemon(&[]);
+    let text = std::fs::read_to_string(file).expect("read vector file");
+    // The first line may carry the daemon's arguments for this conversation.
+    let daemon_args: Vec<String> = text
+        .lines()
+        .next()
+        .and_then(|first| serde_json::from_str::<Value>(first).ok())
+        .and_then(|first| first.get("daemon_args").cloned())
+        .map(|args| serde_json::from_value(args).expect("daemon_args is a list of strings"))
+        .unwrap_or_default();
+    let daemon_args: Vec<&str> = daemon_args.iter().map(String::as_str).collect();
+    let daemon = sandbox.start_daemon(&daemon_args);
     let mut vars = HashMap::new();
     vars.insert(
         "WORKSPACE".to_string(),
         Value::String(sandbox.workspace("vectors").to_string_lossy().into_owned()),
     );
     let mut conns: HashMap<String, Raw> = HashMap::new();
-    let text = std::fs::read_to_string(file).expect("read vector file");
     for (index, line) in text.lines().enumerate() {
         let at = format!("{name}:{}", index + 1);
         if line.trim().is_empty() {

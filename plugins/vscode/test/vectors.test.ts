@@ -20,6 +20,8 @@ const vectorsDir = join(root, "protocol", "vectors");
 
 interface Step {
   comment?: string;
+  /** First line only: the arguments the Rust replayer starts the daemon with. */
+  daemon_args?: string[];
   conn?: string;
   send?: unknown;
   send_raw?: string;

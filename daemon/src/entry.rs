@@ -10,15 +10,14 @@ use crate::cli::{Cli, Command, DevCommand, LogFormat, EXIT_NO_DAEMON};
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format, matches!(cli.command, Command::Daemon(_)));
-    // The daemon is one event loop on one thread: every message crosses several tasks
-    // (connection reader → state machine → peer's writer), and on one thread those
-    // hand-offs are plain queue pushes instead of cross-thread wake-ups. Blocking work
-    // (registry reloads) goes to tokio's blocking pool.
-    let mut builder = if matches!(cli.command, Command::Daemon(_)) {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-    };
+    // Every command runs on one thread. The daemon is one event loop: every message
+    // crosses several tasks (connection reader → state machine → peer's writer), and on
+    // one thread those hand-offs are plain queue pushes instead of cross-thread wake-ups.
+    // A client command is a few exchanges on one socket: a multi-threaded runtime's start
+    // (worker threads, the cgroup files read to size them) is time it does not need.
+    // Blocking work (registry reloads, journal verification, doctor's scans) goes to
+    // tokio's blocking pool.
+    let mut builder = tokio::runtime::Builder::new_current_thread();
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {

@@ -408,6 +408,12 @@ impl Raw {
         Raw { stream, reader }
     }
 
+    /// Another handle on the same connection, for writing from another thread while
+    /// this one reads.
+    pub fn writer(&self) -> UnixStream {
+        self.stream.try_clone().expect("clone stream")
+    }
+
     /// Writes bytes as they are (no newline added).
     pub fn send_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes)

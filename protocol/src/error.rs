@@ -54,9 +54,10 @@ pub enum ErrorCode {
     /// rather than pushed without a record. The message says why.
     JournalUnavailable,
     /// The drive was refused because the daemon already holds as many as it may: the
-    /// target session's drives that have not ended (`--max-queued-drives`) or the bytes of
-    /// prompts queued and not yet sent (`--max-pending-prompt-bytes`). The message says
-    /// which limit and its value. Nothing was queued; retry when drives have ended.
+    /// target session's drives that have not ended (`--max-queued-drives`), or the bytes of
+    /// prompts queued and not yet sent (`--max-pending-prompt-bytes`, of which one session
+    /// may hold half). The message says which limit and its value. Nothing was queued;
+    /// retry when drives have ended.
     QueueFull,
     /// A code this build does not know (sent by a newer peer).
     #[serde(other)]

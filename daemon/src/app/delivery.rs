@@ -239,16 +239,30 @@ impl<C: Clock> App<C> {
             return;
         }
         if let Some(session) = self.sessions.get_mut(&session_id) {
+            let bytes = self.drives.get(&drive_id).map_or(0, |d| d.prompt.len());
             session.queued_drives.push_back(drive_id.clone());
-            self.queued_prompt_bytes += self.drives.get(&drive_id).map_or(0, |d| d.prompt.len());
+            session.queued_prompt_bytes += bytes;
+            self.queued_prompt_bytes += bytes;
         }
         self.pump(&session_id, now);
     }
 
     /// Whether a drive of `prompt_bytes` to `session_id` fits under the caps: the
-    /// session's drives that have not ended, and the prompt bytes queued over all sessions.
+    /// session's drives that have not ended, the prompt bytes queued over all sessions,
+    /// and the session's share of those (half: one session's flood of long prompts leaves
+    /// room for the others).
     fn check_room(&self, session_id: &str, prompt_bytes: usize) -> Result<(), ErrorMessage> {
         if let Some(session) = self.sessions.get(session_id) {
+            let share = self.config.max_pending_prompt_bytes / 2;
+            if session.queued_prompt_bytes + prompt_bytes > share {
+                return Err(ErrorMessage::new(
+                    ErrorCode::QueueFull,
+                    format!(
+                        "session {session_id} holds {} bytes of queued prompts; {prompt_bytes} more would pass its share, half of --max-pending-prompt-bytes ({}); nothing was queued: retry when its queued drives have been sent",
+                        session.queued_prompt_bytes, self.config.max_pending_prompt_bytes
+                    ),
+                ));
+            }
             let held = session.queued_drives.len() + usize::from(session.active_drive.is_some());
             if held >= self.config.max_queued_drives {
                 return Err(ErrorMessage::new(
@@ -274,7 +288,13 @@ impl<C: Clock> App<C> {
 
     /// Takes a drive's prompt bytes off the queued total (it left its session's queue).
     pub(super) fn unqueued(&mut self, drive_id: &str) {
-        let bytes = self.drives.get(drive_id).map_or(0, |d| d.prompt.len());
+        let Some(drive) = self.drives.get(drive_id) else {
+            return;
+        };
+        let bytes = drive.prompt.len();
+        if let Some(session) = self.sessions.get_mut(&drive.session_id) {
+            session.queued_prompt_bytes = session.queued_prompt_bytes.saturating_sub(bytes);
+        }
         self.queued_prompt_bytes = self.queued_prompt_bytes.saturating_sub(bytes);
     }
 

@@ -28,6 +28,8 @@ pub struct SessionRecord {
     pub chat: ChatState,
     pub active_drive: Option<String>,
     pub queued_drives: VecDeque<String>,
+    /// The bytes of the prompts in `queued_drives`.
+    pub queued_prompt_bytes: usize,
     /// Whether the window's chat can take a request now, as the plugin last said.
     pub chat_readiness: Option<koru_protocol::ChatReadiness>,
     /// Since when the chat has been answering a drive the plugin acked with evidence
@@ -68,6 +70,7 @@ impl SessionRecord {
             chat: ChatState::Unknown,
             active_drive: None,
             queued_drives: VecDeque::new(),
+            queued_prompt_bytes: 0,
         }
     }
 

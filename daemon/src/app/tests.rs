@@ -1750,11 +1750,21 @@ fn a_chat_waiting_for_the_user_holds_drives_only_up_to_the_bound() {
 
 /// A `drive.create` of `prompt` to the window at `/w`; the error it met, if any.
 fn create_or_refusal(h: &mut Harness, controller: &mut Peer, prompt: &str) -> Option<ErrorMessage> {
+    create_or_refusal_at(h, controller, "/w", prompt)
+}
+
+/// A `drive.create` of `prompt` to the window at `workspace`; the error it met, if any.
+fn create_or_refusal_at(
+    h: &mut Harness,
+    controller: &mut Peer,
+    workspace: &str,
+    prompt: &str,
+) -> Option<ErrorMessage> {
     h.request(
         controller,
         7,
         Message::DriveCreate(DriveCreate {
-            target: Target::Workspace("/w".into()),
+            target: Target::Workspace(workspace.into()),
             prompt: prompt.into(),
             options: DriveOptions::default(),
         }),
@@ -1789,9 +1799,51 @@ fn a_session_holding_its_limit_of_drives_refuses_the_next_with_queue_full_until_
 }
 
 #[test]
+fn one_session_may_hold_half_of_the_queued_prompt_bytes_and_all_of_them_share_the_cap() {
+    let mut h = Harness::new();
+    h.app.config.max_pending_prompt_bytes = 20;
+    let mut controller = h.controller(64);
+    for workspace in ["/a", "/b", "/c"] {
+        h.plugin(workspace);
+        // Each window's first drive is sent at once and holds no queued bytes.
+        assert_eq!(
+            create_or_refusal_at(&mut h, &mut controller, workspace, "sent"),
+            None
+        );
+    }
+    assert_eq!(
+        create_or_refusal_at(&mut h, &mut controller, "/a", "123456"),
+        None
+    );
+    let refusal = create_or_refusal_at(&mut h, &mut controller, "/a", "12345").expect("refused");
+    assert_eq!(refusal.code, ErrorCode::QueueFull);
+    assert!(
+        refusal.message.contains("holds 6 bytes") && refusal.message.contains("its share"),
+        "{}",
+        refusal.message
+    );
+    // Another window still has room; then the two together fill the daemon's cap.
+    assert_eq!(
+        create_or_refusal_at(&mut h, &mut controller, "/b", "1234567890"),
+        None
+    );
+    assert_eq!(
+        create_or_refusal_at(&mut h, &mut controller, "/a", "1234"),
+        None
+    );
+    assert_eq!(h.app.queued_prompt_bytes, 20);
+    let refusal = create_or_refusal_at(&mut h, &mut controller, "/c", "1").expect("refused");
+    assert!(
+        refusal.message.contains("the daemon holds 20 bytes"),
+        "{}",
+        refusal.message
+    );
+}
+
+#[test]
 fn queued_prompt_bytes_are_capped_over_all_sessions_and_freed_as_drives_leave_the_queue() {
     let mut h = Harness::new();
-    h.app.config.max_pending_prompt_bytes = 10;
+    h.app.config.max_pending_prompt_bytes = 20;
     let (plugin, _session_id) = h.plugin("/w");
     let mut controller = h.controller(64);
     // The first drive is sent at once: it is not queued and holds no queued bytes.

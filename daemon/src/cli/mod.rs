@@ -134,7 +134,8 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "DRIVES", default_value_t = 1_000)]
     pub max_queued_drives: usize,
     /// Bytes of prompt text the daemon may hold in drives queued and not yet sent, over all
-    /// sessions; past it a `drive.create` is refused with `queue_full`
+    /// sessions (one session may hold half); past it a `drive.create` is refused with
+    /// `queue_full`
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_pending_prompt_bytes: usize,
     /// Lines queued for one peer before it is disconnected as a slow reader

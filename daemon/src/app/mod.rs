@@ -168,7 +168,9 @@ pub struct App<C: Clock> {
     clock: C,
     started_at_ms: u64,
     connections: HashMap<ConnId, Connection>,
-    sessions: HashMap<String, SessionRecord>,
+    /// Boxed, as drives are (see [`DriveTable`]): a record is half a kilobyte, and the
+    /// table keeps room for up to twice the sessions it holds.
+    sessions: HashMap<String, Box<SessionRecord>>,
     session_conn: HashMap<String, ConnId>,
     drives: DriveTable,
     /// Prompt bytes of the drives in every session's queue (not sent yet).

@@ -117,6 +117,10 @@ CREATE TABLE IF NOT EXISTS drives (
 CREATE INDEX IF NOT EXISTS drives_created ON drives (created_at_ms);
 ";
 
+/// Each connection's page cache, in KiB (SQLite's default is 2 MiB, which a busy index
+/// fills and keeps): the lookups go by key, and the kernel caches the file besides.
+const CACHE_KIB: i64 = 1024;
+
 /// The index's writing side (the start-up catch-up, then the index thread).
 pub struct IndexWriter {
     conn: Connection,
@@ -140,6 +144,7 @@ impl IndexWriter {
             let conn = Connection::open(path)?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
             let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
             if version != SCHEMA_VERSION {
                 conn.execute_batch("DROP TABLE IF EXISTS drives; DROP TABLE IF EXISTS meta;")?;
@@ -202,8 +207,13 @@ impl IndexWriter {
             .map_err(index_error(&self.path))
     }
 
-    /// Applies entries in one transaction (reading the journal back: every entry).
-    pub fn apply(&mut self, entries: &[IndexedEntry]) -> Result<(), JournalError> {
+    /// Applies entries in one transaction (reading the journal back: every entry). Each
+    /// entry is dropped once applied: a caller that parses them as they are drawn holds
+    /// one entry's tree of values at a time, not the batch's.
+    pub fn apply(
+        &mut self,
+        entries: impl IntoIterator<Item = IndexedEntry>,
+    ) -> Result<(), JournalError> {
         self.apply_entries(entries, None)
     }
 
@@ -212,7 +222,7 @@ impl IndexWriter {
     /// [`IndexWriter::open_drive_starts`]); `open` tracks which drives run.
     pub fn apply_live(
         &mut self,
-        entries: &[IndexedEntry],
+        entries: impl IntoIterator<Item = IndexedEntry>,
         open: &mut std::collections::HashSet<String>,
     ) -> Result<(), JournalError> {
         self.apply_entries(entries, Some(open))
@@ -220,14 +230,16 @@ impl IndexWriter {
 
     fn apply_entries(
         &mut self,
-        entries: &[IndexedEntry],
+        entries: impl IntoIterator<Item = IndexedEntry>,
         mut open: Option<&mut std::collections::HashSet<String>>,
     ) -> Result<(), JournalError> {
-        let Some(last) = entries.last() else {
+        let mut entries = entries.into_iter().peekable();
+        if entries.peek().is_none() {
             return Ok(());
-        };
+        }
         let path = self.path.clone();
         let tx = self.conn.transaction().map_err(index_error(&path))?;
+        let mut last = None;
         for indexed in entries {
             let kind = indexed
                 .entry
@@ -235,20 +247,25 @@ impl IndexWriter {
                 .and_then(Value::as_str)
                 .unwrap_or("");
             let drive_id = indexed.entry.get("drive_id").and_then(Value::as_str);
+            let mut skip = false;
             if let (Some(open), Some(drive_id)) = (open.as_deref_mut(), drive_id) {
                 match kind {
                     KIND_DRIVE_ACCEPTED => {
                         open.insert(drive_id.to_string());
                     }
-                    KIND_DRIVE_STATE if open.contains(drive_id) => continue,
+                    KIND_DRIVE_STATE => skip = open.contains(drive_id),
                     KIND_DRIVE_ENDED => {
                         open.remove(drive_id);
                     }
                     _ => {}
                 }
             }
-            apply_one(&tx, indexed).map_err(index_error(&path))?;
+            if !skip {
+                apply_one(&tx, &indexed).map_err(index_error(&path))?;
+            }
+            last = Some(indexed);
         }
+        let last = last.expect("the first entry was peeked");
         let seq = last.entry.get("seq").and_then(Value::as_u64).unwrap_or(0);
         let hash = last
             .entry
@@ -488,6 +505,8 @@ impl IndexReader {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(index_error(path))?;
+        conn.pragma_update(None, "cache_size", -CACHE_KIB)
+            .map_err(index_error(path))?;
         Ok(IndexReader { conn })
     }
 

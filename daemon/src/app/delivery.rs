@@ -106,7 +106,7 @@ impl<C: Clock> App<C> {
                 }
                 (String::new(), Some(window.clone()), Vec::new())
             }
-            target => match resolve_target(target, self.sessions.values()) {
+            target => match resolve_target(target, self.sessions.values().map(Box::as_ref)) {
                 Ok(session_id) => {
                     let session = &self.sessions[&session_id];
                     let window = session.window.pid.map(|pid| koru_protocol::WindowTarget {

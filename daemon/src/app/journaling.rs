@@ -384,7 +384,7 @@ impl<C: Clock> App<C> {
                     id,
                     Message::JournalVerifyResult(JournalVerifyResult { report }),
                 );
-                let _ = outbound.blocking_send(reply);
+                let _ = outbound.blocking_send(super::encode(&reply));
             })
             .expect("a thread can be started");
     }

@@ -23,6 +23,7 @@ pub mod sessions;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use koru_protocol::{
     blocker, Blocker, Bye, DriveState, Envelope, ErrorMessage, Hello, Message, RefusedHandshake,
     RegistryStatus, RequestId, Role, StatusInfo, StreamEvent, StreamItem, VersionRange,
@@ -44,8 +45,11 @@ pub type ConnId = u64;
 /// How the state machine talks back to one connection.
 #[derive(Debug, Clone)]
 pub struct ConnectionHandle {
-    /// Bounded: when it is full the peer is not reading and gets disconnected.
-    pub outbound: mpsc::Sender<Envelope>,
+    /// Lines as the wire carries them ([`encode`]). Bounded: when it is full the peer is not
+    /// reading and gets disconnected. A queue slot is a shared buffer, not a message: an
+    /// idle connection's queue stays small, and a line published to many peers is
+    /// encoded once.
+    pub outbound: mpsc::Sender<Bytes>,
     /// Cancelled to close the connection after what is queued has been written.
     pub close: CancellationToken,
 }
@@ -146,11 +150,16 @@ impl Connection {
         let _ = self
             .handle
             .outbound
-            .try_send(Envelope::new(Message::Bye(Bye {
+            .try_send(encode(&Envelope::new(Message::Bye(Bye {
                 reason: Some(reason.into()),
-            })));
+            }))));
         self.handle.close.cancel();
     }
+}
+
+/// An envelope as the line the wire carries, its newline included.
+pub fn encode(envelope: &Envelope) -> Bytes {
+    Bytes::from(koru_protocol::encode_line(envelope))
 }
 
 /// The daemon's state: connections, sessions, drives, subscribers.
@@ -159,7 +168,9 @@ pub struct App<C: Clock> {
     clock: C,
     started_at_ms: u64,
     connections: HashMap<ConnId, Connection>,
-    sessions: HashMap<String, SessionRecord>,
+    /// Boxed, as drives are (see [`DriveTable`]): a record is half a kilobyte, and the
+    /// table keeps room for up to twice the sessions it holds.
+    sessions: HashMap<String, Box<SessionRecord>>,
     session_conn: HashMap<String, ConnId>,
     drives: DriveTable,
     /// Prompt bytes of the drives in every session's queue (not sent yet).
@@ -479,12 +490,12 @@ impl<C: Clock> App<C> {
         if subscribers.is_empty() {
             return;
         }
-        let line = Envelope::new(Message::Stream(StreamItem {
+        let line = encode(&Envelope::new(Message::Stream(StreamItem {
             seq: self.stream_seq,
             event,
-        }));
+        })));
         for conn_id in subscribers {
-            self.send(conn_id, line.clone());
+            self.send_line(conn_id, line.clone());
         }
     }
 
@@ -495,13 +506,20 @@ impl<C: Clock> App<C> {
         );
     }
 
-    /// Queues a line for a connection; a full queue means the peer stopped reading, and
-    /// it is disconnected rather than allowed to hold anyone else up.
+    /// Queues an envelope for a connection (see [`App::send_line`]).
     fn send(&mut self, conn_id: ConnId, envelope: Envelope) {
+        if self.connections.contains_key(&conn_id) {
+            self.send_line(conn_id, encode(&envelope));
+        }
+    }
+
+    /// Queues an encoded line for a connection; a full queue means the peer stopped
+    /// reading, and it is disconnected rather than allowed to hold anyone else up.
+    fn send_line(&mut self, conn_id: ConnId, line: Bytes) {
         let Some(connection) = self.connections.get(&conn_id) else {
             return;
         };
-        match connection.handle.outbound.try_send(envelope) {
+        match connection.handle.outbound.try_send(line) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
                 tracing::warn!(

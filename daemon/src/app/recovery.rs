@@ -404,6 +404,7 @@ impl<C: Clock> App<C> {
     ) -> Result<&super::sessions::SessionRecord, ErrorMessage> {
         self.sessions
             .get(session_id)
+            .map(Box::as_ref)
             .filter(|s| s.role == Role::Plugin)
             .ok_or_else(|| no_session(session_id))
     }

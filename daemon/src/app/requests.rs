@@ -45,6 +45,7 @@ impl<C: Clock> App<C> {
                 let mut sessions: Vec<_> = self
                     .sessions
                     .values()
+                    .map(Box::as_ref)
                     .filter(|s| s.role == Role::Plugin)
                     .filter(|s| {
                         filter

@@ -45,7 +45,7 @@ impl<C: Clock> App<C> {
         } else {
             tracing::debug!(session_id = %session_id, client = %record.client.name, "controller connected");
         }
-        self.sessions.insert(session_id.clone(), record);
+        self.sessions.insert(session_id.clone(), Box::new(record));
         self.session_conn.insert(session_id.clone(), conn_id);
         self.send(
             conn_id,

@@ -13,15 +13,23 @@ use crate::clock::ManualClock;
 
 struct Peer {
     conn_id: ConnId,
-    rx: mpsc::Receiver<Envelope>,
+    rx: mpsc::Receiver<bytes::Bytes>,
     close: CancellationToken,
+}
+
+/// A queued line as the peer reads it.
+fn decode(line: &[u8]) -> Envelope {
+    let line = line
+        .strip_suffix(b"\n")
+        .expect("a queued line ends in its newline");
+    koru_protocol::decode_line(line).expect("the daemon queues valid lines")
 }
 
 impl Peer {
     fn drain(&mut self) -> Vec<Message> {
         let mut out = Vec::new();
-        while let Ok(envelope) = self.rx.try_recv() {
-            out.push(envelope.message);
+        while let Ok(line) = self.rx.try_recv() {
+            out.push(decode(&line).message);
         }
         out
     }
@@ -1271,7 +1279,7 @@ fn the_welcome_carries_the_hellos_id() {
         hello_id: Some(RequestId::Text("h-1".into())),
         protocol: 1,
     });
-    let welcome = rx.try_recv().unwrap();
+    let welcome = decode(&rx.try_recv().unwrap());
     assert!(matches!(welcome.message, Message::Welcome(_)));
     assert_eq!(welcome.id, Some(RequestId::Text("h-1".into())));
 }

@@ -159,6 +159,10 @@ CREATE TABLE IF NOT EXISTS drives (
 CREATE INDEX IF NOT EXISTS drives_created ON drives (created_at_ms);
 ";
 
+/// Each connection's page cache, in KiB (SQLite's default is 2 MiB, which a busy index
+/// fills and keeps): the lookups go by key, and the kernel caches the file besides.
+const CACHE_KIB: i64 = 1024;
+
 /// The index's writing side (the start-up catch-up, then the index thread).
 pub struct IndexWriter {
     conn: Connection,
@@ -182,6 +186,7 @@ impl IndexWriter {
             let conn = Connection::open(path)?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
             let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
             if version != SCHEMA_VERSION {
                 conn.execute_batch("DROP TABLE IF EXISTS drives; DROP TABLE IF EXISTS meta;")?;
@@ -244,8 +249,13 @@ impl IndexWriter {
             .map_err(index_error(&self.path))
     }
 
-    /// Applies entries in one transaction (reading the journal back: every entry).
-    pub fn apply(&mut self, entries: &[IndexedEntry]) -> Result<(), JournalError> {
+    /// Applies entries in one transaction (reading the journal back: every entry). Each
+    /// entry is dropped once applied: a caller that parses them as they are drawn holds
+    /// one entry's tree of values at a time, not the batch's.
+    pub fn apply(
+        &mut self,
+        entries: impl IntoIterator<Item = IndexedEntry>,
+    ) -> Result<(), JournalError> {
         self.apply_entries(entries)
     }
 
@@ -335,15 +345,22 @@ impl IndexWriter {
         tx.commit().map_err(index_error(&path))
     }
 
-    fn apply_entries(&mut self, entries: &[IndexedEntry]) -> Result<(), JournalError> {
-        let Some(last) = entries.last() else {
+    fn apply_entries(
+        &mut self,
+        entries: impl IntoIterator<Item = IndexedEntry>,
+    ) -> Result<(), JournalError> {
+        let mut entries = entries.into_iter().peekable();
+        if entries.peek().is_none() {
             return Ok(());
-        };
+        }
         let path = self.path.clone();
         let tx = self.conn.transaction().map_err(index_error(&path))?;
+        let mut last = None;
         for indexed in entries {
-            apply_one(&tx, indexed).map_err(index_error(&path))?;
+            apply_one(&tx, &indexed).map_err(index_error(&path))?;
+            last = Some(indexed);
         }
+        let last = last.expect("the first entry was peeked");
         let applied = Applied {
             seq: last.entry.get("seq").and_then(Value::as_u64).unwrap_or(0),
             hash: last
@@ -624,6 +641,8 @@ impl IndexReader {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(index_error(path))?;
+        conn.pragma_update(None, "cache_size", -CACHE_KIB)
+            .map_err(index_error(path))?;
         Ok(IndexReader { conn })
     }
 

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use koru_protocol::{
     decode_line, negotiate, Envelope, ErrorCode, ErrorMessage, Hello, Location, Message,
@@ -15,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{ConnId, ConnectionHandle, DaemonEvent, PeerInfo};
+use crate::app::{encode, ConnId, ConnectionHandle, DaemonEvent, PeerInfo};
 use crate::clock::{Clock, SystemClock};
 use crate::codec::{FrameError, NdjsonCodec};
 
@@ -58,22 +59,12 @@ pub async fn serve(
     };
     let our_uid = nix::unistd::getuid().as_raw();
     if peer.uid != our_uid {
-        tracing::warn!(conn_id, peer_uid = peer.uid, peer_pid = ?peer.pid, "refused a connection from another user");
-        let message = refuse(stream, &config, peer.uid, our_uid).await;
-        let record = RefusedHandshake {
-            at_ms: SystemClock.now_ms(),
-            code: ErrorCode::PeerRefused,
-            message,
-            client: None,
-            product: None,
-            protocol: None,
-            peer_pid: peer.pid,
-        };
-        let _ = events
-            .send(DaemonEvent::HandshakeRefused {
-                record: Box::new(record),
-            })
-            .await;
+        // On the heap, like the handshake (see `Reader::run`): every connection's task
+        // would otherwise reserve room for this rare path's state.
+        Box::pin(refuse_other_user(
+            stream, conn_id, peer, our_uid, &events, &config,
+        ))
+        .await;
         return;
     }
 
@@ -87,25 +78,26 @@ pub async fn serve(
         config.clone(),
         conn_id,
     ));
-    let handle = ConnectionHandle {
-        outbound: outbound.clone(),
-        close: close.clone(),
-    };
-    if events
-        .send(DaemonEvent::Connected {
-            conn_id,
-            handle,
-            peer,
-        })
-        .await
-        .is_err()
-    {
+    // Room in the state machine's queue first, then the event (as in `Reader::run`).
+    let Ok(permit) = events.reserve().await else {
         close.cancel();
         return;
-    }
+    };
+    permit.send(DaemonEvent::Connected {
+        conn_id,
+        handle: ConnectionHandle {
+            outbound: outbound.clone(),
+            close: close.clone(),
+        },
+        peer,
+    });
 
     let mut reader = Reader {
-        frames: FramedRead::new(read_half, NdjsonCodec::new(config.max_line_bytes)),
+        frames: FramedRead::with_capacity(
+            read_half,
+            NdjsonCodec::new(config.max_line_bytes),
+            READ_BUFFER_BYTES,
+        ),
         outbound,
         close: close.clone(),
         config: config.clone(),
@@ -115,9 +107,9 @@ pub async fn serve(
     };
     let reason = reader.run(conn_id, &events).await;
     tracing::debug!(conn_id, reason = %reason, "connection ending");
-    let _ = events
-        .send(DaemonEvent::Disconnected { conn_id, reason })
-        .await;
+    if let Ok(permit) = events.reserve().await {
+        permit.send(DaemonEvent::Disconnected { conn_id, reason });
+    }
     close.cancel();
     let flush = config.close_flush_timeout + Duration::from_millis(100);
     if tokio::time::timeout(flush, writer).await.is_err() {
@@ -132,6 +124,33 @@ fn peer_info(stream: &UnixStream) -> std::io::Result<PeerInfo> {
         pid: u32::try_from(creds.pid()).ok().filter(|pid| *pid > 0),
         uid: creds.uid(),
     })
+}
+
+/// Refuses a connection from another user's process and records it for doctor.
+async fn refuse_other_user(
+    stream: UnixStream,
+    conn_id: ConnId,
+    peer: PeerInfo,
+    our_uid: u32,
+    events: &mpsc::Sender<DaemonEvent>,
+    config: &ConnectionConfig,
+) {
+    tracing::warn!(conn_id, peer_uid = peer.uid, peer_pid = ?peer.pid, "refused a connection from another user");
+    let message = refuse(stream, config, peer.uid, our_uid).await;
+    let record = RefusedHandshake {
+        at_ms: SystemClock.now_ms(),
+        code: ErrorCode::PeerRefused,
+        message,
+        client: None,
+        product: None,
+        protocol: None,
+        peer_pid: peer.pid,
+    };
+    let _ = events
+        .send(DaemonEvent::HandshakeRefused {
+            record: Box::new(record),
+        })
+        .await;
 }
 
 /// Tells another user's process why it is refused, then closes; returns the message.
@@ -149,9 +168,17 @@ async fn refuse(
     message
 }
 
+/// A connection's read buffer starts this large (a hello, a ping, an ack fit) and doubles
+/// as longer lines need it; most connections are idle plugins that never send a long line.
+const READ_BUFFER_BYTES: usize = 1024;
+
+/// A read buffer that a long line grew past this is let go once it is empty again, so that
+/// one long prompt does not stay allocated for the rest of the connection.
+const READ_BUFFER_KEPT_BYTES: usize = 64 * 1024;
+
 struct Reader {
     frames: FramedRead<OwnedReadHalf, NdjsonCodec>,
-    outbound: mpsc::Sender<Envelope>,
+    outbound: mpsc::Sender<Bytes>,
     close: CancellationToken,
     config: Arc<ConnectionConfig>,
     line_number: u64,
@@ -170,75 +197,12 @@ enum Step {
 
 impl Reader {
     async fn run(&mut self, conn_id: ConnId, events: &mpsc::Sender<DaemonEvent>) -> String {
-        let handshake_deadline = tokio::time::sleep(self.config.handshake_timeout);
-        tokio::pin!(handshake_deadline);
-        let (role, protocol) = loop {
-            let step = tokio::select! {
-                _ = &mut handshake_deadline => {
-                    let seconds = self.config.handshake_timeout.as_secs_f64();
-                    self.fail(ErrorMessage::new(ErrorCode::HandshakeTimeout, format!("no hello within {seconds} s of connecting")));
-                    return "handshake timeout".into();
-                }
-                step = self.next() => step,
-            };
-            let envelope = match step {
-                Step::Line(envelope) => envelope,
-                Step::Answered => continue,
-                Step::End(reason) => return reason,
-            };
-            let id = envelope.id.clone();
-            let Message::Hello(hello) = envelope.message else {
-                self.fail(
-                    ErrorMessage::new(
-                        ErrorCode::HelloRequired,
-                        format!(
-                            "the first message must be hello, got {}; see docs/protocol.md",
-                            envelope.message.type_name()
-                        ),
-                    )
-                    .with_reference(id)
-                    .with_location(self.here(None)),
-                );
-                return "message before hello".into();
-            };
-            match self.check_hello(&hello) {
-                Ok(protocol) => {
-                    let role = hello.role;
-                    if events
-                        .send(DaemonEvent::Greeted {
-                            conn_id,
-                            hello: Box::new(hello),
-                            hello_id: id.clone(),
-                            protocol,
-                        })
-                        .await
-                        .is_err()
-                    {
-                        return "daemon stopping".into();
-                    }
-                    break (role, protocol);
-                }
-                Err(error) => {
-                    let code = error.code;
-                    let record = RefusedHandshake {
-                        at_ms: SystemClock.now_ms(),
-                        code,
-                        message: error.message.clone(),
-                        client: Some(hello.client.clone()),
-                        product: hello.ide.as_ref().map(|ide| ide.product.clone()),
-                        protocol: Some(hello.protocol),
-                        peer_pid: self.peer_pid,
-                    };
-                    tracing::warn!(conn_id, %code, message = %error.message, client = %hello.client.name, "refused a hello");
-                    self.fail(error.with_reference(id));
-                    let _ = events
-                        .send(DaemonEvent::HandshakeRefused {
-                            record: Box::new(record),
-                        })
-                        .await;
-                    return format!("handshake refused ({code})");
-                }
-            }
+        // The handshake runs in a future of its own on the heap: its state (the deadline's
+        // timer, the hello) is freed once the peer is greeted, rather than reserved in the
+        // connection's task for as long as the connection lasts.
+        let (role, protocol) = match Box::pin(self.handshake(conn_id, events)).await {
+            Ok(greeted) => greeted,
+            Err(reason) => return reason,
         };
 
         loop {
@@ -288,12 +252,90 @@ impl Reader {
                 );
                 continue;
             }
-            if events
-                .send(DaemonEvent::Received { conn_id, envelope })
-                .await
-                .is_err()
-            {
-                return "daemon stopping".into();
+            // Room in the queue first, then the event: the wait does not carry the event
+            // (`Sender::send` would, and the task would reserve space for it).
+            match events.reserve().await {
+                Ok(permit) => permit.send(DaemonEvent::Received { conn_id, envelope }),
+                Err(_) => return "daemon stopping".into(),
+            }
+        }
+    }
+
+    /// Reads lines until the hello, checks it and reports the greeted peer; `Err` says why
+    /// the connection ends instead.
+    async fn handshake(
+        &mut self,
+        conn_id: ConnId,
+        events: &mpsc::Sender<DaemonEvent>,
+    ) -> Result<(Role, u32), String> {
+        let handshake_deadline = tokio::time::sleep(self.config.handshake_timeout);
+        tokio::pin!(handshake_deadline);
+        loop {
+            let step = tokio::select! {
+                _ = &mut handshake_deadline => {
+                    let seconds = self.config.handshake_timeout.as_secs_f64();
+                    self.fail(ErrorMessage::new(ErrorCode::HandshakeTimeout, format!("no hello within {seconds} s of connecting")));
+                    return Err("handshake timeout".into());
+                }
+                step = self.next() => step,
+            };
+            let envelope = match step {
+                Step::Line(envelope) => envelope,
+                Step::Answered => continue,
+                Step::End(reason) => return Err(reason),
+            };
+            let id = envelope.id.clone();
+            let Message::Hello(hello) = envelope.message else {
+                self.fail(
+                    ErrorMessage::new(
+                        ErrorCode::HelloRequired,
+                        format!(
+                            "the first message must be hello, got {}; see docs/protocol.md",
+                            envelope.message.type_name()
+                        ),
+                    )
+                    .with_reference(id)
+                    .with_location(self.here(None)),
+                );
+                return Err("message before hello".into());
+            };
+            match self.check_hello(&hello) {
+                Ok(protocol) => {
+                    let role = hello.role;
+                    if events
+                        .send(DaemonEvent::Greeted {
+                            conn_id,
+                            hello: Box::new(hello),
+                            hello_id: id,
+                            protocol,
+                        })
+                        .await
+                        .is_err()
+                    {
+                        return Err("daemon stopping".into());
+                    }
+                    return Ok((role, protocol));
+                }
+                Err(error) => {
+                    let code = error.code;
+                    let record = RefusedHandshake {
+                        at_ms: SystemClock.now_ms(),
+                        code,
+                        message: error.message.clone(),
+                        client: Some(hello.client.clone()),
+                        product: hello.ide.as_ref().map(|ide| ide.product.clone()),
+                        protocol: Some(hello.protocol),
+                        peer_pid: self.peer_pid,
+                    };
+                    tracing::warn!(conn_id, %code, message = %error.message, client = %hello.client.name, "refused a hello");
+                    self.fail(error.with_reference(id));
+                    let _ = events
+                        .send(DaemonEvent::HandshakeRefused {
+                            record: Box::new(record),
+                        })
+                        .await;
+                    return Err(format!("handshake refused ({code})"));
+                }
             }
         }
     }
@@ -323,6 +365,10 @@ impl Reader {
             Some(Err(FrameError::Io(err))) => return Step::End(format!("read error: {err}")),
             Some(Ok(line)) => line,
         };
+        let buffer = self.frames.read_buffer_mut();
+        if buffer.is_empty() && buffer.capacity() > READ_BUFFER_KEPT_BYTES {
+            *buffer = BytesMut::with_capacity(READ_BUFFER_BYTES);
+        }
         self.line_number += 1;
         if line.iter().all(|b| b.is_ascii_whitespace()) {
             return Step::Answered;
@@ -388,7 +434,9 @@ impl Reader {
 
     /// Sends an error and keeps the connection.
     fn answer(&self, error: ErrorMessage) {
-        let _ = self.outbound.try_send(Envelope::new(Message::Error(error)));
+        let _ = self
+            .outbound
+            .try_send(encode(&Envelope::new(Message::Error(error))));
     }
 
     /// Sends an error and closes the connection once it is written.
@@ -413,9 +461,26 @@ pub fn role_may_send(role: Role, type_name: &str) -> bool {
 /// Lines already queued for a peer are coalesced into writes of up to this many bytes.
 const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
+/// `first` and the lines queued behind it, up to [`WRITE_BATCH_BYTES`], as one buffer.
+fn batch(first: Bytes, outbound: &mut mpsc::Receiver<Bytes>) -> Bytes {
+    let Ok(second) = outbound.try_recv() else {
+        return first;
+    };
+    let mut batch = BytesMut::with_capacity(first.len() + second.len());
+    batch.extend_from_slice(&first);
+    batch.extend_from_slice(&second);
+    while batch.len() < WRITE_BATCH_BYTES {
+        match outbound.try_recv() {
+            Ok(next) => batch.extend_from_slice(&next),
+            Err(_) => break,
+        }
+    }
+    batch.freeze()
+}
+
 async fn write_loop(
     mut write_half: OwnedWriteHalf,
-    mut outbound: mpsc::Receiver<Envelope>,
+    mut outbound: mpsc::Receiver<Bytes>,
     close: CancellationToken,
     config: Arc<ConnectionConfig>,
     conn_id: ConnId,
@@ -423,17 +488,11 @@ async fn write_loop(
     loop {
         tokio::select! {
             biased;
-            envelope = outbound.recv() => {
-                let Some(envelope) = envelope else { break };
+            line = outbound.recv() => {
+                let Some(line) = line else { break };
                 // Everything already queued goes out in one write: a drive's reply and its
                 // first events are produced together.
-                let mut batch = koru_protocol::encode_line(&envelope);
-                while batch.len() < WRITE_BATCH_BYTES {
-                    match outbound.try_recv() {
-                        Ok(next) => batch.extend_from_slice(&koru_protocol::encode_line(&next)),
-                        Err(_) => break,
-                    }
-                }
+                let batch = batch(line, &mut outbound);
                 match tokio::time::timeout(config.write_timeout, write_half.write_all(&batch)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(err)) => {
@@ -453,12 +512,8 @@ async fn write_loop(
     }
     // Closing: flush what was queued before the close (a final error, a bye), within a bound.
     let flush = async {
-        while let Ok(envelope) = outbound.try_recv() {
-            if write_half
-                .write_all(&koru_protocol::encode_line(&envelope))
-                .await
-                .is_err()
-            {
+        while let Ok(line) = outbound.try_recv() {
+            if write_half.write_all(&line).await.is_err() {
                 return;
             }
         }

@@ -32,6 +32,8 @@ pub struct DaemonConfig {
     pub max_queued_drives: usize,
     /// Prompt bytes of queued drives over all sessions (`--max-pending-prompt-bytes`).
     pub max_pending_prompt_bytes: usize,
+    /// Requests one connection may have read and not yet handled (`--max-requests-in-flight`).
+    pub max_requests_in_flight: usize,
     /// The registry layer files besides the built-in one.
     pub registry_paths: crate::registry::LayerPaths,
     /// The HTTP endpoint served beside the socket, if any (reported by `status`).
@@ -56,6 +58,7 @@ impl DaemonConfig {
             drive_history: 1000,
             max_queued_drives: 1_000,
             max_pending_prompt_bytes: 64 * 1024 * 1024,
+            max_requests_in_flight: 256,
             registry_paths: crate::registry::LayerPaths::default(),
             http: None,
             observe: Some(crate::observe::watcher::ObserveConfig::default()),
@@ -80,6 +83,7 @@ pub async fn run_daemon(
         outbound_capacity: args.outbound_queue.max(1),
         max_queued_drives: args.max_queued_drives.max(1),
         max_pending_prompt_bytes: args.max_pending_prompt_bytes,
+        max_requests_in_flight: args.max_requests_in_flight.max(1),
         registry_paths,
         observe: (!args.no_observe).then(|| crate::observe::watcher::ObserveConfig {
             quiet: Duration::from_millis(args.observe_quiet_ms.max(1)),
@@ -322,6 +326,7 @@ pub async fn run(
         malformed_limit: 3,
         write_timeout: Duration::from_secs(5),
         close_flush_timeout: Duration::from_secs(1),
+        max_in_flight: config.max_requests_in_flight,
     });
     let tracker = TaskTracker::new();
     if let Some(mut observe) = config.observe.clone() {

@@ -57,7 +57,9 @@ pub enum ErrorCode {
     /// target session's drives that have not ended (`--max-queued-drives`), or the bytes of
     /// prompts queued and not yet sent (`--max-pending-prompt-bytes`, of which one session
     /// may hold half). The message says which limit and its value. Nothing was queued;
-    /// retry when drives have ended.
+    /// retry when drives have ended. Also any controller request sent while the
+    /// connection already has `--max-requests-in-flight` requests the daemon has not
+    /// handled yet: wait for their answers first.
     QueueFull,
     /// A code this build does not know (sent by a newer peer).
     #[serde(other)]

@@ -14,7 +14,7 @@ use koru_protocol::{
     IdeInfo, IdeProduct, Message, StreamEvent, StreamItem, Target, WindowInfo,
 };
 use koru_system_tests::measure::{
-    main_thread_on_cpu, megabytes, micros, mixed_prompt, status_field, Stats,
+    main_thread_on_cpu, megabytes, micros, mixed_prompt, status_field, threads_on_cpu, Stats,
 };
 use koru_system_tests::{koru_bin, Daemon, Sandbox};
 use support::subscribed_controller;
@@ -36,6 +36,10 @@ struct BenchConfig {
     idle_plugins: usize,
     /// Plugins connected for the memory measurement.
     memory_plugins: usize,
+    /// Idle plugin sessions connected at once for the footprint targets (issue 20).
+    many_sessions: usize,
+    /// Runs of `koru --version` (and `/bin/true`) and of `koru send --wait` timed.
+    process_runs: usize,
     /// Whether this is a real measurement (`--bench`) rather than a smoke run.
     measuring: bool,
 }
@@ -44,11 +48,13 @@ impl BenchConfig {
     fn from_args() -> BenchConfig {
         if std::env::args().any(|arg| arg == "--bench") {
             BenchConfig {
-                drives: 2_000,
-                warm_up: 200,
+                drives: 20_000,
+                warm_up: 500,
                 block: 100,
                 idle_plugins: 99,
                 memory_plugins: 1_000,
+                many_sessions: 10_000,
+                process_runs: 200,
                 measuring: true,
             }
         } else {
@@ -58,6 +64,8 @@ impl BenchConfig {
                 block: 5,
                 idle_plugins: 9,
                 memory_plugins: 20,
+                many_sessions: 50,
+                process_runs: 5,
                 measuring: false,
             }
         }
@@ -70,6 +78,14 @@ const ROUND_TRIP_MAX_P99: Duration = Duration::from_millis(1);
 const IDLE_RSS_MAX_BYTES: u64 = 10_000_000;
 const THOUSAND_PLUGINS_RSS_MAX_BYTES: u64 = 60_000_000;
 
+/// The targets of the hot-path and footprint issue (20).
+const FOOTPRINT_ROUND_TRIP_MAX_FLOOR_RATIO_P50: f64 = 6.0;
+const FOOTPRINT_DAEMON_CPU_PER_DRIVE_MAX: Duration = Duration::from_micros(40);
+const MANY_SESSIONS_RSS_MAX_BYTES: u64 = 100_000_000;
+const MANY_SESSIONS_CONNECT_MAX: Duration = Duration::from_secs(1);
+const VERSION_WALL_MAX_P50: Duration = Duration::from_millis(1);
+const SEND_WAIT_MAX_P50: Duration = Duration::from_millis(2);
+
 /// The echo floor's line: about the size of an `ack` with a short blocker.
 const ECHO_LINE_BYTES: usize = 200;
 
@@ -77,7 +93,8 @@ fn main() -> Result<()> {
     let config = BenchConfig::from_args();
     // Both this process (one socket per plugin) and the daemon (which inherits the limit
     // from this process) hold one descriptor per connection.
-    let fd_limit = raise_open_files_limit(config.memory_plugins as u64 + 256)?;
+    let fd_limit =
+        raise_open_files_limit(config.memory_plugins.max(config.many_sessions) as u64 + 256)?;
     // One thread for both clients of the bench, so that on a 2-core machine the other
     // core is left to the daemon (whose event loop is one thread too).
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -128,6 +145,9 @@ async fn run(config: BenchConfig) -> Result<Report> {
     let after_drives = ProcessSample::of(daemon.pid())?;
     daemon.terminate(Duration::from_secs(5));
 
+    let sessions = many_sessions(config.many_sessions).await?;
+    let process_start = process_start(&binary, config.process_runs)?;
+
     Ok(Report {
         binary,
         one_plugin,
@@ -135,6 +155,8 @@ async fn run(config: BenchConfig) -> Result<Report> {
         idle,
         loaded,
         after_drives,
+        sessions,
+        process_start,
     })
 }
 
@@ -199,6 +221,8 @@ struct DriveRun {
     to_plugin: Stats,
     /// On-CPU time of the daemon's event-loop thread per drive.
     daemon_cpu: Duration,
+    /// On-CPU time of all the daemon's threads per drive (the journal's included).
+    daemon_all_cpu: Duration,
     /// On-CPU time of the bench's client thread (controller and plugin) per drive.
     bench_cpu: Duration,
     /// What the controller read for the last drive.
@@ -262,6 +286,7 @@ async fn drive_round_trips(
     let mut to_reply = Vec::with_capacity(config.drives);
     let mut to_plugin = Vec::with_capacity(config.drives);
     let (mut daemon_cpu, mut bench_cpu) = (Duration::ZERO, Duration::ZERO);
+    let mut daemon_all_cpu = Duration::ZERO;
     let mut lines = Vec::new();
     // Blocks of echoes, pings and drives take turns, so that all three see the same
     // machine while each is measured back to back within its block.
@@ -282,6 +307,7 @@ async fn drive_round_trips(
         let cpu_before = (
             main_thread_on_cpu(daemon_pid)?,
             main_thread_on_cpu(bench_pid)?,
+            all_threads_on_cpu(daemon_pid)?,
         );
         for round in block_start..block_start + config.block {
             let create = Message::DriveCreate(DriveCreate {
@@ -309,6 +335,7 @@ async fn drive_round_trips(
         if timed {
             daemon_cpu += main_thread_on_cpu(daemon_pid)?.saturating_sub(cpu_before.0);
             bench_cpu += main_thread_on_cpu(bench_pid)?.saturating_sub(cpu_before.1);
+            daemon_all_cpu += all_threads_on_cpu(daemon_pid)?.saturating_sub(cpu_before.2);
         }
     }
 
@@ -323,6 +350,7 @@ async fn drive_round_trips(
         to_reply: Stats::of(to_reply),
         to_plugin: Stats::of(to_plugin),
         daemon_cpu: daemon_cpu / timed,
+        daemon_all_cpu: daemon_all_cpu / timed,
         bench_cpu: bench_cpu / timed,
         last_drive: Traffic::of(&lines),
     })
@@ -597,6 +625,8 @@ struct Report {
     idle: ProcessSample,
     loaded: ProcessSample,
     after_drives: ProcessSample,
+    sessions: ManySessions,
+    process_start: ProcessStart,
 }
 
 impl Report {
@@ -658,12 +688,13 @@ impl Report {
             }
         }
 
-        println!("\n| plugins connected | daemon on-CPU per drive | bench clients (controller + plugin) on-CPU per drive |");
-        println!("|---|---:|---:|");
+        println!("\n| plugins connected | daemon event loop on-CPU per drive | whole daemon (every thread) per drive | bench clients (controller + plugin) on-CPU per drive |");
+        println!("|---|---:|---:|---:|");
         for (case, run) in &cases {
             println!(
-                "| {case} | {} | {} |",
+                "| {case} | {} | {} | {} |",
                 micros(run.daemon_cpu),
+                micros(run.daemon_all_cpu),
                 micros(run.bench_cpu)
             );
         }
@@ -731,6 +762,75 @@ impl Report {
             megabytes(self.loaded.rss_bytes),
             verdict(self.loaded.rss_bytes < THOUSAND_PLUGINS_RSS_MAX_BYTES)
         );
+
+        let sessions = &self.sessions;
+        let per_session = sessions.rss_bytes.saturating_sub(sessions.idle_rss_bytes)
+            / sessions.count.max(1) as u64;
+        let start = &self.process_start;
+        println!("\n### Hot path and footprint (issue 20)\n");
+        println!(
+            "Idle RSS {} of which anonymous {} (the rest: pages of the executable and libraries); {} sessions connected in {:.3} s, RSS {} ({} bytes a session); `/bin/true` p50 {}; binary {} bytes{}.\n",
+            megabytes(self.idle.rss_bytes),
+            megabytes(sessions.idle_anon_bytes),
+            sessions.count,
+            sessions.connect.as_secs_f64(),
+            megabytes(sessions.rss_bytes),
+            per_session,
+            micros(start.true_wall.p50),
+            start.binary_bytes,
+            if start.has_dwarf { ", with DWARF" } else { ", no DWARF (symbols kept)" }
+        );
+        println!("| target | measured | verdict |");
+        println!("|---|---:|---|");
+        let run = &self.one_plugin;
+        let ratio = run.floor_ratio(&run.drive);
+        println!(
+            "| daemon on-CPU per drive ≤ 40 µs (every thread, journal and info log as shipped, {} drives) | {} | {} |",
+            config.drives,
+            micros(run.daemon_all_cpu),
+            verdict(run.daemon_all_cpu <= FOOTPRINT_DAEMON_CPU_PER_DRIVE_MAX)
+        );
+        println!(
+            "| round trip p50 ≤ 6× floor p50 | {ratio:.1}× | {} |",
+            verdict(ratio <= FOOTPRINT_ROUND_TRIP_MAX_FLOOR_RATIO_P50)
+        );
+        println!(
+            "| round trip p99 < 1 ms | {} | {} |",
+            micros(run.drive.p99),
+            verdict(run.drive.p99 < ROUND_TRIP_MAX_P99)
+        );
+        println!(
+            "| idle RSS < 10 MB (observers and journal on) | {} | {} |",
+            megabytes(sessions.idle_rss_bytes),
+            verdict(sessions.idle_rss_bytes < IDLE_RSS_MAX_BYTES)
+        );
+        println!(
+            "| {} idle sessions < 100 MB RSS | {} | {} |",
+            sessions.count,
+            megabytes(sessions.rss_bytes),
+            verdict(sessions.rss_bytes < MANY_SESSIONS_RSS_MAX_BYTES)
+        );
+        println!(
+            "| {} idle sessions connected < 1 s | {:.3} s | {} |",
+            sessions.count,
+            sessions.connect.as_secs_f64(),
+            verdict(sessions.connect < MANY_SESSIONS_CONNECT_MAX)
+        );
+        println!(
+            "| `koru --version` wall p50 < 1 ms | {} | {} |",
+            micros(start.version_wall.p50),
+            verdict(start.version_wall.p50 < VERSION_WALL_MAX_P50)
+        );
+        println!(
+            "| `koru send --wait` p50 < 2 ms (fake plugin) | {} | {} |",
+            micros(start.send_wait.p50),
+            verdict(start.send_wait.p50 < SEND_WAIT_MAX_P50)
+        );
+        println!(
+            "| shipped binary without DWARF | {} bytes | {} |",
+            start.binary_bytes,
+            verdict(!start.has_dwarf)
+        );
     }
 }
 
@@ -739,4 +839,149 @@ impl DriveRun {
     fn floor_ratio(&self, stats: &Stats) -> f64 {
         stats.p50.as_secs_f64() / self.floor.p50.as_secs_f64()
     }
+}
+
+/// On-CPU time of every thread `pid` has now.
+fn all_threads_on_cpu(pid: i32) -> Result<Duration> {
+    Ok(threads_on_cpu(pid)?.values().sum())
+}
+
+/// Many idle plugin sessions on a fresh daemon (shipped settings).
+struct ManySessions {
+    count: usize,
+    idle_rss_bytes: u64,
+    /// The idle daemon's anonymous memory (`RssAnon`): what is its own, not file pages.
+    idle_anon_bytes: u64,
+    /// From the first `connect` to the last `welcome` read.
+    connect: Duration,
+    rss_bytes: u64,
+}
+
+/// Connects `count` plugins to a fresh daemon as a flood of windows would: 256 connect and
+/// send their hello, then their welcomes are read, and so on.
+async fn many_sessions(count: usize) -> Result<ManySessions> {
+    let sandbox = Sandbox::new();
+    let mut daemon = start_daemon(&sandbox)?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle_rss_bytes = status_field(daemon.pid(), "VmRSS:")?;
+    let idle_anon_bytes = status_field(daemon.pid(), "RssAnon:")?;
+    let started = Instant::now();
+    let mut plugins = Vec::with_capacity(count);
+    for batch_start in (0..count).step_by(256) {
+        let mut batch = Vec::with_capacity(256);
+        for n in batch_start..(batch_start + 256).min(count) {
+            let mut stream = UnixStream::connect(&daemon.socket)
+                .await
+                .with_context(|| format!("plugin {n} could not connect"))?;
+            stream.write_all(&raw_plugin_hello(n)).await?;
+            batch.push(stream);
+        }
+        for (i, stream) in batch.into_iter().enumerate() {
+            let mut reader = BufReader::new(stream);
+            let mut reply = String::new();
+            tokio::time::timeout(Duration::from_secs(10), reader.read_line(&mut reply))
+                .await
+                .with_context(|| {
+                    format!("plugin {} got no welcome within 10 s", batch_start + i)
+                })??;
+            ensure!(
+                reply.contains(r#""type":"welcome""#),
+                "plugin {} was not welcomed: {reply}",
+                batch_start + i
+            );
+            plugins.push(reader.into_inner());
+        }
+    }
+    let connect = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss_bytes = status_field(daemon.pid(), "VmRSS:")?;
+    drop(plugins);
+    daemon.terminate(Duration::from_secs(5));
+    Ok(ManySessions {
+        count,
+        idle_rss_bytes,
+        idle_anon_bytes,
+        connect,
+        rss_bytes,
+    })
+}
+
+/// Process start and the CLI's round trip, as a user's shell or script pays them.
+struct ProcessStart {
+    version_wall: Stats,
+    /// `/bin/true` started the same way: the floor of starting any process here.
+    true_wall: Stats,
+    send_wait: Stats,
+    binary_bytes: u64,
+    /// Whether the binary carries DWARF debug info (a `.debug_info` section).
+    has_dwarf: bool,
+}
+
+/// Times `runs` starts of `program args` to its exit (stdout and stderr discarded).
+fn time_runs(program: &Path, args: &[&str], env: &[(&str, &Path)], runs: usize) -> Result<Stats> {
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let mut command = std::process::Command::new(program);
+        command
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let started = Instant::now();
+        let status = command
+            .status()
+            .with_context(|| format!("cannot run {}", program.display()))?;
+        samples.push(started.elapsed());
+        ensure!(
+            status.success(),
+            "{} {args:?} failed: {status}",
+            program.display()
+        );
+    }
+    Ok(Stats::of(samples))
+}
+
+fn process_start(binary: &Path, runs: usize) -> Result<ProcessStart> {
+    let version_wall = time_runs(binary, &["--version"], &[], runs)?;
+    let true_wall = time_runs(Path::new("/bin/true"), &[], &[], runs)?;
+    // `koru send --wait` against a fake plugin that acks at once.
+    let sandbox = Sandbox::new();
+    let mut daemon = start_daemon(&sandbox)?;
+    let workspace = sandbox.workspace("send");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--product",
+        "vscode",
+        "--workspace",
+        workspace.to_str().context("a UTF-8 workspace path")?,
+    ]);
+    let socket = daemon.socket.clone();
+    let send = |runs| {
+        time_runs(
+            binary,
+            &[
+                "send",
+                "--workspace",
+                workspace.to_str().unwrap_or_default(),
+                "--wait",
+                "bench",
+            ],
+            &[("KORU_SOCKET", socket.as_path())],
+            runs,
+        )
+    };
+    send(runs.min(10))?;
+    let send_wait = send(runs.clamp(1, 50))?;
+    daemon.terminate(Duration::from_secs(5));
+    let bytes =
+        std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
+    let has_dwarf = bytes.windows(12).any(|w| w == b".debug_info\0");
+    Ok(ProcessStart {
+        version_wall,
+        true_wall,
+        send_wait,
+        binary_bytes: bytes.len() as u64,
+        has_dwarf,
+    })
 }

@@ -394,3 +394,94 @@ fn verify_exits_0_1_2_and_a_keyed_journal_needs_its_key() {
     );
     assert_eq!(code, 2, "{out}");
 }
+
+/// Every journal entry about `drive_id`, in order, as (kind, the entry).
+fn entries_of(sandbox: &Sandbox, drive_id: &str) -> Vec<(String, Value)> {
+    let dir = journal_dir(sandbox);
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
+        .collect();
+    segments.sort();
+    segments
+        .iter()
+        .flat_map(|segment| {
+            std::fs::read_to_string(segment)
+                .unwrap()
+                .lines()
+                .map(|line| serde_json::from_str::<Value>(line).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .filter(|entry| entry["drive_id"] == drive_id)
+        .map(|entry| (entry["kind"].as_str().unwrap().to_string(), entry))
+        .collect()
+}
+
+#[test]
+fn a_drive_that_ends_within_a_tick_is_two_entries_and_a_slow_one_records_its_stages_as_it_runs() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let fast = sandbox.workspace("fast");
+    let slow = sandbox.workspace("slow");
+    let _fast_plugin =
+        sandbox.start_fake_plugin(&["--product", "vscode", "--workspace", fast.to_str().unwrap()]);
+    let _slow_plugin = sandbox.start_fake_plugin(&[
+        "--product",
+        "vscode",
+        "--workspace",
+        slow.to_str().unwrap(),
+        "--behaviour",
+        "slow",
+        "--delay-ms",
+        "600",
+    ]);
+    // Acked at once: sent, received and submitted fold into the drive's end.
+    let drive = send(&sandbox, &fast, "folded stages");
+    let id = drive["drive_id"].as_str().unwrap();
+    let kinds: Vec<String> = entries_of(&sandbox, id)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(kinds, ["drive_accepted", "drive_ended"], "{kinds:?}");
+    let ended = &entries_of(&sandbox, id)[1].1;
+    let stages: Vec<&str> = ended["drive"]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["state"].as_str().unwrap())
+        .collect();
+    for stage in ["queued", "sent", "received", "submitted", "done"] {
+        assert!(
+            stages.contains(&stage),
+            "{stage} in the ended drive's history: {stages:?}"
+        );
+    }
+    // 600 ms between stages: each is on record while the drive runs, long before its end.
+    let drive = send(&sandbox, &slow, "stages as they come");
+    let id = drive["drive_id"].as_str().unwrap();
+    let entries = entries_of(&sandbox, id);
+    let states: Vec<&str> = entries
+        .iter()
+        .filter(|(kind, _)| kind == "drive_state")
+        .map(|(_, entry)| entry["state"].as_str().unwrap())
+        .collect();
+    assert!(states.contains(&"sent"), "{states:?}");
+    assert!(states.contains(&"received"), "{states:?}");
+    let ended_at = entries.last().unwrap().1["at_ms"].as_u64().unwrap();
+    let received_at = entries
+        .iter()
+        .find(|(kind, entry)| kind == "drive_state" && entry["state"] == "received")
+        .unwrap()
+        .1["at_ms"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        ended_at >= received_at + 400,
+        "received on record {} ms before the end",
+        ended_at - received_at
+    );
+    let (code, out) = verify(&sandbox, &[], &[]);
+    assert_eq!(code, 0, "{out}");
+}

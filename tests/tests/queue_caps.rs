@@ -174,3 +174,56 @@ fn a_flood_of_large_prompts_holds_memory_to_the_caps_while_another_session_is_se
         waits[waits.len() / 2]
     );
 }
+
+#[test]
+fn requests_pipelined_past_the_in_flight_limit_are_refused_and_each_is_answered_once() {
+    const BURST: i64 = 300;
+    let sandbox = Sandbox::new();
+    let daemon = sandbox.start_daemon(&["--max-requests-in-flight", "4"]);
+    let (mut controller, _) = greet(&daemon.socket, &controller_hello());
+    // One write of many requests: the daemon reads them faster than its state machine
+    // handles them, so more than four wait at once.
+    let mut burst = Vec::new();
+    for id in 1..=BURST {
+        burst.extend(serde_json::to_vec(&json!({"v": 1, "id": id, "type": "status"})).unwrap());
+        burst.push(b'\n');
+    }
+    {
+        use std::io::Write;
+        controller.writer().write_all(&burst).unwrap();
+    }
+    let mut answered = std::collections::BTreeMap::new();
+    while answered.len() < BURST as usize {
+        let line = controller.recv().expect("the daemon answers every request");
+        let id = match line["type"].as_str() {
+            Some("status.result") => line["id"].as_i64(),
+            Some("error") => {
+                assert_eq!(line["code"], "queue_full", "{line}");
+                let message = line["message"].as_str().unwrap();
+                assert!(
+                    message.contains("limit 4, --max-requests-in-flight"),
+                    "{message}"
+                );
+                line["ref"].as_i64()
+            }
+            _ => continue,
+        };
+        let id = id.unwrap_or_else(|| panic!("an answer names its request: {line}"));
+        assert!(
+            answered.insert(id, line["type"].clone()).is_none(),
+            "request {id} answered twice"
+        );
+    }
+    let refused = answered.values().filter(|t| *t == "error").count();
+    assert!(refused > 0, "a burst of {BURST} met the limit of 4");
+    assert!(
+        refused < BURST as usize,
+        "requests within the limit are served"
+    );
+    // The limit counts what waits, not what was ever sent: once the burst is handled,
+    // the connection is served again.
+    controller.send(&json!({"v": 1, "id": 1000, "type": "status"}));
+    let answer = controller.recv_type("status.result");
+    assert_eq!(answer["id"], 1000);
+    eprintln!("in-flight burst: {BURST} requests, {refused} refused queue_full");
+}

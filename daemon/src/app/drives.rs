@@ -52,6 +52,9 @@ pub struct DriveRecord {
     pub waiting: Option<Blocker>,
     /// What the journal has of this drive so far (`None`: not journaled).
     pub journaled: Option<super::journaling::JournaledView>,
+    /// A change the journal has not recorded yet waits for the next tick
+    /// ([`super::App::journal_due_drives`]).
+    pub journal_due: bool,
 }
 
 /// What an ack did to a drive.
@@ -110,6 +113,7 @@ impl DriveRecord {
             submit_evidence: None,
             waiting: None,
             journaled: None,
+            journal_due: false,
         }
     }
 
@@ -348,12 +352,17 @@ impl DriveTable {
         self.evict();
     }
 
-    /// Forgets the oldest ended drives beyond capacity; running drives are never forgotten.
+    /// Forgets the oldest ended drives beyond capacity; running drives, and ended ones whose
+    /// last change waits for its journal entry, are never forgotten.
     fn evict(&mut self) {
         let mut index = 0;
         while self.by_id.len() > self.capacity && index < self.order.len() {
             let id = &self.order[index];
-            if self.by_id.get(id).is_some_and(|d| d.is_terminal()) {
+            if self
+                .by_id
+                .get(id)
+                .is_some_and(|d| d.is_terminal() && !d.journal_due)
+            {
                 let id = self.order.remove(index).expect("index is in range");
                 self.by_id.remove(&id);
             } else {

@@ -210,9 +210,45 @@ impl<C: Clock> App<C> {
         Ok(())
     }
 
-    /// Records what changed in a drive since its last entry: `drive_ended` when it has
-    /// just ended (with the whole drive), `drive_state` otherwise.
+    /// Records what changed in a drive since its last entry: `drive_ended` at once when it
+    /// has just ended (with the whole drive, its stages included), else a `drive_state` at
+    /// the next tick (at most 100 ms later), folding every change until then into
+    /// one entry — or into the `drive_ended`, when the drive ends first: a drive acked
+    /// `received` and `submitted` within a tick is two entries, not four.
     pub(super) fn journal_drive(&mut self, drive_id: &str, now: u64) {
+        if self.journal.is_none() {
+            return;
+        }
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        let Some(last) = drive.journaled.as_ref() else {
+            return;
+        };
+        if drive.is_terminal() && !last.ended {
+            drive.journal_due = false;
+            self.write_drive_entry(drive_id, now);
+        } else if !drive.journal_due && !last.is_current(drive, drive.is_terminal()) {
+            drive.journal_due = true;
+            self.journal_due.push(drive_id.to_string());
+        }
+    }
+
+    /// Writes the `drive_state` entries [`App::journal_drive`] put off (each tick, and
+    /// before the journal closes).
+    pub(super) fn journal_due_drives(&mut self, now: u64) {
+        for drive_id in std::mem::take(&mut self.journal_due) {
+            let Some(drive) = self.drives.get_mut(&drive_id) else {
+                continue;
+            };
+            if std::mem::take(&mut drive.journal_due) {
+                self.write_drive_entry(&drive_id, now);
+            }
+        }
+    }
+
+    /// The entry for what changed in a drive since its last one, written now.
+    fn write_drive_entry(&mut self, drive_id: &str, now: u64) {
         let Some(journal) = self.journal.as_mut() else {
             return;
         };
@@ -392,6 +428,7 @@ impl<C: Clock> App<C> {
     /// Records `daemon_stopped` and flushes the journal to the disk.
     pub(super) fn close_journal(&mut self, reason: &str) {
         let now = self.clock.now_ms();
+        self.journal_due_drives(now);
         let mut fields = Map::new();
         fields.insert("reason".into(), json!(reason));
         if let Some(mut journal) = self.journal.take() {

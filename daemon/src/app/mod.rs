@@ -21,6 +21,7 @@ mod session_events;
 pub mod sessions;
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -54,6 +55,32 @@ pub struct ConnectionHandle {
     pub close: CancellationToken,
 }
 
+/// A line a connection has read and the state machine has not handled yet: it counts
+/// against the connection's `max_in_flight` until it is dropped (after it was handled).
+#[derive(Debug)]
+pub struct InFlight(Option<Arc<AtomicUsize>>);
+
+impl InFlight {
+    /// Counts one more line in `counter`.
+    pub fn count(counter: &Arc<AtomicUsize>) -> InFlight {
+        counter.fetch_add(1, Ordering::AcqRel);
+        InFlight(Some(counter.clone()))
+    }
+
+    /// A line no connection counts (tests that hand the state machine events directly).
+    pub fn untracked() -> InFlight {
+        InFlight(None)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(counter) = &self.0 {
+            counter.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
 /// What the kernel says about the peer process.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PeerInfo {
@@ -82,6 +109,8 @@ pub enum DaemonEvent {
     Received {
         conn_id: ConnId,
         envelope: Box<Envelope>,
+        /// Counts against the connection's lines in flight until the event is dropped.
+        in_flight: InFlight,
     },
     /// The connection ended (EOF, error, close); `reason` says why.
     Disconnected { conn_id: ConnId, reason: String },
@@ -197,6 +226,8 @@ pub struct App<C: Clock> {
     session_store_roots: Box<dyn SessionStoreRoots>,
     /// The drive journal (`None`: `--no-journal`, and unit tests that do not ask for one).
     journal: Option<crate::journal::Journal>,
+    /// Drives whose change waits for its `drive_state` entry until the next tick.
+    journal_due: Vec<String>,
 }
 
 impl<C: Clock> App<C> {
@@ -235,6 +266,7 @@ impl<C: Clock> App<C> {
             observers: Vec::new(),
             session_store_roots: Box::new(NoSessionStoreRoots),
             journal: None,
+            journal_due: Vec::new(),
         }
     }
 
@@ -291,7 +323,9 @@ impl<C: Clock> App<C> {
                 hello_id,
                 protocol,
             } => self.on_greeted(conn_id, *hello, hello_id, protocol),
-            DaemonEvent::Received { conn_id, envelope } => self.on_received(conn_id, *envelope),
+            DaemonEvent::Received {
+                conn_id, envelope, ..
+            } => self.on_received(conn_id, *envelope),
             DaemonEvent::Disconnected { conn_id, reason } => self.on_disconnected(conn_id, &reason),
             DaemonEvent::HandshakeRefused { record } => {
                 self.refused_handshakes.push_back(*record);
@@ -367,6 +401,7 @@ impl<C: Clock> App<C> {
 
     fn on_tick(&mut self) {
         let now = self.clock.now_ms();
+        self.journal_due_drives(now);
         for drive_id in self.drives.step_overdue(now) {
             let Some(drive) = self.drives.get_mut(&drive_id) else {
                 continue;

@@ -105,6 +105,7 @@ impl Harness {
     fn fail_step(&mut self, peer: &Peer, drive_id: &str, code: &str) {
         self.app.handle(DaemonEvent::Received {
             conn_id: peer.conn_id,
+            in_flight: crate::app::InFlight::untracked(),
             envelope: Box::new(Envelope::new(Message::Ack(Ack {
                 drive_id: drive_id.into(),
                 stage: AckStage::Failed,
@@ -185,6 +186,7 @@ impl Harness {
     fn request(&mut self, peer: &Peer, id: i64, message: Message) {
         self.app.handle(DaemonEvent::Received {
             conn_id: peer.conn_id,
+            in_flight: crate::app::InFlight::untracked(),
             envelope: Box::new(Envelope::with_id(Some(RequestId::Number(id)), message)),
         });
     }
@@ -192,6 +194,7 @@ impl Harness {
     fn ack(&mut self, peer: &Peer, drive_id: &str, stage: AckStage) {
         self.app.handle(DaemonEvent::Received {
             conn_id: peer.conn_id,
+            in_flight: crate::app::InFlight::untracked(),
             envelope: Box::new(Envelope::new(Message::Ack(Ack {
                 drive_id: drive_id.into(),
                 stage,
@@ -205,6 +208,7 @@ impl Harness {
     fn pong(&mut self, peer: &Peer) {
         self.app.handle(DaemonEvent::Received {
             conn_id: peer.conn_id,
+            in_flight: crate::app::InFlight::untracked(),
             envelope: Box::new(Envelope::new(Message::Pong {})),
         });
     }
@@ -664,6 +668,7 @@ fn a_busy_chat_holds_queued_drives_until_idle_or_fails_fast_on_request() {
     let busy = |h: &mut Harness, kind: koru_protocol::PluginEventKind| {
         h.app.handle(DaemonEvent::Received {
             conn_id: plugin_conn,
+            in_flight: crate::app::InFlight::untracked(),
             envelope: Box::new(Envelope::new(Message::Event(koru_protocol::PluginEvent {
                 event: kind,
             }))),
@@ -1224,6 +1229,7 @@ fn a_plugins_announced_storage_is_handed_on_for_the_life_of_its_session_only() {
 fn plugin_event(h: &mut Harness, peer: &Peer, event: koru_protocol::PluginEventKind) {
     h.app.handle(DaemonEvent::Received {
         conn_id: peer.conn_id,
+        in_flight: crate::app::InFlight::untracked(),
         envelope: Box::new(Envelope::new(Message::Event(koru_protocol::PluginEvent {
             event,
         }))),
@@ -1238,6 +1244,7 @@ fn ack_with_evidence(
 ) {
     h.app.handle(DaemonEvent::Received {
         conn_id: peer.conn_id,
+        in_flight: crate::app::InFlight::untracked(),
         envelope: Box::new(Envelope::new(Message::Ack(Ack {
             drive_id: drive_id.into(),
             stage: AckStage::Submitted,

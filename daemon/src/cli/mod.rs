@@ -138,6 +138,11 @@ pub struct DaemonArgs {
     /// `queue_full`
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_pending_prompt_bytes: usize,
+    /// Requests one connection may have sent that the daemon has not handled yet; past it
+    /// the next request is refused with `queue_full` (each waiting request holds its line,
+    /// up to --max-line-bytes)
+    #[arg(long, value_name = "REQUESTS", default_value_t = 256)]
+    pub max_requests_in_flight: usize,
     /// Lines queued for one peer before it is disconnected as a slow reader
     #[arg(long, value_name = "LINES", default_value_t = 1024)]
     pub outbound_queue: usize,

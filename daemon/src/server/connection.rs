@@ -1,5 +1,6 @@
 //! One task per accepted connection: peer-UID check, framing, the handshake, decoding and role checks, and a writer fed by a bounded queue.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{encode, ConnId, ConnectionHandle, DaemonEvent, PeerInfo};
+use crate::app::{encode, ConnId, ConnectionHandle, DaemonEvent, InFlight, PeerInfo};
 use crate::clock::{Clock, SystemClock};
 use crate::codec::{FrameError, NdjsonCodec};
 
@@ -33,6 +34,10 @@ pub struct ConnectionConfig {
     pub write_timeout: Duration,
     /// How long queued lines may take to flush once the connection is closing.
     pub close_flush_timeout: Duration,
+    /// Lines read from one connection that the state machine has not handled yet; past it a
+    /// controller's request is refused with `queue_full` (a flood on one connection cannot
+    /// fill the daemon's event queue, shared by every connection).
+    pub max_in_flight: usize,
 }
 
 /// The protocol versions this daemon speaks.
@@ -104,6 +109,7 @@ pub async fn serve(
         line_number: 0,
         malformed_in_a_row: 0,
         peer_pid: peer.pid,
+        in_flight: Arc::new(AtomicUsize::new(0)),
     };
     let reason = reader.run(conn_id, &events).await;
     tracing::debug!(conn_id, reason = %reason, "connection ending");
@@ -184,6 +190,8 @@ struct Reader {
     line_number: u64,
     malformed_in_a_row: u32,
     peer_pid: Option<u32>,
+    /// Lines read and not yet handled by the state machine ([`InFlight`]).
+    in_flight: Arc<AtomicUsize>,
 }
 
 /// What one read produced.
@@ -252,10 +260,30 @@ impl Reader {
                 );
                 continue;
             }
+            let waiting = self.in_flight.load(Ordering::Acquire);
+            if waiting >= self.config.max_in_flight && is_request(role, type_name) {
+                self.answer(
+                    ErrorMessage::new(
+                        ErrorCode::QueueFull,
+                        format!(
+                            "this connection has {waiting} requests the daemon has not handled yet (limit {}, --max-requests-in-flight); wait for their answers before sending more",
+                            self.config.max_in_flight
+                        ),
+                    )
+                    .with_reference(envelope.id)
+                    .with_location(self.here(None)),
+                );
+                continue;
+            }
+            let in_flight = InFlight::count(&self.in_flight);
             // Room in the queue first, then the event: the wait does not carry the event
             // (`Sender::send` would, and the task would reserve space for it).
             match events.reserve().await {
-                Ok(permit) => permit.send(DaemonEvent::Received { conn_id, envelope }),
+                Ok(permit) => permit.send(DaemonEvent::Received {
+                    conn_id,
+                    envelope,
+                    in_flight,
+                }),
                 Err(_) => return "daemon stopping".into(),
             }
         }
@@ -444,6 +472,12 @@ impl Reader {
         self.answer(error);
         self.close.cancel();
     }
+}
+
+/// Whether a line is a controller's request, which the in-flight limit may refuse (never a
+/// plugin's acks and events, which report work the daemon asked for, nor pings and `bye`).
+fn is_request(role: Role, type_name: &str) -> bool {
+    role == Role::Controller && !matches!(type_name, "ping" | "pong" | "bye" | "error")
 }
 
 /// Which message types each role may send to the daemon.

@@ -281,7 +281,8 @@ test('8. reply completion, a cancel and a confirmation-waiting result reach `kor
   assert.doesNotMatch(quick.stdout, /\(0 chars\)/, 'a reply whose text is unknown is not a reply of 0 chars');
   notes.wait_reply_stdout = quick.stdout.trim().split('\n').at(-1);
 
-  // An answer after 6 s: still running at the end of the 3 s acceptance window, the reply follows.
+  // An answer after 6 s: still running at the end of the 3 s acceptance window (this window's
+  // chat has run requests already; its first would get the 10 s first-request window), the reply follows.
   const slowPrompt = '[koru-e2e:slow=6000] a slow answer ✓';
   const slow = await send(slowPrompt, '--wait-reply');
   assert.equal(slow.code, 0, slow.stderr);

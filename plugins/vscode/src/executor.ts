@@ -1,6 +1,6 @@
 /** Runs the steps of a `drive` in order — the daemon decides, the extension executes — acking each proven stage (and for `submitted`, what proves it), stopping at the first failure with a classified blocker, restoring the clipboard whatever happens, and refusing commands outside the allow-list. */
 
-import { decideChatSend, EvidenceTiming, sendsChatQuery, withBlockOnResponse } from "./chatEvidence";
+import { AcceptanceWindows, acceptanceWindowFor, decideChatSend, EvidenceTiming, FirstChatRequest, sendsChatQuery, withBlockOnResponse } from "./chatEvidence";
 import type { AckStage, Blocker, ChatOutcome, DriveStep, SubmitEvidence } from "./protocol/types.generated";
 
 /** The side effects the executor needs, so tests can use fakes (the extension wires VS Code's). */
@@ -47,21 +47,18 @@ export interface ExecuteOptions {
    * `reportOutcome`. Unset: `submitted` means only that the step's command returned.
    */
   chatEvidence?: {
-    timing: EvidenceTiming;
+    /** The acceptance windows and the outcome timeout. */
+    timing: AcceptanceWindows & Pick<EvidenceTiming, "outcomeTimeoutMs">;
+    /** The window's first-request marker (one per extension host): its first send gets the longer window. */
+    firstRequest: FirstChatRequest;
     reportOutcome: (outcome: ChatOutcome) => void;
   };
 }
 
 /**
- * Executes `steps` for `prompt`, calling `ack` for `received`, each step's proven stage,
- * and `failed` with a blocker on the first failure (nothing runs after it). Commands not
- * in `allowed` are refused with `command_not_allowed` before anything runs. A drive that
- * must submit but whose steps stop short of `submitted` fails with `capability_missing`
- * (the prompt is then in the chat input, unsent), so no drive is left hanging.
- */
-/**
- * Runs a native chat send with `blockOnResponse` and acks what the chat's result proves;
- * returns false when the drive ends here (refused, or cancelled by the daemon).
+ * Runs a native chat send with `blockOnResponse` and acks what the chat's result proves,
+ * within the first-request acceptance window for the window's first chat request and the
+ * usual one after; returns false when the drive ends here (refused, or cancelled by the daemon).
  */
 async function sendWithEvidence(
   command: string,
@@ -71,9 +68,14 @@ async function sendWithEvidence(
   chatEvidence: NonNullable<ExecuteOptions["chatEvidence"]>,
   signal: AbortSignal | undefined,
 ): Promise<boolean> {
+  // The window's first chat request is slower to be refused (docs/planner.md, "The acceptance window").
+  const timing: EvidenceTiming = {
+    acceptanceWindowMs: acceptanceWindowFor(chatEvidence.timing, chatEvidence.firstRequest.take()),
+    outcomeTimeoutMs: chatEvidence.timing.outcomeTimeoutMs,
+  };
   // A command that throws at once is a refusal like one that rejects.
   const sent = Promise.resolve().then(() => host.executeCommand(command, withBlockOnResponse(args)));
-  const decision = await decideChatSend(sent, chatEvidence.timing, signal);
+  const decision = await decideChatSend(sent, timing, signal);
   if (!decision || signal?.aborted) return false;
   if (decision.stage === "failed") {
     ack({ stage: "failed", blocker: decision.blocker });
@@ -86,6 +88,13 @@ async function sendWithEvidence(
   return true;
 }
 
+/**
+ * Executes `steps` for `prompt`, calling `ack` for `received`, each step's proven stage,
+ * and `failed` with a blocker on the first failure (nothing runs after it). Commands not
+ * in `allowed` are refused with `command_not_allowed` before anything runs. A drive that
+ * must submit but whose steps stop short of `submitted` fails with `capability_missing`
+ * (the prompt is then in the chat input, unsent), so no drive is left hanging.
+ */
 export async function executeSteps(
   steps: DriveStep[],
   prompt: string,

@@ -7,7 +7,14 @@ import { ConnectionState, DaemonClient } from "./client";
 import { createDrive } from "./controller";
 import { locateSocket, processDiscoveryInput, SocketLocation } from "./discovery";
 import { ChatReadinessReporter, languageModelsFor } from "./chatReadiness";
-import { DEFAULT_ACCEPTANCE_WINDOW_MS, DEFAULT_OUTCOME_TIMEOUT_MS, supportsBlockOnResponse } from "./chatEvidence";
+import {
+  acceptanceWindowFor,
+  DEFAULT_ACCEPTANCE_WINDOW_MS,
+  DEFAULT_FIRST_REQUEST_ACCEPTANCE_WINDOW_MS,
+  DEFAULT_OUTCOME_TIMEOUT_MS,
+  FirstChatRequest,
+  supportsBlockOnResponse,
+} from "./chatEvidence";
 import { executeSteps, ExecuteOptions, Host } from "./executor";
 import { buildHello, localFolderPaths, UriFacts } from "./hello";
 import { detectProduct } from "./product";
@@ -23,6 +30,7 @@ function settings() {
     allowedCommands: config.get<string[]>("allowedCommands", []).filter((c) => typeof c === "string" && c.trim()),
     chatEvidence: config.get<boolean>("chatEvidence", true),
     acceptanceWindowMs: positive(config.get<number>("acceptanceWindowMs"), DEFAULT_ACCEPTANCE_WINDOW_MS),
+    firstRequestAcceptanceWindowMs: positive(config.get<number>("firstRequestAcceptanceWindowMs"), DEFAULT_FIRST_REQUEST_ACCEPTANCE_WINDOW_MS),
     outcomeTimeoutMs: positive(config.get<number>("outcomeTimeoutMs"), DEFAULT_OUTCOME_TIMEOUT_MS),
   };
 }
@@ -70,13 +78,20 @@ export function activate(context: vscode.ExtensionContext): void {
     client ? client.sendEvent({ kind: "chat_readiness", ready: ready.ready, reason: ready.reason }) : false,
   );
   const blockOnResponse = supportsBlockOnResponse(vscode.version);
+  // This extension host's chat has not run a request yet: its first gets the longer window.
+  const firstChatRequest = new FirstChatRequest();
 
   /** The chat-evidence options of a drive, when this IDE and the settings allow them. */
   const chatEvidence = (driveId: string): ExecuteOptions["chatEvidence"] => {
     const current = settings();
     if (!blockOnResponse || !current.chatEvidence) return undefined;
     return {
-      timing: { acceptanceWindowMs: current.acceptanceWindowMs, outcomeTimeoutMs: current.outcomeTimeoutMs },
+      timing: {
+        acceptanceWindowMs: current.acceptanceWindowMs,
+        firstRequestAcceptanceWindowMs: current.firstRequestAcceptanceWindowMs,
+        outcomeTimeoutMs: current.outcomeTimeoutMs,
+      },
+      firstRequest: firstChatRequest,
       reportOutcome: (outcome) => {
         log.info(`drive ${driveId}: the chat's outcome: ${JSON.stringify(outcome)}`);
         client?.sendEvent({ kind: "chat_outcome", drive_id: driveId, outcome });
@@ -185,7 +200,11 @@ export function activate(context: vscode.ExtensionContext): void {
           !blockOnResponse
             ? `the command returned only (VS Code ${vscode.version} < 1.104 has no blockOnResponse)`
             : settings().chatEvidence
-              ? `the chat's own response (acceptance window ${settings().acceptanceWindowMs} ms)`
+              ? `the chat's own response (acceptance window ${settings().acceptanceWindowMs} ms; ${
+                  firstChatRequest.taken
+                    ? "this window's chat has run a request"
+                    : `${acceptanceWindowFor(settings(), true)} ms for this window's first chat request, not sent yet`
+                })`
               : "the command returned only (setting koru.chatEvidence is off)"
         }`,
         `Extension host pid ${process.pid}, parent ${process.ppid}`,

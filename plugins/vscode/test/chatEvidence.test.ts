@@ -2,10 +2,16 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 
 import {
+  acceptanceWindowFor,
   decideChatSend,
+  DEFAULT_ACCEPTANCE_WINDOW_MS,
+  DEFAULT_FIRST_REQUEST_ACCEPTANCE_WINDOW_MS,
   describeErrorDetails,
+  FirstChatRequest,
   formatDuration,
   NOT_TAKEN_DETAIL,
   outcomeOf,
@@ -205,4 +211,30 @@ test("a drive cancelled during the window decides nothing", async () => {
   const already = new AbortController();
   already.abort();
   assert.equal(await decideChatSend(new Promise(() => {}), fast, already.signal), undefined);
+});
+
+test("a window's first chat request gets the first-request window, every later one the usual window, and never less than the usual", () => {
+  const windows = { acceptanceWindowMs: 3_000, firstRequestAcceptanceWindowMs: 10_000 };
+  const window = new FirstChatRequest();
+  assert.equal(window.taken, false);
+  assert.equal(acceptanceWindowFor(windows, window.take()), 10_000);
+  assert.equal(window.taken, true);
+  assert.equal(acceptanceWindowFor(windows, window.take()), 3_000);
+  assert.equal(acceptanceWindowFor(windows, window.take()), 3_000);
+  // Each extension host (window) has its own marker.
+  assert.equal(new FirstChatRequest().take(), true);
+  // A user who lengthens the usual window past the first's gets the longer one for the first too.
+  assert.equal(acceptanceWindowFor({ acceptanceWindowMs: 12_000, firstRequestAcceptanceWindowMs: 10_000 }, true), 12_000);
+  // The defaults: the first-request window stays under the daemon's 15 s step timeout.
+  assert.equal(DEFAULT_ACCEPTANCE_WINDOW_MS, 3_000);
+  assert.equal(DEFAULT_FIRST_REQUEST_ACCEPTANCE_WINDOW_MS, 10_000);
+});
+
+test("package.json contributes the windows' settings with the code's defaults", () => {
+  // dist-test/ sits next to package.json.
+  const manifest = JSON.parse(readFileSync(join(__dirname, "..", "package.json"), "utf8"));
+  const properties = manifest.contributes.configuration.properties;
+  assert.equal(properties["koru.acceptanceWindowMs"].default, DEFAULT_ACCEPTANCE_WINDOW_MS);
+  assert.equal(properties["koru.firstRequestAcceptanceWindowMs"].default, DEFAULT_FIRST_REQUEST_ACCEPTANCE_WINDOW_MS);
+  assert.equal(properties["koru.firstRequestAcceptanceWindowMs"].scope, properties["koru.acceptanceWindowMs"].scope);
 });

@@ -9,6 +9,7 @@ import * as path from "node:path";
 
 import * as net from "node:net";
 
+import { FirstChatRequest } from "../src/chatEvidence";
 import { ChatReadinessReporter, LanguageModelsApi } from "../src/chatReadiness";
 import { ConnectionState, DaemonClient, Logger } from "../src/client";
 import { executeSteps, ExecuteOptions, Host, PASTE_COMMAND } from "../src/executor";
@@ -122,10 +123,13 @@ function setUp(args: string[] = [], wiring: Wiring = {}) {
   const runs: string[] = [];
   // As extension.ts wires them: readiness in the hello and as events, outcomes as events.
   const readiness = new ChatReadinessReporter(wiring.lm, (ready) => client.sendEvent({ kind: "chat_readiness", ...ready }));
+  // One per window, as in extension.ts: the window's first chat request gets the longer window.
+  const firstRequest = new FirstChatRequest();
   const chatEvidence = (driveId: string): ExecuteOptions["chatEvidence"] =>
     wiring.chatEvidence
       ? {
-          timing: { acceptanceWindowMs: 200, outcomeTimeoutMs: 5_000 },
+          timing: { acceptanceWindowMs: 200, firstRequestAcceptanceWindowMs: 1_000, outcomeTimeoutMs: 5_000 },
+          firstRequest,
           reportOutcome: (outcome) => client.sendEvent({ kind: "chat_outcome", drive_id: driveId, outcome }),
         }
       : undefined;

@@ -3,6 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
+import { FirstChatRequest } from "../src/chatEvidence";
 import { executeSteps, Host, PASTE_COMMAND, StageAck } from "../src/executor";
 import type { DriveStep } from "../src/protocol/types.generated";
 
@@ -140,18 +141,36 @@ const nativeSend: DriveStep[] = [
   { command: "workbench.action.chat.open", args: [{ query: "$prompt", isPartialQuery: false }], proves: "submitted" },
 ];
 
-async function runWithEvidence(steps: DriveStep[], ide: FakeIde, windowMs = 40, signal?: AbortSignal) {
+/** A window whose chat has run a request already: sends get the usual acceptance window. */
+function warmChat(): FirstChatRequest {
+  const marker = new FirstChatRequest();
+  marker.take();
+  return marker;
+}
+
+async function runWithEvidence(
+  steps: DriveStep[],
+  ide: FakeIde,
+  windowMs = 40,
+  signal?: AbortSignal,
+  { firstRequest = warmChat(), firstWindowMs = 400 }: { firstRequest?: FirstChatRequest; firstWindowMs?: number } = {},
+) {
   const acks: StageAck[] = [];
   const outcomes: unknown[] = [];
   await executeSteps(steps, "do it ✓", ide, allowed, (a) => acks.push(a), {
     submit: true,
     signal,
-    chatEvidence: { timing: { acceptanceWindowMs: windowMs, outcomeTimeoutMs: 5_000 }, reportOutcome: (o) => outcomes.push(o) },
+    chatEvidence: {
+      timing: { acceptanceWindowMs: windowMs, firstRequestAcceptanceWindowMs: firstWindowMs, outcomeTimeoutMs: 5_000 },
+      firstRequest,
+      reportOutcome: (o) => outcomes.push(o),
+    },
   });
   return { acks, outcomes };
 }
 
 const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 test("native send with the chat's evidence: blockOnResponse is asked, submitted says chat_responded, the outcome follows the ack", async () => {
   const ide = new FakeChat();
@@ -181,6 +200,56 @@ test("native send still running after the window: submitted with chat_running, t
   settle({ type: "confirmation", kind: "toolInvocation", toolId: "runTests" });
   await tick();
   assert.deepEqual(outcomes, [{ kind: "needs_input", input: "permission", detail: "the chat waits for the user to approve tool runTests" }]);
+});
+
+test("the window's first chat request gets the longer window: a refusal after the usual window but within the first's is chat_refused, not chat_running", async () => {
+  // The chat refuses every request 120 ms after the command, as a fresh window's chat does
+  // later than a warm one's (docs/planner.md, "The acceptance window").
+  const ide = new FakeChat();
+  ide.answer = () => new Promise((resolve) => setTimeout(() => resolve({ errorDetails: { message: "Language model unavailable", responseIsIncomplete: true } }), 120));
+  const window = new FirstChatRequest();
+  const started = Date.now();
+  const first = await runWithEvidence(nativeSend, ide, 40, undefined, { firstRequest: window, firstWindowMs: 400 });
+  assert.deepEqual(first.acks, [{ stage: "received" }, { stage: "failed", blocker: { code: "chat_refused", detail: "Language model unavailable" } }]);
+  assert.ok(Date.now() - started < 400, "decided at the refusal, not at the end of the first-request window");
+  assert.equal(window.taken, true);
+  // The same window's next request gets the usual 40 ms: the same late refusal now comes after it.
+  const second = await runWithEvidence(nativeSend, ide, 40, undefined, { firstRequest: window, firstWindowMs: 400 });
+  assert.deepEqual(second.acks.map((a) => [a.stage, a.evidence]), [["received", undefined], ["submitted", "chat_running"]]);
+  await sleep(150);
+  assert.deepEqual(second.outcomes, [{ kind: "failed", detail: "Language model unavailable" }]);
+});
+
+test("a first request still running after the first-request window is chat_running, acked no sooner than that window", async () => {
+  const ide = new FakeChat();
+  let settle!: (value: unknown) => void;
+  ide.answer = () => new Promise((resolve) => (settle = resolve));
+  const started = Date.now();
+  const { acks, outcomes } = await runWithEvidence(nativeSend, ide, 20, undefined, { firstRequest: new FirstChatRequest(), firstWindowMs: 150 });
+  assert.ok(Date.now() - started >= 145, `acked after the first-request window, not the usual one (${Date.now() - started} ms)`);
+  assert.deepEqual(acks.map((a) => [a.stage, a.evidence]), [["received", undefined], ["submitted", "chat_running"]]);
+  settle({ timings: { firstProgress: 3, totalElapsed: 4000 } });
+  await tick();
+  assert.deepEqual(outcomes, [{ kind: "reply_completed" }]);
+});
+
+test("the first request is the window's first send whatever became of it; other steps do not count", async () => {
+  const window = new FirstChatRequest();
+  // The plugin drive (chat.submit) and a partial query never block on a response: not a first request.
+  await runWithEvidence(pluginDrive, new FakeChat(), 20, undefined, { firstRequest: window });
+  await runWithEvidence([{ command: "workbench.action.chat.open", args: [{ query: "$prompt", isPartialQuery: true }], proves: "pasted" }], new FakeChat(), 20, undefined, { firstRequest: window });
+  assert.equal(window.taken, false);
+  // A first send cancelled by the daemon still ran a request in the chat.
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(), 10);
+  const silent = new FakeChat();
+  silent.answer = () => new Promise(() => {});
+  await runWithEvidence(nativeSend, silent, 20, controller.signal, { firstRequest: window, firstWindowMs: 2_000 });
+  assert.equal(window.taken, true);
+  const started = Date.now();
+  const next = await runWithEvidence(nativeSend, silent, 20, undefined, { firstRequest: window, firstWindowMs: 2_000 });
+  assert.ok(Date.now() - started < 1_000, "the next send gets the usual window");
+  assert.deepEqual(next.acks.at(-1), { stage: "submitted", evidence: "chat_running" });
 });
 
 test("a drive cancelled while the chat decides sends no ack and no outcome", async () => {

@@ -17,6 +17,8 @@ pub mod codec;
 /// The control layer under the faces: the protocol's client side over the socket (typed
 /// requests, following a drive, the one client-error → code map), for every face.
 pub mod control;
+/// The desktop's D-Bus services: bus connections, screen-lock sources.
+pub mod desktop;
 /// The reference fake plugin (`koru dev fake-plugin`) for plugin authors and tests.
 pub mod dev;
 /// `koru doctor`: probes, evaluation against the registry, the report and its rendering.

@@ -275,6 +275,9 @@ pub async fn run(
     for diagnostic in &registry.diagnostics {
         tracing::warn!(%diagnostic, "registry problem; that layer is left out");
     }
+    // The desktop's buses, shared by the lock check before every injection and by recovery.
+    let buses = Arc::new(crate::desktop::Buses::new(Duration::from_millis(500)));
+    let lock = crate::desktop::LockDetector::new(buses.clone());
     let mut app = App::new(
         AppConfig {
             socket_display: bound.path().display().to_string(),
@@ -293,11 +296,13 @@ pub async fn run(
         registry,
         Box::new(crate::drive::inject::SystemInjections::new(
             events_tx.clone(),
+            lock.clone(),
         )),
         Box::new(crate::app::recovery::SystemRecovery::new(
             events_tx.clone(),
             bound.path().to_path_buf(),
             config.registry_paths.clone(),
+            lock,
         )),
     );
     if let Some(journal) = journal {

@@ -16,6 +16,7 @@ const LEVELS: &[(&str, &[&str])] = &[
             "table",
             "workspace_ref",
             "recovery",
+            "desktop",
         ],
     ),
     ("domain", &["registry", "observe", "drive", "journal"]),

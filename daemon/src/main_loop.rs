@@ -308,6 +308,21 @@ pub async fn run(
     if let Some(journal) = journal {
         app = app.with_journal(journal);
     }
+    // Desktop notifications when a drive needs the person, if there is a session bus to
+    // send them on (whether a notification service listens is learnt from the first one).
+    let mut notifier = None;
+    if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some() {
+        let (watch_tx, watch_rx) = mpsc::channel(crate::app::drive_news::WATCH_QUEUE);
+        app = app.with_drive_watch(watch_tx);
+        notifier = Some((
+            crate::notify::NotifierConfig {
+                socket: bound.path().to_path_buf(),
+                http: config.http.clone(),
+                buses: buses.clone(),
+            },
+            watch_rx,
+        ));
+    }
     // The watcher learns the folders plugin sessions announce through this channel; the
     // state machine only sends on it.
     let (announced_tx, announced_rx) = mpsc::unbounded_channel();
@@ -355,6 +370,13 @@ pub async fn run(
         events_tx.clone(),
         shutdown.clone(),
     ));
+    if let Some((notifier_config, watch_rx)) = notifier {
+        tracker.spawn(crate::notify::run(
+            notifier_config,
+            watch_rx,
+            shutdown.clone(),
+        ));
+    }
     crate::server::accept_connections(
         &mut bound,
         &events_tx,

@@ -52,6 +52,9 @@ pub struct DriveRecord {
     pub waiting: Option<Blocker>,
     /// What the journal has of this drive so far (`None`: not journaled).
     pub journaled: Option<super::journaling::JournaledView>,
+    /// What the drive watch (the desktop notifier) was last told this drive stands for,
+    /// and whether the drive had ended then.
+    pub told: Option<(koru_registry::NotifyEvent, bool)>,
 }
 
 /// What an ack did to a drive.
@@ -110,6 +113,7 @@ impl DriveRecord {
             submit_evidence: None,
             waiting: None,
             journaled: None,
+            told: None,
         }
     }
 

@@ -13,6 +13,7 @@
 
 mod chats;
 mod delivery;
+pub mod drive_news;
 pub mod drives;
 pub mod journaling;
 pub mod recovery;
@@ -197,6 +198,8 @@ pub struct App<C: Clock> {
     session_store_roots: Box<dyn SessionStoreRoots>,
     /// The drive journal (`None`: `--no-journal`, and unit tests that do not ask for one).
     journal: Option<crate::journal::Journal>,
+    /// Who hears about drives that need the person (the desktop notifier), if anyone.
+    drive_watch: Option<mpsc::Sender<drive_news::WatchNews>>,
 }
 
 impl<C: Clock> App<C> {
@@ -235,6 +238,7 @@ impl<C: Clock> App<C> {
             observers: Vec::new(),
             session_store_roots: Box::new(NoSessionStoreRoots),
             journal: None,
+            drive_watch: None,
         }
     }
 
@@ -322,6 +326,7 @@ impl<C: Clock> App<C> {
                 interfaces = self.registry.interfaces().len(),
                 "registry applied"
             );
+            self.tell_watch_policy();
         } else {
             for diagnostic in &diagnostics {
                 tracing::warn!(%diagnostic, "registry problem; keeping the last good registry");

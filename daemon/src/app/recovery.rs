@@ -419,7 +419,7 @@ impl<C: Clock> App<C> {
     }
 
     /// What a retry of `drive_id` sends where, or why it must not be retried.
-    fn retry_target(&self, drive_id: &str) -> Result<DriveCreate, ErrorMessage> {
+    pub(super) fn retry_target(&self, drive_id: &str) -> Result<DriveCreate, ErrorMessage> {
         let Some(drive) = self.drives.get(drive_id) else {
             return Err(super::delivery::unknown_drive(drive_id));
         };

@@ -57,6 +57,25 @@ impl BusError {
             if name.ends_with(".ServiceUnknown") || name.ends_with(".NameHasNoOwner"))
     }
 
+    /// Why, without naming the call (for lists that name it already): `ServiceUnknown
+    /// (detail)`, `no answer within 500 ms`, `cannot connect to the system bus: …`.
+    pub fn short(&self) -> String {
+        match self {
+            BusError::Refused { name, detail, .. } => {
+                let name = name.rsplit('.').next().unwrap_or(name);
+                match detail {
+                    Some(detail) => format!("{name} ({detail})"),
+                    None => name.to_string(),
+                }
+            }
+            BusError::Timeout { after, .. } => {
+                format!("no answer within {} ms", after.as_millis())
+            }
+            BusError::Failed { detail, .. } => detail.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// The D-Bus error name when the service answered with an error.
     pub fn error_name(&self) -> Option<&str> {
         match self {
@@ -180,6 +199,19 @@ impl Buses {
         B: serde::Serialize + DynamicType,
         R: for<'de> serde::Deserialize<'de> + Type,
     {
+        Ok(self.call_from(call, body).await?.0)
+    }
+
+    /// [`Buses::call`], also saying who answered (the unique bus name of the reply's sender).
+    pub async fn call_from<B, R>(
+        &self,
+        call: Call<'_>,
+        body: &B,
+    ) -> Result<(R, Option<String>), BusError>
+    where
+        B: serde::Serialize + DynamicType,
+        R: for<'de> serde::Deserialize<'de> + Type,
+    {
         let connection = self.connection(call.bus).await?;
         let what = call.describe();
         let reply = connection.call_method(
@@ -206,13 +238,15 @@ impl Buses {
                 })
             }
         };
-        message
+        let sender = message.header().sender().map(|name| name.to_string());
+        let value = message
             .body()
             .deserialize::<R>()
             .map_err(|error| BusError::Failed {
                 what,
                 detail: format!("unexpected reply: {error}"),
-            })
+            })?;
+        Ok((value, sender))
     }
 
     /// Reads one property (`org.freedesktop.DBus.Properties.Get`) as `R`.

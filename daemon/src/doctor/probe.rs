@@ -71,6 +71,9 @@ pub struct Facts {
     pub inotify_max_user_watches: Option<u64>,
     /// What the screen-lock sources said (`None`: not asked).
     pub lock: Option<crate::desktop::LockReport>,
+    /// The notification service: `Ok(None)` when nobody provides it, `Err` when the session
+    /// bus could not be asked (`None`: not asked).
+    pub notifications: Option<Result<Option<crate::desktop::notifications::Probe>, String>>,
 }
 
 impl Facts {
@@ -156,13 +159,15 @@ pub async fn gather(registry: &Registry, socket: &Path, timeout: Duration) -> Fa
     // The desktop's services, on buses of doctor's own (nothing is started or shown).
     let buses = crate::desktop::Buses::new(timeout);
     let lock_probe = crate::desktop::lock::ask(&buses);
+    let notifications_probe = crate::desktop::notifications::probe(&buses);
 
-    let (binaries, locations, dbus, daemon, lock) = tokio::join!(
+    let (binaries, locations, dbus, daemon, lock, notifications) = tokio::join!(
         futures::future::join_all(binary_probes),
         futures::future::join_all(location_probes),
         dbus_probe,
         daemon_probe,
-        lock_probe
+        lock_probe,
+        notifications_probe
     );
     let paths = paths
         .into_iter()
@@ -185,6 +190,7 @@ pub async fn gather(registry: &Registry, socket: &Path, timeout: Duration) -> Fa
             .ok()
             .and_then(|text| text.trim().parse().ok()),
         lock: Some(lock),
+        notifications: Some(notifications.map_err(|error| error.to_string())),
     }
 }
 

@@ -17,6 +17,8 @@ pub mod codec;
 /// The control layer under the faces: the protocol's client side over the socket (typed
 /// requests, following a drive, the one client-error → code map), for every face.
 pub mod control;
+/// The desktop's D-Bus services: bus connections, screen-lock sources, notifications.
+pub mod desktop;
 /// The reference fake plugin (`koru dev fake-plugin`) for plugin authors and tests.
 pub mod dev;
 /// `koru doctor`: probes, evaluation against the registry, the report and its rendering.
@@ -35,6 +37,9 @@ pub mod log_lines;
 pub mod main_loop;
 /// The MCP server for a controller LLM (a face).
 pub mod mcp;
+/// Desktop notifications when a drive needs the person, whose buttons run recovery actions
+/// (a face).
+pub mod notify;
 /// Chat-store observers: parsers, followers, the watcher.
 pub mod observe;
 /// Where the daemon's socket lives.

@@ -279,6 +279,9 @@ pub async fn run(
     for diagnostic in &registry.diagnostics {
         tracing::warn!(%diagnostic, "registry problem; that layer is left out");
     }
+    // The desktop's buses, shared by the lock check before every injection and by recovery.
+    let buses = Arc::new(crate::desktop::Buses::new(Duration::from_millis(500)));
+    let lock = crate::desktop::LockDetector::new(buses.clone());
     let mut app = App::new(
         AppConfig {
             socket_display: bound.path().display().to_string(),
@@ -297,15 +300,32 @@ pub async fn run(
         registry,
         Box::new(crate::drive::inject::SystemInjections::new(
             events_tx.clone(),
+            lock.clone(),
         )),
         Box::new(crate::app::recovery::SystemRecovery::new(
             events_tx.clone(),
             bound.path().to_path_buf(),
             config.registry_paths.clone(),
+            lock,
         )),
     );
     if let Some(journal) = journal {
         app = app.with_journal(journal);
+    }
+    // Desktop notifications when a drive needs the person, if there is a session bus to
+    // send them on (whether a notification service listens is learnt from the first one).
+    let mut notifier = None;
+    if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some() {
+        let (watch_tx, watch_rx) = mpsc::channel(crate::app::drive_news::WATCH_QUEUE);
+        app = app.with_drive_watch(watch_tx);
+        notifier = Some((
+            crate::notify::NotifierConfig {
+                socket: bound.path().to_path_buf(),
+                http: config.http.clone(),
+                buses: buses.clone(),
+            },
+            watch_rx,
+        ));
     }
     // The watcher learns the folders plugin sessions announce through this channel; the
     // state machine only sends on it.
@@ -355,6 +375,13 @@ pub async fn run(
         events_tx.clone(),
         shutdown.clone(),
     ));
+    if let Some((notifier_config, watch_rx)) = notifier {
+        tracker.spawn(crate::notify::run(
+            notifier_config,
+            watch_rx,
+            shutdown.clone(),
+        ));
+    }
     crate::server::accept_connections(
         &mut bound,
         &events_tx,

@@ -16,6 +16,7 @@ const LEVELS: &[(&str, &[&str])] = &[
             "table",
             "workspace_ref",
             "recovery",
+            "desktop",
         ],
     ),
     ("domain", &["registry", "observe", "drive", "journal"]),
@@ -24,7 +25,7 @@ const LEVELS: &[(&str, &[&str])] = &[
     ("state machine", &["app"]),
     ("socket server", &["server"]),
     ("reference plugin", &["dev"]),
-    ("faces", &["cli", "http", "mcp"]),
+    ("faces", &["cli", "http", "mcp", "notify"]),
     ("main loop", &["main_loop"]),
     ("entry", &["entry"]),
 ];

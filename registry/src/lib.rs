@@ -16,8 +16,9 @@ pub use load::{
 };
 pub use model::{
     product_matches, AppliesTo, Authority, BlockerCode, Direction, DisplayServer, Family,
-    Interface, Platform, Policy, ProductPolicy, Recovery, RecoveryActionKind, Requires, RouteKind,
-    Step, StepCondition, StepStage, Transport, Verification, VerificationMode,
+    Interface, NotifyEvent, NotifyPolicy, Platform, Policy, ProductPolicy, Recovery,
+    RecoveryActionKind, Requires, RouteKind, Step, StepCondition, StepStage, Transport,
+    Verification, VerificationMode,
 };
 pub use routes::{effective_policy, rank_routes, EffectivePolicy};
 pub use spans::Position;

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::model::{
-    AppliesTo, Authority, BlockerCode, Direction, Family, Interface, Policy, ProductPolicy,
-    Recovery, Requires, RouteKind, Step, StepStage, Transport, Verification,
+    AppliesTo, Authority, BlockerCode, Direction, Family, Interface, NotifyPolicy, Policy,
+    ProductPolicy, Recovery, Requires, RouteKind, Step, StepStage, Transport, Verification,
 };
 use crate::spans::{Position, SpanIndex};
 
@@ -181,6 +181,10 @@ pub struct PolicyEntry {
     pub paste_chord_by_class: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub products: Option<BTreeMap<String, ProductPolicy>>,
+    /// Desktop notifications: `{on: [events], actions: bool, burst: N, per_minute: N}`;
+    /// a field left out takes its default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<NotifyPolicy>,
 }
 
 /// A registry file: both keys optional.
@@ -800,6 +804,10 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
     }
     if let Some(products) = policy.get("products") {
         resolved_policy.products = serde_json::from_value(products.clone()).unwrap_or_default();
+    }
+    if let Some(notify) = policy.get("notify") {
+        // The layer's own parse checked it; a value that still does not fit keeps the default.
+        resolved_policy.notify = serde_json::from_value(notify.clone()).unwrap_or_default();
     }
 
     // References that need the merged whole.

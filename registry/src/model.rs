@@ -170,6 +170,17 @@ closed_enum! {
         ChatRefused => "chat_refused",
         /// The plugin says its chat cannot take a request now.
         ChatNotReady => "chat_not_ready",
+        /// No notification service answers on the session bus.
+        NotificationsUnavailable => "notifications_unavailable",
+        /// No XDG desktop portal on the session bus.
+        PortalMissing => "portal_missing",
+        /// The desktop portal has no RemoteDesktop interface (the desktop's portal backend
+        /// does not offer remote input).
+        PortalNoRemoteDesktop => "portal_no_remote_desktop",
+        /// The desktop has not yet been asked, or did not agree, to let Koru send keys.
+        ConsentPending => "consent_pending",
+        /// Nothing can tell which window has focus (Wayland without the window's plugin).
+        FocusUnverifiable => "focus_unverifiable",
     }
 }
 
@@ -188,6 +199,26 @@ closed_enum! {
         ReconnectPlugin => "reconnect_plugin",
         /// Raise and focus the session's IDE window.
         FocusWindow => "focus_window",
+    }
+}
+
+closed_enum! {
+    /// A drive event that may raise a desktop notification (`policy.notify.on`).
+    NotifyEvent {
+        /// The chat waits for the person: a tool approval, a question.
+        NeedsInput => "needs_input",
+        /// The chat refused the prompt (no usable model, signed out, out of quota).
+        ChatRefused => "chat_refused",
+        /// The chat cannot take a prompt now: the drive waits for it, or gave up waiting.
+        ChatNotReady => "chat_not_ready",
+        /// OS injection found the screen locked.
+        ScreenLocked => "screen_locked",
+        /// The window to type into did not have focus.
+        FocusMismatch => "focus_mismatch",
+        /// Any other failure, a time-out included.
+        Failed => "failed",
+        /// The drive was delivered.
+        Done => "done",
     }
 }
 
@@ -418,6 +449,56 @@ pub struct ProductPolicy {
     pub window_title: Option<String>,
 }
 
+/// Desktop notifications when a drive needs the person (`policy.notify`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyPolicy {
+    /// The drive events that raise a notification (empty: none, notifications are off).
+    #[serde(default = "default_notify_on")]
+    pub on: Vec<NotifyEvent>,
+    /// Whether a notification carries buttons (Retry, Cancel, Open dashboard) that run the
+    /// recovery actions.
+    #[serde(default = "yes")]
+    pub actions: bool,
+    /// How many notifications may be shown in a row before the rate limit holds the rest.
+    #[serde(default = "default_notify_burst")]
+    pub burst: u32,
+    /// How many notifications a minute the rate limit lets through after a burst; what it
+    /// holds back is summed up in one notification when there is room again.
+    #[serde(default = "default_notify_per_minute")]
+    pub per_minute: u32,
+}
+
+fn default_notify_on() -> Vec<NotifyEvent> {
+    vec![
+        NotifyEvent::NeedsInput,
+        NotifyEvent::ChatRefused,
+        NotifyEvent::ChatNotReady,
+        NotifyEvent::ScreenLocked,
+        NotifyEvent::FocusMismatch,
+        NotifyEvent::Failed,
+    ]
+}
+
+fn default_notify_burst() -> u32 {
+    3
+}
+
+fn default_notify_per_minute() -> u32 {
+    6
+}
+
+impl Default for NotifyPolicy {
+    fn default() -> Self {
+        NotifyPolicy {
+            on: default_notify_on(),
+            actions: true,
+            burst: default_notify_burst(),
+            per_minute: default_notify_per_minute(),
+        }
+    }
+}
+
 /// How the planner picks routes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Policy {
@@ -432,6 +513,9 @@ pub struct Policy {
     pub paste_chord_by_class: BTreeMap<String, String>,
     /// Keyed by product name (`cursor`, `jetbrains-idea`, `vscode-family`, `jetbrains-*`).
     pub products: BTreeMap<String, ProductPolicy>,
+    /// Desktop notifications when a drive needs the person.
+    #[serde(default)]
+    pub notify: NotifyPolicy,
 }
 
 impl Default for Policy {
@@ -447,6 +531,7 @@ impl Default for Policy {
             submit_chord: "Return".into(),
             paste_chord_by_class: BTreeMap::new(),
             products: BTreeMap::new(),
+            notify: NotifyPolicy::default(),
         }
     }
 }

@@ -206,3 +206,39 @@ fn the_built_in_vs_code_family_stores_name_every_product_in_every_layout() {
     assert_eq!(copilot.len(), user_dirs.len());
     assert_eq!(cline.len(), (user_dirs.len() + 1) * 3 + 1);
 }
+
+#[test]
+fn notifications_default_to_every_event_that_needs_the_person_and_a_layer_may_narrow_them() {
+    use koru_registry::NotifyEvent;
+    let built_in = load(&[LayerSource::built_in()]);
+    let notify = &built_in.registry.policy.notify;
+    assert_eq!(
+        notify.on,
+        [
+            NotifyEvent::NeedsInput,
+            NotifyEvent::ChatRefused,
+            NotifyEvent::ChatNotReady,
+            NotifyEvent::ScreenLocked,
+            NotifyEvent::FocusMismatch,
+            NotifyEvent::Failed
+        ]
+    );
+    assert!(notify.actions);
+    assert_eq!((notify.burst, notify.per_minute), (3, 6));
+
+    let user = source(
+        Layer::User,
+        "user.yaml",
+        "policy:\n  notify:\n    on: [needs_input, done]\n    actions: false\n",
+    );
+    let loaded = load(&[LayerSource::built_in(), user]);
+    assert!(loaded.is_clean(), "{:#?}", loaded.diagnostics);
+    let notify = &loaded.registry.policy.notify;
+    assert_eq!(notify.on, [NotifyEvent::NeedsInput, NotifyEvent::Done]);
+    assert!(!notify.actions);
+    assert_eq!(notify.burst, 3, "a field left out takes its default");
+    assert_eq!(
+        loaded.registry.policy_origins()["notify"].layer,
+        Layer::User
+    );
+}

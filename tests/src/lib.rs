@@ -99,7 +99,9 @@ impl Sandbox {
         self.command(koru_bin())
     }
 
-    /// `program` with this sandbox's environment (HOME, XDG folders, socket).
+    /// `program` with this sandbox's environment (HOME, XDG folders, socket). The system
+    /// bus is a socket that does not exist, so no test asks the machine's logind (whether
+    /// the developer's screen is locked, say); tests that want one set their own.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut command = Command::new(program);
         command
@@ -110,6 +112,10 @@ impl Sandbox {
             .env("XDG_CONFIG_HOME", self.path().join("config"))
             .env("XDG_STATE_HOME", self.path().join("state"))
             .env("KORU_SOCKET", self.socket())
+            .env(
+                "DBUS_SYSTEM_BUS_ADDRESS",
+                format!("unix:path={}", self.path().join("no-system-bus").display()),
+            )
             .env("RUST_LOG", "debug")
             .stdin(Stdio::null());
         command

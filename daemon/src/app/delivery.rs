@@ -844,5 +844,6 @@ impl<C: Clock> App<C> {
             let drive = drive.info();
             self.publish(StreamEvent::DriveUpdated { drive });
         }
+        self.tell_watch_drive(drive_id);
     }
 }

@@ -55,6 +55,9 @@ pub struct DriveRecord {
     /// A change the journal has not recorded yet waits for the next tick
     /// ([`super::App::journal_due_drives`]).
     pub journal_due: bool,
+    /// What the drive watch (the desktop notifier) was last told this drive stands for,
+    /// and whether the drive had ended then.
+    pub told: Option<(koru_registry::NotifyEvent, bool)>,
 }
 
 /// What an ack did to a drive.
@@ -114,6 +117,7 @@ impl DriveRecord {
             waiting: None,
             journaled: None,
             journal_due: false,
+            told: None,
         }
     }
 

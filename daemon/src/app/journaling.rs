@@ -125,6 +125,7 @@ pub fn door(peer_pid: Option<u32>, daemon_pid: u32, client: &str) -> &'static st
         (true, "api") => "http_api",
         (true, "dashboard") => "dashboard",
         (true, "koru-mcp") => "mcp_http",
+        (true, "koru-notification") => "notification",
         (true, _) => "daemon",
         (false, "koru-cli") => "cli",
         (false, "koru-mcp") => "mcp_stdio",

@@ -13,6 +13,7 @@
 
 mod chats;
 mod delivery;
+pub mod drive_news;
 pub mod drives;
 pub mod journaling;
 pub mod recovery;
@@ -228,6 +229,8 @@ pub struct App<C: Clock> {
     journal: Option<crate::journal::Journal>,
     /// Drives whose change waits for its `drive_state` entry until the next tick.
     journal_due: Vec<String>,
+    /// Who hears about drives that need the person (the desktop notifier), if anyone.
+    drive_watch: Option<mpsc::Sender<drive_news::WatchNews>>,
 }
 
 impl<C: Clock> App<C> {
@@ -267,6 +270,7 @@ impl<C: Clock> App<C> {
             session_store_roots: Box::new(NoSessionStoreRoots),
             journal: None,
             journal_due: Vec::new(),
+            drive_watch: None,
         }
     }
 
@@ -356,6 +360,7 @@ impl<C: Clock> App<C> {
                 interfaces = self.registry.interfaces().len(),
                 "registry applied"
             );
+            self.tell_watch_policy();
         } else {
             for diagnostic in &diagnostics {
                 tracing::warn!(%diagnostic, "registry problem; keeping the last good registry");

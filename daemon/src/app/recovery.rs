@@ -68,14 +68,21 @@ pub struct SystemRecovery {
     events: mpsc::Sender<DaemonEvent>,
     socket: PathBuf,
     layers: LayerPaths,
+    lock: crate::desktop::LockDetector,
 }
 
 impl SystemRecovery {
-    pub fn new(events: mpsc::Sender<DaemonEvent>, socket: PathBuf, layers: LayerPaths) -> Self {
+    pub fn new(
+        events: mpsc::Sender<DaemonEvent>,
+        socket: PathBuf,
+        layers: LayerPaths,
+        lock: crate::desktop::LockDetector,
+    ) -> Self {
         SystemRecovery {
             events,
             socket,
             layers,
+            lock,
         }
     }
 }
@@ -121,9 +128,11 @@ impl RecoveryRunner for SystemRecovery {
                 });
             }
             RecoveryJob::FocusWindow(job) => {
+                let lock = self.lock.clone();
                 tokio::spawn(async move {
+                    let locked = lock.check().await.locked();
                     let focused = tokio::task::spawn_blocking(move || {
-                        crate::drive::inject::focus_window(&job)
+                        crate::drive::inject::focus_window(&job, locked.as_deref())
                     })
                     .await
                     .unwrap_or_else(|error| {
@@ -410,7 +419,7 @@ impl<C: Clock> App<C> {
     }
 
     /// What a retry of `drive_id` sends where, or why it must not be retried.
-    fn retry_target(&self, drive_id: &str) -> Result<DriveCreate, ErrorMessage> {
+    pub(super) fn retry_target(&self, drive_id: &str) -> Result<DriveCreate, ErrorMessage> {
         let Some(drive) = self.drives.get(drive_id) else {
             return Err(super::delivery::unknown_drive(drive_id));
         };

@@ -95,8 +95,16 @@ pub fn evaluate(inputs: &Inputs<'_>) -> DoctorReport {
         if !inputs.only.is_empty() && !inputs.only.contains(&interface.id) {
             continue;
         }
-        let verdict =
+        let mut verdict =
             interface_verdict(interface, facts, &plugins, &sessions, &environment_verdicts);
+        if interface.surface == "notifications" && registry.policy.notify.on.is_empty() {
+            verdict = Verdict::blocked(
+                Status::NotApplicable,
+                BlockerCode::Disabled,
+                "turned off in the registry policy (`notify.on` is empty)",
+                verdict.facts,
+            );
+        }
         interfaces.push(check_of(interface, verdict));
     }
     interfaces.sort_by_key(|check| family_rank(&check.family));
@@ -403,6 +411,9 @@ fn environment_verdict(interface: &Interface, facts: &Facts) -> Verdict {
         }
         found.push(format!("{path} exists"));
     }
+    if let Some(verdict) = desktop_service_verdict(interface, facts, &mut found) {
+        return verdict;
+    }
     if interface.transport == Transport::Dbus {
         match &facts.dbus {
             Some(Ok(name)) => found.push(format!("session bus reachable (as {name})")),
@@ -421,6 +432,63 @@ fn environment_verdict(interface: &Interface, facts: &Facts) -> Verdict {
         return location_verdict(interface, facts, found);
     }
     Verdict::ok(found)
+}
+
+/// The verdict on a desktop service doctor asked about itself (by the interface's
+/// `surface`), or `None` for every other interface (or when it was not asked).
+fn desktop_service_verdict(
+    interface: &Interface,
+    facts: &Facts,
+    found: &mut Vec<String>,
+) -> Option<Verdict> {
+    match interface.surface.as_str() {
+        "screen_lock" => {
+            let report = facts.lock.as_ref()?;
+            let found = std::mem::take(found);
+            Some(match report.answer {
+                Some(_) => {
+                    let mut found = found;
+                    found.push(report.describe());
+                    Verdict::ok(found)
+                }
+                None => Verdict::blocked(
+                    Status::Degraded,
+                    BlockerCode::BusUnavailable,
+                    format!(
+                        "{}; a locked screen is not detected before OS injection (keys still go only to a verified window)",
+                        report.describe()
+                    ),
+                    found,
+                ),
+            })
+        }
+        "notifications" => {
+            let found = std::mem::take(found);
+            Some(match facts.notifications.as_ref()? {
+                Ok(Some(probe)) => {
+                    let mut found = found;
+                    found.push(probe.describe());
+                    Verdict::ok(found)
+                }
+                Ok(None) => Verdict::blocked(
+                    Status::Unavailable,
+                    BlockerCode::NotificationsUnavailable,
+                    format!(
+                        "no notification service on the session bus: nobody owns {} and nothing starts it; drives that need you are not announced (the daemon tries once and stays quiet until a service starts)",
+                        crate::desktop::notifications::NAME
+                    ),
+                    found,
+                ),
+                Err(error) => Verdict::blocked(
+                    Status::Unavailable,
+                    BlockerCode::BusUnavailable,
+                    format!("session bus unreachable: {error}"),
+                    found,
+                ),
+            })
+        }
+        _ => None,
+    }
 }
 
 fn platform_name(platform: Platform) -> &'static str {
@@ -1224,6 +1292,105 @@ mod tests {
         assert_eq!(no_daemon["chat_history_codex_jsonl"].status, Status::Ok);
     }
 
+    #[test]
+    fn the_lock_source_that_answered_is_a_fact_and_none_answering_is_degraded_naming_logind() {
+        use crate::desktop::lock::{first_answer, LockSource};
+        use crate::desktop::BusError;
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        let no_bus = || BusError::Connect {
+            bus: "system",
+            detail: "no socket".into(),
+        };
+        let mut facts = Facts {
+            platform: Some(Platform::Linux),
+            lock: Some(first_answer([
+                (LockSource::Login1, Err(no_bus())),
+                (LockSource::GnomeScreenSaver, Ok(false)),
+                (LockSource::FreedesktopScreenSaver, Ok(true)),
+            ])),
+            ..Facts::default()
+        };
+        let answered = &verdicts(&facts, &loaded.registry)["screen_lock"];
+        assert_eq!(answered.status, Status::Ok);
+        assert_eq!(
+            answered.facts,
+            ["not locked, as org.gnome.ScreenSaver.GetActive (session bus) says (not answered before it: org.freedesktop.login1: cannot connect to the system bus: no socket)"]
+        );
+        facts.lock = Some(first_answer([
+            (LockSource::Login1, Err(no_bus())),
+            (LockSource::GnomeScreenSaver, Err(no_bus())),
+            (LockSource::FreedesktopScreenSaver, Err(no_bus())),
+        ]));
+        let silent = &verdicts(&facts, &loaded.registry)["screen_lock"];
+        assert_eq!(silent.status, Status::Degraded);
+        let (code, detail) = silent.blocker.clone().unwrap();
+        assert_eq!(code, BlockerCode::BusUnavailable);
+        assert!(
+            detail.starts_with("no lock source answered: org.freedesktop.login1: cannot connect"),
+            "{detail}"
+        );
+    }
+
+    #[test]
+    fn notifications_are_judged_by_the_service_found_and_the_policy() {
+        use crate::desktop::notifications::Probe;
+        use crate::desktop::Provider;
+        let registry_with = |layer: &str| {
+            let mut sources = vec![koru_registry::LayerSource::built_in()];
+            sources.push(koru_registry::LayerSource {
+                layer: koru_registry::Layer::User,
+                name: "user.yaml".into(),
+                path: None,
+                text: layer.into(),
+            });
+            koru_registry::load(&sources).registry
+        };
+        let report = |facts: &Facts, registry: &Registry| {
+            let report = evaluate(&Inputs {
+                registry,
+                registry_diagnostics: Vec::new(),
+                facts,
+                session_registries: HashMap::new(),
+                only: vec!["desktop_notifications".into()],
+            });
+            let check = report.interfaces.into_iter().next().unwrap();
+            (
+                serde_json::to_value(check.status).unwrap(),
+                check.blocker.map(|b| b.code),
+                check.facts,
+            )
+        };
+        let built_in = registry_with("");
+        let mut facts = Facts {
+            platform: Some(Platform::Linux),
+            env: [(
+                "DBUS_SESSION_BUS_ADDRESS".to_string(),
+                "unix:path=/b".to_string(),
+            )]
+            .into(),
+            notifications: Some(Ok(Some(Probe {
+                provider: Provider::Activatable,
+                server: None,
+                capabilities: Vec::new(),
+            }))),
+            ..Facts::default()
+        };
+        let (status, blocker, found) = report(&facts, &built_in);
+        assert_eq!((status.as_str(), blocker), (Some("ok"), None));
+        assert_eq!(
+            found.last().unwrap(),
+            "org.freedesktop.Notifications starts on the first notification (D-Bus activation)"
+        );
+        facts.notifications = Some(Ok(None));
+        let (status, blocker, _) = report(&facts, &built_in);
+        assert_eq!(status, "unavailable");
+        assert_eq!(blocker.as_deref(), Some("notifications_unavailable"));
+        let off = registry_with("policy:\n  notify:\n    on: []\n");
+        let (status, blocker, _) = report(&facts, &off);
+        assert_eq!(status, "not_applicable");
+        assert_eq!(blocker.as_deref(), Some("disabled"));
+    }
+
     /// One line per interface of a whole evaluation: `id status [blocker]`, then the summary.
     fn outline(report: &DoctorReport) -> String {
         let mut text = String::new();
@@ -1303,6 +1470,8 @@ mod tests {
             clipboard_x11 ok
             clipboard_wayland not_applicable no_display
             dbus_session unavailable bus_unavailable
+            screen_lock ok
+            desktop_notifications unavailable bus_unavailable
             filesystem_artifacts ok
             chat_history_claude_code_jsonl ok
             chat_history_copilot_json ok
@@ -1313,7 +1482,7 @@ mod tests {
             chat_history_codex_jsonl ok
             chat_history_gemini_cli ok
             chat_history_antigravity_pb_readonly ok
-            summary: {"ok":18,"degraded":0,"unavailable":2,"not_applicable":14,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
+            summary: {"ok":19,"degraded":0,"unavailable":3,"not_applicable":14,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 
@@ -1361,6 +1530,8 @@ mod tests {
             clipboard_x11 not_applicable no_display
             clipboard_wayland unavailable clipboard_unavailable
             dbus_session unavailable bus_unavailable
+            screen_lock ok
+            desktop_notifications unavailable bus_unavailable
             filesystem_artifacts ok
             chat_history_claude_code_jsonl not_applicable store_missing
             chat_history_copilot_json not_applicable store_missing
@@ -1371,7 +1542,7 @@ mod tests {
             chat_history_codex_jsonl not_applicable store_missing
             chat_history_gemini_cli not_applicable store_missing
             chat_history_antigravity_pb_readonly not_applicable store_missing
-            summary: {"ok":2,"degraded":0,"unavailable":10,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
+            summary: {"ok":3,"degraded":0,"unavailable":11,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 }

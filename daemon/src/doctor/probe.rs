@@ -1,4 +1,4 @@
-//! Doctor's probes: read-only looks at this machine (PATH, environment, display, D-Bus, store paths, the daemon), run in parallel, each bounded by a timeout. Nothing here types, focuses or writes.
+//! Doctor's probes: read-only looks at this machine (PATH, environment, display, D-Bus and the desktop's services on it, store paths, the daemon), run in parallel, each bounded by a timeout. Nothing here types, focuses, notifies or writes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -69,6 +69,11 @@ pub struct Facts {
     pub now_ms: u64,
     /// `fs.inotify.max_user_watches`, where the kernel says.
     pub inotify_max_user_watches: Option<u64>,
+    /// What the screen-lock sources said (`None`: not asked).
+    pub lock: Option<crate::desktop::LockReport>,
+    /// The notification service: `Ok(None)` when nobody provides it, `Err` when the session
+    /// bus could not be asked (`None`: not asked).
+    pub notifications: Option<Result<Option<crate::desktop::notifications::Probe>, String>>,
 }
 
 impl Facts {
@@ -151,12 +156,18 @@ pub async fn gather(registry: &Registry, socket: &Path, timeout: Duration) -> Fa
     });
     let dbus_probe = probe_dbus(env.contains_key("DBUS_SESSION_BUS_ADDRESS"), timeout);
     let daemon_probe = probe_daemon(socket, timeout);
+    // The desktop's services, on buses of doctor's own (nothing is started or shown).
+    let buses = crate::desktop::Buses::new(timeout);
+    let lock_probe = crate::desktop::lock::ask(&buses);
+    let notifications_probe = crate::desktop::notifications::probe(&buses);
 
-    let (binaries, locations, dbus, daemon) = tokio::join!(
+    let (binaries, locations, dbus, daemon, lock, notifications) = tokio::join!(
         futures::future::join_all(binary_probes),
         futures::future::join_all(location_probes),
         dbus_probe,
-        daemon_probe
+        daemon_probe,
+        lock_probe,
+        notifications_probe
     );
     let paths = paths
         .into_iter()
@@ -178,6 +189,8 @@ pub async fn gather(registry: &Registry, socket: &Path, timeout: Duration) -> Fa
         inotify_max_user_watches: std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
             .ok()
             .and_then(|text| text.trim().parse().ok()),
+        lock: Some(lock),
+        notifications: Some(notifications.map_err(|error| error.to_string())),
     }
 }
 

@@ -1,4 +1,4 @@
-//! OS-injection execution for the planner: probing which injector works here, running one delivery (or one submit key press after a plugin's paste) on a blocking thread whose outcome comes back to the state machine as an event. Behind a trait so the state machine's tests use a fake.
+//! OS-injection execution for the planner: probing which injector works here, asking whether the screen is locked (async, on the daemon's runtime), then running one delivery (or one submit key press after a plugin's paste) on a blocking thread whose outcome comes back to the state machine as an event. Behind a trait so the state machine's tests use a fake.
 
 use std::sync::Arc;
 
@@ -9,6 +9,8 @@ use koru_injectors::{
 };
 use koru_protocol::{Blocker, WindowTarget};
 use tokio::sync::mpsc;
+
+use crate::desktop::LockDetector;
 
 /// One OS-injection delivery to run.
 #[derive(Debug, Clone)]
@@ -84,9 +86,11 @@ pub struct InjectionFinished {
     pub outcome: Box<InjectionOutcome>,
 }
 
-/// Runs injections for real on tokio's blocking pool, reporting to `events`.
+/// Runs injections for real: the lock check on the runtime, the keys on tokio's blocking
+/// pool, reporting to `events`.
 pub struct SystemInjections<E> {
     events: mpsc::Sender<E>,
+    lock: LockDetector,
     /// Probe results by interface, with when they were taken: planning happens for every
     /// drive, and PATH lookups are not free.
     probes: std::sync::Mutex<std::collections::HashMap<String, CachedProbe>>,
@@ -99,9 +103,10 @@ type CachedProbe = (std::time::Instant, Result<(), Blocker>);
 const PROBE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl<E> SystemInjections<E> {
-    pub fn new(events: mpsc::Sender<E>) -> Self {
+    pub fn new(events: mpsc::Sender<E>, lock: LockDetector) -> Self {
         SystemInjections {
             events,
+            lock,
             probes: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
     }
@@ -168,22 +173,54 @@ impl<E: From<InjectionFinished> + Send + 'static> InjectionRunner for SystemInje
 
     fn start(&self, job: InjectionJob) {
         let events = self.events.clone();
-        tokio::task::spawn_blocking(move || {
-            let outcome = run(&job);
-            let _ = events.blocking_send(E::from(InjectionFinished {
-                outcome: Box::new(outcome),
-            }));
+        let lock = self.lock.clone();
+        tokio::spawn(async move {
+            let locked = lock.check().await.locked();
+            let drive_id = job.drive_id.clone();
+            let outcome = tokio::task::spawn_blocking(move || run(&job, locked.as_deref()))
+                .await
+                .unwrap_or_else(|panic| panicked(drive_id, Reached::Nothing, &panic));
+            let _ = events
+                .send(E::from(InjectionFinished {
+                    outcome: Box::new(outcome),
+                }))
+                .await;
         });
     }
 
     fn start_key_press(&self, job: KeyPressJob) {
         let events = self.events.clone();
-        tokio::task::spawn_blocking(move || {
-            let outcome = press_submit_key(&job);
-            let _ = events.blocking_send(E::from(InjectionFinished {
-                outcome: Box::new(outcome),
-            }));
+        let lock = self.lock.clone();
+        tokio::spawn(async move {
+            let locked = lock.check().await.locked();
+            let drive_id = job.drive_id.clone();
+            let outcome =
+                tokio::task::spawn_blocking(move || press_submit_key(&job, locked.as_deref()))
+                    .await
+                    .unwrap_or_else(|panic| panicked(drive_id, Reached::Pasted, &panic));
+            let _ = events
+                .send(E::from(InjectionFinished {
+                    outcome: Box::new(outcome),
+                }))
+                .await;
         });
+    }
+}
+
+/// The outcome of an injection whose thread panicked: failed where it may have got to.
+fn panicked(
+    drive_id: String,
+    reached: Reached,
+    panic: &tokio::task::JoinError,
+) -> InjectionOutcome {
+    tracing::error!(%drive_id, %panic, "an OS injection panicked");
+    InjectionOutcome {
+        drive_id,
+        reached,
+        error: Some(Blocker::new(
+            "injector_failed",
+            format!("the injection stopped unexpectedly: {panic}"),
+        )),
     }
 }
 
@@ -201,10 +238,11 @@ fn probe_now(interface: &str) -> Result<(), Blocker> {
 }
 
 /// Presses a route's submit key once into the plugin's window, synchronously: with the
-/// first injector that works here, only when the plugin does not say its window lost focus
-/// and the window that has focus belongs to the plugin's process family (as OS injection
-/// finds it). Never moves focus; any doubt leaves the prompt unsent.
-pub fn press_submit_key(job: &KeyPressJob) -> InjectionOutcome {
+/// first injector that works here, only when the plugin does not say its window lost focus,
+/// the screen is not locked (`locked`: why it is, as [`LockDetector::check`] found) and the
+/// window that has focus belongs to the plugin's process family (as OS injection finds it).
+/// Never moves focus; any doubt leaves the prompt unsent.
+pub fn press_submit_key(job: &KeyPressJob, locked: Option<&str>) -> InjectionOutcome {
     const NOT_PRESSED: &str = "the submit key was not pressed";
     let failed = |blocker: Blocker| InjectionOutcome {
         drive_id: job.drive_id.clone(),
@@ -268,7 +306,7 @@ pub fn press_submit_key(job: &KeyPressJob) -> InjectionOutcome {
         Ok(spec) => spec,
         Err(blocker) => return failed(blocker),
     };
-    if let Some(detail) = screen_locked() {
+    if let Some(detail) = locked {
         return failed(Blocker::new("screen_locked", detail));
     }
     let windows = match injector.windows.find(&spec) {
@@ -288,8 +326,9 @@ pub fn press_submit_key(job: &KeyPressJob) -> InjectionOutcome {
     }
 }
 
-/// Finds the target window and delivers, synchronously.
-pub fn run(job: &InjectionJob) -> InjectionOutcome {
+/// Finds the target window and delivers, synchronously; `locked` says why the screen is
+/// locked, if it is (nothing is typed then).
+pub fn run(job: &InjectionJob, locked: Option<&str>) -> InjectionOutcome {
     let failed = |reached: Reached, blocker: Blocker| InjectionOutcome {
         drive_id: job.drive_id.clone(),
         reached,
@@ -309,6 +348,7 @@ pub fn run(job: &InjectionJob) -> InjectionOutcome {
         &job.window,
         &job.extra_pids,
         job.window_class.as_deref(),
+        locked,
     ) {
         Ok(window) => window,
         Err(blocker) => return failed(Reached::Nothing, blocker),
@@ -404,15 +444,16 @@ fn target_spec(
 }
 
 /// The one window `window` (pid and/or title, plus `extra_pids` of the same IDE, narrowed by
-/// the product's `window_class`) names, refusing when the screen is locked.
+/// the product's `window_class`) names, refusing when the screen is locked (`locked`).
 fn find_target(
     injector: &Injector,
     window: &WindowTarget,
     extra_pids: &[u32],
     window_class: Option<&str>,
+    locked: Option<&str>,
 ) -> Result<koru_injectors::Window, Blocker> {
     let spec = target_spec(window, extra_pids, window_class)?;
-    if let Some(detail) = screen_locked() {
+    if let Some(detail) = locked {
         return Err(Blocker::new("screen_locked", detail));
     }
     let windows = match injector.windows.find(&spec) {
@@ -434,48 +475,21 @@ pub struct FocusJob {
 }
 
 /// Raises and focuses the job's window and checks the window system agrees; types nothing.
-pub fn focus_window(job: &FocusJob) -> Result<String, Blocker> {
+/// Refused while the screen is locked (`locked`).
+pub fn focus_window(job: &FocusJob, locked: Option<&str>) -> Result<String, Blocker> {
     let injector = injector_for(&job.interface).ok_or_else(|| {
         Blocker::new(
             "injector_missing",
             format!("no injector for {}", job.interface),
         )
     })?;
-    let window = find_target(&injector, &job.window, &job.extra_pids, None)?;
+    let window = find_target(&injector, &job.window, &job.extra_pids, None, locked)?;
     koru_injectors::focus_verified(&injector, &window, std::time::Duration::from_millis(1500))
         .map_err(|error| Blocker::new(error.blocker(), error.to_string()))?;
     Ok(format!(
         "focused window {} ({:?}) with {}",
         window.id, window.title, injector.name
     ))
-}
-
-/// Asks the session's screen saver (org.freedesktop.ScreenSaver on the D-Bus session bus)
-/// whether the screen is locked; `Some(why)` when it is. Unknown (no bus, no service)
-/// counts as not locked: focus verification still guards every key.
-pub fn screen_locked() -> Option<String> {
-    std::env::var_os("DBUS_SESSION_BUS_ADDRESS")?;
-    let ask = || -> zbus::Result<bool> {
-        let connection = zbus::blocking::Connection::session()?;
-        let reply = connection.call_method(
-            Some("org.freedesktop.ScreenSaver"),
-            "/org/freedesktop/ScreenSaver",
-            Some("org.freedesktop.ScreenSaver"),
-            "GetActive",
-            &(),
-        )?;
-        reply.body().deserialize()
-    };
-    match ask() {
-        Ok(true) => Some(
-            "the session's screen saver reports the screen locked (org.freedesktop.ScreenSaver.GetActive)".into(),
-        ),
-        Ok(false) => None,
-        Err(error) => {
-            tracing::debug!(%error, "cannot ask the screen saver whether the screen is locked");
-            None
-        }
-    }
 }
 
 /// A runner for tests that never touches the desktop: probes answer from a list and
@@ -538,10 +552,10 @@ mod tests {
 
     #[test]
     fn no_key_is_pressed_for_a_window_its_plugin_says_is_unfocused_or_a_policy_forbids() {
-        let unfocused = press_submit_key(&key_job(
-            Some(false),
-            Ok(vec!["os_injector_xdotool".into()]),
-        ));
+        let unfocused = press_submit_key(
+            &key_job(Some(false), Ok(vec!["os_injector_xdotool".into()])),
+            None,
+        );
         assert_eq!(unfocused.reached, Reached::Pasted);
         let blocker = unfocused.error.unwrap();
         assert_eq!(blocker.code, "focus_mismatch");
@@ -552,14 +566,20 @@ mod tests {
             blocker.detail
         );
 
-        let forbidden = press_submit_key(&key_job(
-            Some(true),
-            Err(Blocker::new("policy_forbidden", "the policy says no")),
-        ));
+        let forbidden = press_submit_key(
+            &key_job(
+                Some(true),
+                Err(Blocker::new("policy_forbidden", "the policy says no")),
+            ),
+            None,
+        );
         assert_eq!(forbidden.reached, Reached::Pasted);
         assert_eq!(forbidden.error.unwrap().code, "policy_forbidden");
 
-        let unknown = press_submit_key(&key_job(None, Ok(vec!["os_injector_teleport".into()])));
+        let unknown = press_submit_key(
+            &key_job(None, Ok(vec!["os_injector_teleport".into()])),
+            None,
+        );
         let blocker = unknown.error.unwrap();
         assert_eq!(blocker.code, "injector_missing");
         assert!(

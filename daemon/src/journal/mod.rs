@@ -172,8 +172,9 @@ impl JournalConfig {
 /// the kernel reported it (`SO_PEERCRED`), and the door it came through.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Asker {
-    /// `socket`, `cli`, `mcp_stdio`, `mcp_http`, `http_api`, `dashboard`, `hook`, or
-    /// `daemon` (the daemon itself, e.g. restart recovery).
+    /// `socket`, `cli`, `mcp_stdio`, `mcp_http`, `http_api`, `dashboard`, `hook`,
+    /// `notification` (a desktop notification's button), or `daemon` (the daemon itself,
+    /// e.g. restart recovery).
     pub door: String,
     pub client: String,
     pub version: String,

@@ -1,0 +1,8 @@
+//! The desktop's D-Bus services as the daemon and doctor use them: the session and system bus connections (`bus`), whether the screen is locked (`lock`), desktop notifications (`notifications`). A base room: it knows D-Bus and nothing else of the daemon.
+
+pub mod bus;
+pub mod lock;
+pub mod notifications;
+
+pub use bus::{Bus, BusError, Buses, Call, Provider};
+pub use lock::{LockDetector, LockReport, LockSource};

@@ -2,6 +2,7 @@
 
 mod commands;
 mod dashboard_cmd;
+mod dial_cmd;
 pub mod doctor_cmd;
 mod hook_cmd;
 mod journal_cmd;
@@ -90,6 +91,9 @@ pub enum Command {
     /// Open the web dashboard: print (and on a desktop open) a one-time login link to the
     /// running daemon's HTTP server (`koru daemon --http`)
     Dashboard(DashboardArgs),
+    /// Bridge standard input and output to this machine's daemon socket, byte for byte
+    /// (what `koru --host ssh://…` runs on the far side of ssh)
+    DialStdio,
     /// Tools for plugin authors and tests
     #[command(subcommand)]
     Dev(DevCommand),
@@ -381,6 +385,7 @@ pub async fn run(
     layers: crate::registry::LayerPaths,
 ) -> anyhow::Result<ExitCode> {
     match command {
+        Command::DialStdio => dial_cmd::run(socket).await,
         Command::Doctor(args) => doctor_cmd::run(socket, args, layers).await,
         Command::Registry(RegistryCommand::Validate { file }) => {
             registry_cmd::validate(file.as_deref(), &layers)

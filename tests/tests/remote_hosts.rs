@@ -1,10 +1,11 @@
-//! Several machines: `koru dial-stdio`, the far side of `koru --host ssh://…`, bridging its standard streams to the daemon's socket byte for byte, under the daemon's peer check.
+//! Several machines: `koru dial-stdio` bridging to the daemon's socket, and `koru --host ssh://…` through a real loopback OpenSSH server in front of a second daemon (its own sandbox and runtime dir) with a fake plugin — listing and driving it, named hosts, ssh's refusals reported with exit 3.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
-use koru_system_tests::{controller_hello, koru_bin, wait_exit, Sandbox};
+use koru_system_tests::sshd::Sshd;
+use koru_system_tests::{controller_hello, koru_bin, stdout_json, wait_exit, Sandbox};
 use serde_json::{json, Value};
 
 /// `koru dial-stdio` of `sandbox`, with both ends piped.
@@ -124,5 +125,267 @@ fn dial_stdio_as_another_user_is_refused_by_the_daemons_peer_check() {
         daemon.log_text().contains("peer_uid=65534"),
         "{}",
         daemon.log_text()
+    );
+}
+
+/// Two machines: this one (`local`: a daemon and a VS Code window) and one behind a
+/// loopback sshd (its own daemon and a VSCodium window).
+struct TwoMachines {
+    local: Sandbox,
+    _local_daemon: koru_system_tests::Daemon,
+    _local_plugin: koru_system_tests::Plugin,
+    remote: Sandbox,
+    remote_daemon: koru_system_tests::Daemon,
+    remote_plugin: koru_system_tests::Plugin,
+    sshd: Sshd,
+}
+
+impl TwoMachines {
+    fn start() -> TwoMachines {
+        let local = Sandbox::new();
+        let local_daemon = local.start_daemon(&["--no-observe"]);
+        let local_ws = local.workspace("here");
+        let local_plugin = local.start_fake_plugin(&[
+            "--product",
+            "vscode",
+            "--workspace",
+            local_ws.to_str().unwrap(),
+        ]);
+        let remote = Sandbox::new();
+        let remote_daemon = remote.start_daemon(&["--no-observe"]);
+        let remote_ws = remote.workspace("there");
+        // VSCodium: its chat takes a prompt and submits it by command (Cursor's and
+        // Windsurf's need a key press into a focused window, which needs a display).
+        let remote_plugin = remote.start_fake_plugin(&[
+            "--product",
+            "vscodium",
+            "--workspace",
+            remote_ws.to_str().unwrap(),
+        ]);
+        let sshd = Sshd::start(&remote);
+        TwoMachines {
+            local,
+            _local_daemon: local_daemon,
+            _local_plugin: local_plugin,
+            remote,
+            remote_daemon,
+            remote_plugin,
+            sshd,
+        }
+    }
+
+    /// Runs `koru --host HOST… [ssh options] ARGS` from this machine.
+    fn koru(&self, hosts: &[&str], args: &[&str]) -> Output {
+        let mut command = self.local.koru();
+        for host in hosts {
+            command.args(["--host", host]);
+        }
+        command
+            .args(self.sshd.koru_args())
+            .args(args)
+            .output()
+            .expect("koru runs")
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_daemon_behind_ssh_is_listed_and_driven_as_if_it_were_here() {
+    let machines = TwoMachines::start();
+    let url = machines.sshd.url();
+
+    let listed = machines.koru(&[&url], &["sessions", "--json"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let sessions = stdout_json(&listed);
+    let ids: Vec<&str> = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [machines.remote_plugin.session_id.as_str()],
+        "{sessions}"
+    );
+    assert_eq!(sessions[0]["ide"]["product"], "vscodium");
+
+    // One ssh connection carries the drive and its events to the end.
+    let workspace = machines.remote.workspace("there");
+    let sent = machines.koru(
+        &[&url],
+        &[
+            "send",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--wait",
+            "--json",
+            "over ssh ✓",
+        ],
+    );
+    assert!(
+        sent.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&sent.stdout),
+        stderr(&sent)
+    );
+    let drive = stdout_json(&sent);
+    assert_eq!(drive["state"], "done", "{drive}");
+    assert_eq!(
+        drive["session_id"],
+        machines.remote_plugin.session_id.as_str()
+    );
+    // The far daemon has it, this one does not.
+    let there = machines.remote.run(&["drives", "--json"]);
+    assert!(String::from_utf8_lossy(&there.stdout).contains(drive["drive_id"].as_str().unwrap()));
+    let here = machines.local.run(&["drives", "--json"]);
+    assert_eq!(stdout_json(&here), json!([]));
+
+    // Status names the far daemon's socket; the connection came from the far `koru
+    // dial-stdio`, as its user.
+    let status = machines.koru(&[&url], &["status", "--json"]);
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert_eq!(
+        stdout_json(&status)["socket"],
+        machines.remote.socket().display().to_string()
+    );
+    assert!(
+        machines.remote_daemon.log_text().contains("koru-cli"),
+        "{}",
+        machines.remote_daemon.log_text()
+    );
+
+    // Doctor checks the far daemon (and says its other probes belong to that machine).
+    let doctor = machines.koru(&[&url], &["doctor", "--json"]);
+    assert!(doctor.status.success(), "{}", stderr(&doctor));
+    let check = stdout_json(&doctor);
+    assert_eq!(check["reachable"], true, "{check}");
+    assert_eq!(
+        check["sessions"][0]["session_id"],
+        machines.remote_plugin.session_id.as_str()
+    );
+    assert!(check["note"].as_str().unwrap().contains("koru doctor"));
+}
+
+#[test]
+fn a_named_host_is_kept_in_hosts_yaml_and_resolves_by_name() {
+    let machines = TwoMachines::start();
+    let url = machines.sshd.url();
+    let added = machines.local.run(&["host", "add", "machine-b", &url]);
+    assert!(added.status.success(), "{}", stderr(&added));
+    let file = machines.local.xdg_config_home().join("koru/hosts.yaml");
+    let text = std::fs::read_to_string(&file).expect("hosts.yaml written");
+    assert!(text.contains(&url), "{text}");
+    let again = machines
+        .local
+        .run(&["host", "add", "machine-b", "ssh://elsewhere"]);
+    assert!(!again.status.success());
+    assert!(stderr(&again).contains("exists"), "{}", stderr(&again));
+    let bad = machines.local.run(&["host", "add", "local", &url]);
+    assert!(stderr(&bad).contains("reserved"), "{}", stderr(&bad));
+    let bad = machines
+        .local
+        .run(&["host", "add", "box", "ssh://box:70000"]);
+    assert!(
+        stderr(&bad).contains("the port \"70000\""),
+        "{}",
+        stderr(&bad)
+    );
+
+    let listed = machines.local.run(&["host", "ls", "--json"]);
+    assert_eq!(stdout_json(&listed)["machine-b"]["url"], url.as_str());
+
+    let sessions = machines.koru(&["machine-b"], &["sessions", "--json"]);
+    assert!(sessions.status.success(), "{}", stderr(&sessions));
+    assert_eq!(
+        stdout_json(&sessions)[0]["session_id"],
+        machines.remote_plugin.session_id.as_str()
+    );
+    // $KORU_HOST stands in for --host.
+    let from_env = machines
+        .local
+        .koru()
+        .env("KORU_HOST", "machine-b")
+        .args(machines.sshd.koru_args())
+        .args(["sessions", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout_json(&from_env)[0]["session_id"],
+        machines.remote_plugin.session_id.as_str()
+    );
+    // `local` is this machine.
+    let here = machines.koru(&["local"], &["sessions", "--json"]);
+    assert_eq!(stdout_json(&here)[0]["ide"]["product"], "vscode");
+
+    let unknown = machines.koru(&["nowhere"], &["sessions"]);
+    assert!(
+        stderr(&unknown).contains("no host named \"nowhere\""),
+        "{}",
+        stderr(&unknown)
+    );
+    let removed = machines.local.run(&["host", "rm", "machine-b"]);
+    assert!(removed.status.success(), "{}", stderr(&removed));
+    let gone = machines.koru(&["machine-b"], &["sessions"]);
+    assert!(!gone.status.success());
+}
+
+#[test]
+fn ssh_refusals_and_a_missing_far_daemon_are_reported_with_exit_3() {
+    let mut machines = TwoMachines::start();
+    let url = machines.sshd.url();
+
+    // A host key nobody vouched for is refused by ssh; koru says what ssh said.
+    let unknown_key = machines
+        .local
+        .koru()
+        .args(["--host", &url])
+        .args(machines.sshd.koru_args_with_unknown_host_key())
+        .arg("status")
+        .output()
+        .unwrap();
+    assert_eq!(
+        unknown_key.status.code(),
+        Some(3),
+        "{}",
+        stderr(&unknown_key)
+    );
+    let said = stderr(&unknown_key);
+    assert!(said.contains("cannot reach host"), "{said}");
+    assert!(said.contains("Host key verification failed"), "{said}");
+
+    // Nobody listening on the port.
+    let closed_port = format!("ssh://{}@127.0.0.1:1", machines.sshd.user);
+    let refused = machines.koru(&[&closed_port], &["sessions"]);
+    assert_eq!(refused.status.code(), Some(3), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("Connection refused"),
+        "{}",
+        stderr(&refused)
+    );
+
+    // sshd answers but the far daemon is not running: the far `koru dial-stdio` says so.
+    machines
+        .remote_daemon
+        .terminate(Duration::from_secs(10))
+        .expect("stops");
+    let started = Instant::now();
+    let down = machines.koru(&[&url], &["sessions"]);
+    assert_eq!(down.status.code(), Some(3), "{}", stderr(&down));
+    assert!(
+        stderr(&down).contains(&format!(
+            "cannot reach host {}@127.0.0.1:{}: no daemon at",
+            machines.sshd.user, machines.sshd.port
+        )),
+        "{}",
+        stderr(&down)
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        !machines.sshd.log_text().is_empty(),
+        "sshd logged the sessions"
     );
 }

@@ -13,12 +13,54 @@ use koru_protocol::{
 
 use super::{CancelArgs, DrivesArgs, ObserveArgs, SendArgs};
 use crate::clock::{Clock, SystemClock};
-use crate::control::Controller;
+use crate::control::hosts::{split_qualified, Host, HostChoice};
+use crate::control::{Client, Controller};
 use crate::table::{age, render};
+
+/// The name the CLI's connections give the daemon.
+const CLIENT_NAME: &str = "koru-cli";
 
 /// The CLI's controller for the daemon at `socket`.
 pub(super) fn controller(socket: &Path) -> Controller {
-    Controller::new(socket.to_path_buf(), "koru-cli")
+    Controller::new(socket.to_path_buf(), CLIENT_NAME)
+}
+
+/// The one host a command that acts on one daemon talks to (this machine's when no
+/// `--host` is given).
+pub(super) fn single_host(choice: &HostChoice, command: &str) -> anyhow::Result<Host> {
+    let mut hosts = choice.resolve()?;
+    if hosts.len() != 1 {
+        bail!(
+            "`koru {command}` talks to one host; give one --host (there are {})",
+            hosts.len()
+        );
+    }
+    Ok(hosts.remove(0))
+}
+
+/// The host an id names (`HOST/ID`) and the bare id; an unqualified id belongs to the one
+/// host of the command.
+pub(super) fn host_of_id(
+    choice: &HostChoice,
+    id: &str,
+    command: &str,
+) -> anyhow::Result<(Host, String)> {
+    match split_qualified(id) {
+        (Some(host), bare) => {
+            let given = choice.resolve()?;
+            let host = match given.into_iter().find(|h| h.name == host) {
+                Some(host) => host,
+                None => choice.resolve_value(host)?,
+            };
+            Ok((host, bare.to_string()))
+        }
+        (None, bare) => Ok((single_host(choice, command)?, bare.to_string())),
+    }
+}
+
+/// One connection to `host` for the whole command.
+pub(super) async fn connect(host: &Host) -> anyhow::Result<Client> {
+    Ok(host.connect(CLIENT_NAME).await?)
 }
 
 /// Pretty JSON on stdout.
@@ -29,8 +71,12 @@ pub(super) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let status = controller(socket).once(|c| Box::pin(c.status())).await?;
+pub async fn status(choice: &HostChoice, json: bool) -> anyhow::Result<ExitCode> {
+    let host = single_host(choice, "status")?;
+    let mut client = connect(&host).await?;
+    let status = client.status().await;
+    client.close().await;
+    let status = status?;
     if json {
         print_json(&status)?;
     } else {
@@ -77,10 +123,12 @@ pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn sessions(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let result = controller(socket)
-        .once(|c| Box::pin(c.sessions(SessionsList::default())))
-        .await?;
+pub async fn sessions(choice: &HostChoice, json: bool) -> anyhow::Result<ExitCode> {
+    let host = single_host(choice, "sessions")?;
+    let mut client = connect(&host).await?;
+    let result = client.sessions(SessionsList::default()).await;
+    client.close().await;
+    let result = result?;
     if json {
         print_json(&result.sessions)?;
         return Ok(ExitCode::SUCCESS);
@@ -133,7 +181,8 @@ pub async fn sessions(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode> {
+pub async fn drives(choice: &HostChoice, args: DrivesArgs) -> anyhow::Result<ExitCode> {
+    let host = single_host(choice, "drives")?;
     let since_ms = args
         .since
         .as_deref()
@@ -153,14 +202,16 @@ pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode>
         drives: Vec::new(),
         more: false,
     };
-    // `--all` pages back through the journal until the start.
+    // `--all` pages back through the journal until the start, on one connection.
+    let mut client = connect(&host).await?;
     loop {
-        let page = controller(socket)
-            .once({
-                let filter = filter.clone();
-                move |c| Box::pin(c.drives(filter))
-            })
-            .await?;
+        let page = match client.drives(filter.clone()).await {
+            Ok(page) => page,
+            Err(error) => {
+                client.close().await;
+                return Err(error.into());
+            }
+        };
         let oldest = page.drives.first().map(|d| d.drive_id.clone());
         let mut drives = page.drives;
         drives.append(&mut result.drives);
@@ -171,6 +222,7 @@ pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode>
             _ => break,
         }
     }
+    client.close().await;
     if args.json {
         print_json(&result.drives)?;
         return Ok(ExitCode::SUCCESS);
@@ -240,10 +292,12 @@ pub(super) fn parse_since(text: &str, now_ms: u64) -> anyhow::Result<u64> {
     }
 }
 
-pub async fn cancel(socket: &Path, args: CancelArgs) -> anyhow::Result<ExitCode> {
-    let drive = controller(socket)
-        .once(move |c| Box::pin(c.cancel_drive(args.drive_id)))
-        .await?;
+pub async fn cancel(choice: &HostChoice, args: CancelArgs) -> anyhow::Result<ExitCode> {
+    let (host, drive_id) = host_of_id(choice, &args.drive_id, "cancel")?;
+    let mut client = connect(&host).await?;
+    let drive = client.cancel_drive(drive_id).await;
+    client.close().await;
+    let drive = drive?;
     if args.json {
         print_json(&drive)?;
     } else {
@@ -263,7 +317,9 @@ fn read_prompt(raw: &str) -> anyhow::Result<String> {
     Ok(prompt)
 }
 
-fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
+/// The drive's target; `local` says whether the daemon runs on this machine (a folder on
+/// another machine cannot be resolved here, so it must be absolute and goes as written).
+fn target_of(args: &SendArgs, local: bool) -> anyhow::Result<Target> {
     if args.window_pid.is_some() || args.window_title.is_some() {
         if args.session.is_some() || args.workspace.is_some() || args.ide.is_some() {
             bail!("--window-pid/--window-title target a window without a plugin; they cannot be combined with --session, --workspace or --ide");
@@ -289,6 +345,18 @@ fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
                 return Ok(Target::Workspace(text.to_string()));
             }
         }
+        if !local {
+            if !workspace.is_absolute() {
+                bail!(
+                    "--workspace {}: a folder on another host must be an absolute path",
+                    workspace.display()
+                );
+            }
+            let text = workspace
+                .to_str()
+                .with_context(|| format!("{} is not valid UTF-8", workspace.display()))?;
+            return Ok(Target::Workspace(text.to_string()));
+        }
         let absolute = std::fs::canonicalize(workspace)
             .or_else(|_| std::env::current_dir().map(|cwd| cwd.join(workspace)));
         let absolute =
@@ -305,19 +373,27 @@ fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
     Ok(Target::Focused)
 }
 
-pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
+pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<ExitCode> {
+    let host = match args.session.take() {
+        Some(session) => {
+            let (host, bare) = host_of_id(choice, &session, "send")?;
+            args.session = Some(bare);
+            host
+        }
+        None => single_host(choice, "send")?,
+    };
     let prompt = read_prompt(&args.prompt)?;
     if prompt.trim().is_empty() {
         bail!("the prompt is empty");
     }
-    let target = target_of(&args)?;
+    let target = target_of(&args, host.is_local())?;
     let timeout_ms = match args.timeout {
         Some(seconds) if seconds.is_finite() && seconds > 0.0 => Some((seconds * 1000.0) as u64),
         Some(seconds) => bail!("--timeout must be a positive number of seconds, got {seconds}"),
         None => None,
     };
     let wait = args.wait || args.wait_reply;
-    let mut client = controller(socket).connect().await?;
+    let mut client = connect(&host).await?;
     if wait {
         client.subscribe().await?;
     }
@@ -376,6 +452,9 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
         Ok(followed) => followed,
         Err(crate::control::ClientError::Closed) => {
             bail!("the daemon closed the connection before drive {drive_id} ended")
+        }
+        Err(crate::control::ClientError::Unreachable { host, said }) => {
+            bail!("lost host {host} before drive {drive_id} ended: {said}")
         }
         Err(error) => return Err(error.into()),
     };
@@ -523,15 +602,18 @@ impl Progress {
 }
 
 /// `koru observe`: a live tail of observations, filtered.
-pub async fn observe(socket: &Path, args: ObserveArgs) -> anyhow::Result<ExitCode> {
+pub async fn observe(choice: &HostChoice, args: ObserveArgs) -> anyhow::Result<ExitCode> {
+    let host = single_host(choice, "observe")?;
+    // A folder on another host is taken as written; one here is resolved.
     let workspace = match &args.workspace {
-        Some(dir) => Some(
+        Some(dir) if host.is_local() => Some(
             std::fs::canonicalize(dir)
                 .with_context(|| format!("cannot resolve {}", dir.display()))?,
         ),
+        Some(dir) => Some(dir.clone()),
         None => None,
     };
-    let mut client = controller(socket).connect().await?;
+    let mut client = connect(&host).await?;
     client.subscribe().await?;
     let mut stdout = std::io::stdout();
     while let Some(envelope) = client.next().await? {
@@ -603,10 +685,12 @@ fn describe_observation(o: &koru_protocol::ObservedEvent) -> String {
 }
 
 /// `koru chats`.
-pub async fn chats(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let result = controller(socket)
-        .once(|c| Box::pin(c.chats(koru_protocol::ChatsList::default())))
-        .await?;
+pub async fn chats(choice: &HostChoice, json: bool) -> anyhow::Result<ExitCode> {
+    let host = single_host(choice, "chats")?;
+    let mut client = connect(&host).await?;
+    let result = client.chats(koru_protocol::ChatsList::default()).await;
+    client.close().await;
+    let result = result?;
     if json {
         print_json(&result.chats)?;
         return Ok(ExitCode::SUCCESS);

@@ -389,3 +389,183 @@ fn ssh_refusals_and_a_missing_far_daemon_are_reported_with_exit_3() {
         "sshd logged the sessions"
     );
 }
+
+/// The merged view's rows of `kind` (`sessions`, `drives`) as `(host, id)`.
+fn merged_rows(view: &Value, kind: &str, id: &str) -> Vec<(String, String)> {
+    let mut rows: Vec<(String, String)> = view[kind]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {kind} in {view}"))
+        .iter()
+        .map(|row| {
+            (
+                row["host"].as_str().unwrap().to_string(),
+                row[id].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn sessions_and_drives_merge_over_hosts_with_qualified_ids_and_a_down_host_hides_nothing() {
+    let mut machines = TwoMachines::start();
+    let added = machines
+        .local
+        .run(&["host", "add", "machine-b", &machines.sshd.url()]);
+    assert!(added.status.success(), "{}", stderr(&added));
+    let both = ["local", "machine-b"];
+    let local_session = machines.local.session_ids().remove(0);
+    let remote_session = machines.remote_plugin.session_id.clone();
+
+    let listed = machines.koru(&both, &["sessions", "--json"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let view = stdout_json(&listed);
+    assert_eq!(
+        merged_rows(&view, "sessions", "session_id"),
+        [
+            ("local".to_string(), format!("local/{local_session}")),
+            (
+                "machine-b".to_string(),
+                format!("machine-b/{remote_session}")
+            ),
+        ]
+    );
+    assert_eq!(
+        view["hosts"],
+        json!([{"host": "local", "ok": true}, {"host": "machine-b", "ok": true}])
+    );
+    let table = machines.koru(&both, &["sessions"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.starts_with("HOST"), "{text}");
+    assert!(
+        text.contains(&format!("machine-b/{remote_session}")),
+        "{text}"
+    );
+    assert!(
+        text.contains("vscodium") && text.contains("vscode "),
+        "{text}"
+    );
+
+    // A qualified session id goes to its own host, and the drive comes back qualified.
+    let qualified = format!("machine-b/{remote_session}");
+    let sent = machines.koru(
+        &both,
+        &[
+            "send",
+            "--session",
+            &qualified,
+            "--wait",
+            "--json",
+            "to b ✓",
+        ],
+    );
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    let drive = stdout_json(&sent);
+    assert_eq!(drive["state"], "done", "{drive}");
+    assert_eq!(drive["session_id"], qualified.as_str());
+    let drive_id = drive["drive_id"].as_str().unwrap().to_string();
+    assert!(drive_id.starts_with("machine-b/d_"), "{drive_id}");
+    // Without a host, a send over two hosts does not guess.
+    let unsure = machines.koru(&both, &["send", "hello"]);
+    assert!(!unsure.status.success());
+    assert!(stderr(&unsure).contains("one host"), "{}", stderr(&unsure));
+
+    let drives = machines.koru(&both, &["drives", "--json"]);
+    assert!(drives.status.success(), "{}", stderr(&drives));
+    let view = stdout_json(&drives);
+    assert_eq!(
+        merged_rows(&view, "drives", "drive_id"),
+        [("machine-b".to_string(), drive_id.clone())]
+    );
+    assert_eq!(view["drives"][0]["session_id"], qualified.as_str());
+    // Paging one host's drives by a qualified session.
+    let of_b = machines.koru(&both, &["drives", "--session", &qualified, "--json"]);
+    assert_eq!(
+        merged_rows(&stdout_json(&of_b), "drives", "drive_id"),
+        [("machine-b".to_string(), drive_id.clone())]
+    );
+    // A drive id qualified with the other host is that host's to answer: it has none.
+    let bare = drive_id.trim_start_matches("machine-b/");
+    let wrong = machines.koru(&both, &["cancel", &format!("local/{bare}")]);
+    assert!(!wrong.status.success());
+    assert!(
+        stderr(&wrong).contains("unknown_drive"),
+        "{}",
+        stderr(&wrong)
+    );
+    // machine-b has it, and says it is over.
+    let cancelled = machines.koru(&both, &["cancel", &drive_id]);
+    assert!(!cancelled.status.success());
+    assert!(
+        stderr(&cancelled).contains(&format!(
+            "drive_finished: drive {bare} already ended as done"
+        )),
+        "{}",
+        stderr(&cancelled)
+    );
+
+    let status = machines.koru(&both, &["status", "--json"]);
+    let view = stdout_json(&status);
+    assert_eq!(
+        merged_rows(&view, "status", "socket"),
+        [
+            (
+                "local".to_string(),
+                machines.local.socket().display().to_string()
+            ),
+            (
+                "machine-b".to_string(),
+                machines.remote.socket().display().to_string()
+            ),
+        ]
+    );
+
+    // machine-b's daemon stops: this machine still answers, machine-b is reported.
+    machines
+        .remote_daemon
+        .terminate(Duration::from_secs(10))
+        .expect("stops");
+    let one_down = machines.koru(&both, &["sessions", "--json"]);
+    assert!(one_down.status.success(), "{}", stderr(&one_down));
+    let view = stdout_json(&one_down);
+    assert_eq!(
+        merged_rows(&view, "sessions", "session_id"),
+        [("local".to_string(), format!("local/{local_session}"))]
+    );
+    assert_eq!(view["hosts"][1]["host"], "machine-b");
+    assert_eq!(view["hosts"][1]["ok"], false);
+    assert_eq!(view["hosts"][1]["code"], "daemon_down");
+    assert!(
+        view["hosts"][1]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot reach host machine-b: no daemon at"),
+        "{view}"
+    );
+    let table = machines.koru(&both, &["drives"]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("host machine-b: DOWN — cannot reach host machine-b"),
+        "{text}"
+    );
+    let status = machines.koru(&both, &["status"]);
+    assert!(status.status.success());
+    assert!(String::from_utf8_lossy(&status.stdout).contains("host local:"));
+
+    // Nobody answers: the view still says who and why, and the exit is 3.
+    let nowhere = format!("ssh://{}@127.0.0.1:1", machines.sshd.user);
+    let none = machines.koru(&["machine-b", &nowhere], &["sessions", "--json"]);
+    assert_eq!(none.status.code(), Some(3), "{}", stderr(&none));
+    let view = stdout_json(&none);
+    assert_eq!(view["sessions"], json!([]));
+    let reasons: Vec<&str> = view["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["error"].as_str().unwrap())
+        .collect();
+    assert!(reasons[0].contains("no daemon at"), "{reasons:?}");
+    assert!(reasons[1].contains("Connection refused"), "{reasons:?}");
+}

@@ -7,18 +7,17 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use koru_protocol::{
-    DriveCreate, DriveInfo, DriveOptions, DriveState, DrivesList, DrivesListResult, IdeProduct,
-    Message, SessionsList, StreamEvent, Target,
+    DriveCreate, DriveInfo, DriveOptions, DriveState, IdeProduct, Message, StreamEvent, Target,
 };
 
-use super::{CancelArgs, DrivesArgs, ObserveArgs, SendArgs};
+use super::{CancelArgs, ObserveArgs, SendArgs};
 use crate::clock::{Clock, SystemClock};
-use crate::control::hosts::{split_qualified, Host, HostChoice};
+use crate::control::hosts::{qualify_drive, split_qualified, Host, HostChoice};
 use crate::control::{Client, Controller};
 use crate::table::{age, render};
 
 /// The name the CLI's connections give the daemon.
-const CLIENT_NAME: &str = "koru-cli";
+pub(super) const CLIENT_NAME: &str = "koru-cli";
 
 /// The CLI's controller for the daemon at `socket`.
 pub(super) fn controller(socket: &Path) -> Controller {
@@ -71,203 +70,6 @@ pub(super) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn status(choice: &HostChoice, json: bool) -> anyhow::Result<ExitCode> {
-    let host = single_host(choice, "status")?;
-    let mut client = connect(&host).await?;
-    let status = client.status().await;
-    client.close().await;
-    let status = status?;
-    if json {
-        print_json(&status)?;
-    } else {
-        let now = SystemClock.now_ms();
-        println!(
-            "koru daemon {} (pid {}) serving {}, up {}",
-            status.version,
-            status.pid,
-            status.socket,
-            age(now, status.started_at_ms)
-        );
-        println!(
-            "protocol v{}..v{}; {} plugin session(s), {} controller(s); drives: {} active, {} since start",
-            status.protocol.min,
-            status.protocol.max,
-            status.plugins,
-            status.controllers,
-            status.drives_active,
-            status.drives_total
-        );
-        if let Some(http) = &status.http {
-            println!(
-                "MCP over HTTP: {} (bearer token: {}, kept in {})",
-                http.mcp_url, http.token, http.token_file
-            );
-        }
-        match &status.journal {
-            Some(journal) => {
-                println!(
-                    "journal: {} ({} entries, prompts {}{}); head {}",
-                    journal.dir,
-                    journal.last_seq,
-                    journal.prompts,
-                    if journal.keyed { ", HMAC-keyed" } else { "" },
-                    journal.head
-                );
-                if let Some(error) = &journal.error {
-                    println!("journal problem: {error}");
-                }
-            }
-            None => println!("journal: off (--no-journal); drives are kept in memory only"),
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-pub async fn sessions(choice: &HostChoice, json: bool) -> anyhow::Result<ExitCode> {
-    let host = single_host(choice, "sessions")?;
-    let mut client = connect(&host).await?;
-    let result = client.sessions(SessionsList::default()).await;
-    client.close().await;
-    let result = result?;
-    if json {
-        print_json(&result.sessions)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    if result.sessions.is_empty() {
-        println!("no IDE plugin is connected");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let now = SystemClock.now_ms();
-    let rows: Vec<Vec<String>> = result
-        .sessions
-        .iter()
-        .map(|s| {
-            let (product, version) = s
-                .ide
-                .as_ref()
-                .map(|ide| (ide.product.to_string(), ide.version.clone()))
-                .unwrap_or_default();
-            vec![
-                s.session_id.clone(),
-                product,
-                version,
-                s.window
-                    .pid
-                    .map(|p| p.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                format!("{:?}", s.health).to_lowercase(),
-                format!("{:?}", s.chat).to_lowercase(),
-                age(now, s.connected_at_ms),
-                s.window.workspace_folders.join(", "),
-            ]
-        })
-        .collect();
-    print!(
-        "{}",
-        render(
-            &[
-                "SESSION",
-                "PRODUCT",
-                "VERSION",
-                "PID",
-                "HEALTH",
-                "CHAT",
-                "AGE",
-                "WORKSPACE"
-            ],
-            &rows
-        )
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-pub async fn drives(choice: &HostChoice, args: DrivesArgs) -> anyhow::Result<ExitCode> {
-    let host = single_host(choice, "drives")?;
-    let since_ms = args
-        .since
-        .as_deref()
-        .map(|text| parse_since(text, SystemClock.now_ms()))
-        .transpose()?;
-    // From the journal (across restarts), the newest 100 unless told otherwise; a daemon
-    // without a journal answers from memory.
-    let mut filter = DrivesList {
-        session_id: args.session,
-        active_only: args.active,
-        history: true,
-        before: args.before,
-        since_ms,
-        limit: args.limit.or(args.all.then_some(1_000)),
-    };
-    let mut result = DrivesListResult {
-        drives: Vec::new(),
-        more: false,
-    };
-    // `--all` pages back through the journal until the start, on one connection.
-    let mut client = connect(&host).await?;
-    loop {
-        let page = match client.drives(filter.clone()).await {
-            Ok(page) => page,
-            Err(error) => {
-                client.close().await;
-                return Err(error.into());
-            }
-        };
-        let oldest = page.drives.first().map(|d| d.drive_id.clone());
-        let mut drives = page.drives;
-        drives.append(&mut result.drives);
-        result.drives = drives;
-        result.more = page.more;
-        match oldest {
-            Some(oldest) if args.all && page.more => filter.before = Some(oldest),
-            _ => break,
-        }
-    }
-    client.close().await;
-    if args.json {
-        print_json(&result.drives)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    if result.drives.is_empty() {
-        println!("no drives yet");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let now = SystemClock.now_ms();
-    let rows: Vec<Vec<String>> = result
-        .drives
-        .iter()
-        .map(|d| {
-            vec![
-                d.drive_id.clone(),
-                d.session_id.clone(),
-                d.state.to_string(),
-                d.blocker
-                    .as_ref()
-                    .map(|b| b.code.clone())
-                    .unwrap_or_else(|| "-".into()),
-                proof_of(d),
-                age(now, d.created_at_ms),
-                d.prompt_excerpt.clone(),
-            ]
-        })
-        .collect();
-    print!(
-        "{}",
-        render(
-            &["DRIVE", "SESSION", "STATE", "BLOCKER", "PROOF", "AGE", "PROMPT"],
-            &rows
-        )
-    );
-    if result.more {
-        if let Some(oldest) = result.drives.first() {
-            println!(
-                "older drives: koru drives --before {} (or --all)",
-                oldest.drive_id
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 /// `--since`: an RFC 3339 time, or an age back from `now_ms` (`90m`, `12h`, `7d`).
 pub(super) fn parse_since(text: &str, now_ms: u64) -> anyhow::Result<u64> {
     if let Some(at) = crate::observe::text::parse_ts(text) {
@@ -297,7 +99,10 @@ pub async fn cancel(choice: &HostChoice, args: CancelArgs) -> anyhow::Result<Exi
     let mut client = connect(&host).await?;
     let drive = client.cancel_drive(drive_id).await;
     client.close().await;
-    let drive = drive?;
+    let mut drive = drive?;
+    if split_qualified(&args.drive_id).0.is_some() {
+        qualify_drive(&mut drive, &host.name);
+    }
     if args.json {
         print_json(&drive)?;
     } else {
@@ -374,13 +179,25 @@ fn target_of(args: &SendArgs, local: bool) -> anyhow::Result<Target> {
 }
 
 pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<ExitCode> {
+    // A qualified `--session HOST/s_…` names the host; the drive is shown qualified then.
+    let mut qualified = None;
     let host = match args.session.take() {
         Some(session) => {
             let (host, bare) = host_of_id(choice, &session, "send")?;
+            if split_qualified(&session).0.is_some() {
+                qualified = Some(host.name.clone());
+            }
             args.session = Some(bare);
             host
         }
         None => single_host(choice, "send")?,
+    };
+    let shown = |drive: &DriveInfo| {
+        let mut drive = drive.clone();
+        if let Some(host) = &qualified {
+            qualify_drive(&mut drive, host);
+        }
+        drive
     };
     let prompt = read_prompt(&args.prompt)?;
     if prompt.trim().is_empty() {
@@ -413,8 +230,9 @@ pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<Exi
             },
         })
         .await?;
-    let drive_id = created.drive_id.clone();
+    let drive_id = shown(&created).drive_id;
     if !wait {
+        let created = shown(&created);
         if args.json {
             print_json(&created)?;
         } else {
@@ -428,7 +246,7 @@ pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<Exi
     }
 
     let mut progress = Progress::new(!args.json, created.created_at_ms);
-    progress.show(&created);
+    progress.show(&shown(&created));
     // The drive's own deadline ends it; waiting for the reply after it is bounded here.
     let reply_deadline =
         tokio::time::Instant::now() + Duration::from_secs_f64(args.timeout.unwrap_or(120.0));
@@ -443,7 +261,7 @@ pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<Exi
             |drive| drive.state.is_terminal().then_some(reply_deadline),
             Some(Duration::from_millis(120)),
             |event| match event {
-                crate::control::Followed::Update(drive) => progress.show(drive),
+                crate::control::Followed::Update(drive) => progress.show(&shown(drive)),
                 crate::control::Followed::Tick(drive) => progress.spin(drive.state),
             },
         )
@@ -460,6 +278,7 @@ pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<Exi
     };
     progress.clear_spinner();
     client.close().await;
+    let last = shown(&last);
     if args.json {
         print_json(&last)?;
     }
@@ -737,7 +556,7 @@ pub async fn chats(choice: &HostChoice, json: bool) -> anyhow::Result<ExitCode> 
 /// The `PROOF` column of `koru drives`: what proves the drive's delivery (its submit
 /// evidence, `unverified` for OS injection, what the chat's history showed), or why a
 /// drive not sent yet waits.
-fn proof_of(drive: &DriveInfo) -> String {
+pub(super) fn proof_of(drive: &DriveInfo) -> String {
     if let Some(waiting) = &drive.waiting {
         return format!("waits: {}", waiting.code);
     }

@@ -9,6 +9,7 @@ mod host_cmd;
 mod journal_cmd;
 mod recover_cmd;
 pub mod registry_cmd;
+mod views;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -455,10 +456,10 @@ pub async fn run(
             registry_cmd::show(id.as_deref(), json, &layers)
         }
         Command::Registry(RegistryCommand::Schema) => registry_cmd::schema(),
-        Command::Status(flag) => commands::status(hosts, flag.json).await,
-        Command::Sessions(flag) => commands::sessions(hosts, flag.json).await,
+        Command::Status(flag) => views::status(hosts, flag.json).await,
+        Command::Sessions(flag) => views::sessions(hosts, flag.json).await,
         Command::Send(args) => commands::send(hosts, args).await,
-        Command::Drives(args) => commands::drives(hosts, args).await,
+        Command::Drives(args) => views::drives(hosts, args).await,
         Command::Cancel(args) => commands::cancel(hosts, args).await,
         Command::Verify(args) => journal_cmd::verify(socket, args).await,
         Command::Journal(JournalCommand::Export(args)) => journal_cmd::export(socket, args).await,

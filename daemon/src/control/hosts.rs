@@ -554,6 +554,60 @@ pub fn split_qualified(id: &str) -> (Option<&str>, &str) {
     }
 }
 
+/// A session as a view over several hosts shows it: its id qualified with its host.
+pub fn qualify_session(session: &mut koru_protocol::SessionInfo, host: &str) {
+    session.session_id = qualify(host, &session.session_id);
+    if let Some(drive) = session.active_drive.as_mut() {
+        *drive = qualify(host, drive);
+    }
+}
+
+/// A drive as a view over several hosts shows it: its id and its session's qualified with
+/// its host (a window target without a plugin has no session, and keeps the empty id).
+pub fn qualify_drive(drive: &mut koru_protocol::DriveInfo, host: &str) {
+    drive.drive_id = qualify(host, &drive.drive_id);
+    if !drive.session_id.is_empty() {
+        drive.session_id = qualify(host, &drive.session_id);
+    }
+    if let koru_protocol::Target::Session(session) = &mut drive.target {
+        *session = qualify(host, session);
+    }
+}
+
+/// How one host of a view over several fared.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HostOutcome {
+    pub host: String,
+    /// Whether the host answered.
+    pub ok: bool,
+    /// Why not, as every face codes a client error (`daemon_down`, the daemon's own code…).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// Why not, for a person (`cannot reach host box: Host key verification failed.`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl HostOutcome {
+    pub fn answered(host: &str) -> HostOutcome {
+        HostOutcome {
+            host: host.to_string(),
+            ok: true,
+            code: None,
+            error: None,
+        }
+    }
+
+    pub fn failed(host: &str, error: &ClientError) -> HostOutcome {
+        HostOutcome {
+            host: host.to_string(),
+            ok: false,
+            code: Some(error.code().as_str().to_string()),
+            error: Some(error.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -754,6 +808,36 @@ mod tests {
                 "no host named \"nope\" in {} (known: box); add it with `koru host add nope ssh://[user@]host[:port]`",
                 dir.path().join("hosts.yaml").display()
             )
+        );
+    }
+
+    #[test]
+    fn a_drive_and_a_session_are_qualified_with_their_host() {
+        let mut drive: koru_protocol::DriveInfo = serde_json::from_value(serde_json::json!({
+            "drive_id": "d_1", "session_id": "s_1", "state": "queued",
+            "target": {"session": "s_1"}, "route": "native_send", "options": {},
+            "history": [], "prompt_chars": 2, "prompt_excerpt": "hi", "created_at_ms": 1
+        }))
+        .unwrap();
+        qualify_drive(&mut drive, "box");
+        assert_eq!(drive.drive_id, "box/d_1");
+        assert_eq!(drive.session_id, "box/s_1");
+        assert_eq!(
+            drive.target,
+            koru_protocol::Target::Session("box/s_1".into())
+        );
+        let mut windowless = drive.clone();
+        windowless.session_id.clear();
+        qualify_drive(&mut windowless, "b");
+        assert_eq!(windowless.session_id, "");
+        let error = ClientError::Unreachable {
+            host: "box".into(),
+            said: "Connection refused".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(HostOutcome::failed("box", &error)).unwrap(),
+            serde_json::json!({"host": "box", "ok": false, "code": "daemon_down",
+                "error": "cannot reach host box: Connection refused"})
         );
     }
 

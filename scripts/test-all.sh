@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus), then the Rust workspace tests, the VS Code extension's tests, the dashboard's browser tests and the JetBrains plugin's build and tests.
+# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus, OpenSSH client and server), then the Rust workspace tests, the VS Code extension's tests, the dashboard's browser tests and the JetBrains plugin's build and tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,11 +17,18 @@ declare -A needed=(
   [foot]=foot
   [wl-copy]=wl-clipboard
   [xprop]=x11-utils
+  [ssh]=openssh-client
+  [ssh-keygen]=openssh-client
+  [/usr/sbin/sshd]=openssh-server
 )
 missing=()
 for program in "${!needed[@]}"; do
   command -v "$program" >/dev/null 2>&1 || missing+=("${needed[$program]}")
 done
+# Two programs may come from one package: install each once.
+if [ "${#missing[@]}" -gt 0 ]; then
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing: ${missing[*]}"

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command, DevCommand, LogFormat, EXIT_NO_DAEMON};
+use crate::control::hosts::{hosts_file_path, HostChoice, HOST_ENV};
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
@@ -27,6 +28,31 @@ pub fn main() -> ExitCode {
     };
     let socket = crate::paths::socket_path(cli.socket.as_deref());
     let layers = crate::cli::registry_cmd::cli_layer_paths(cli.registry.as_ref());
+    if !cli.hosts.is_empty() && !cli.command.takes_host() {
+        eprintln!("koru: --host only applies to the commands that ask a daemon (status, sessions, send, drives, cancel, recover, chats, observe, doctor)");
+        return ExitCode::from(2);
+    }
+    // `$KORU_HOST` stands in for --host on the commands that take one, and is ignored by
+    // the others (a daemon started from a shell that sets it is still this machine's).
+    let requested = if cli.hosts.is_empty() && cli.command.takes_host() {
+        std::env::var(HOST_ENV)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|value| !value.is_empty())
+            .map(str::to_string)
+            .collect()
+    } else {
+        cli.hosts.clone()
+    };
+    let hosts = HostChoice {
+        requested,
+        ssh_options: cli.ssh_options.clone(),
+        socket: socket.clone(),
+        hosts_file: hosts_file_path(),
+        // `koru mcp`'s standard streams are the MCP channel: ssh must not ask there.
+        interactive: !matches!(cli.command, Command::Mcp),
+    };
     let outcome = runtime.block_on(async move {
         match cli.command {
             Command::Daemon(args) => {
@@ -40,7 +66,7 @@ pub fn main() -> ExitCode {
             Command::Dev(DevCommand::FakePlugin(args)) => {
                 crate::dev::fake_plugin::run(&socket, *args).await
             }
-            command => crate::cli::run(command, &socket, layers).await,
+            command => crate::cli::run(command, &hosts, layers).await,
         }
     });
     // Connection tasks may still be parked on I/O; do not wait for them at exit.
@@ -49,7 +75,11 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             if let Some(client_error) = err.downcast_ref::<crate::control::ClientError>() {
-                if matches!(client_error, crate::control::ClientError::NoDaemon { .. }) {
+                if matches!(
+                    client_error,
+                    crate::control::ClientError::NoDaemon { .. }
+                        | crate::control::ClientError::Unreachable { .. }
+                ) {
                     eprintln!("koru: {client_error}");
                     return ExitCode::from(EXIT_NO_DAEMON);
                 }

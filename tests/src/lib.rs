@@ -11,6 +11,8 @@ use serde_json::Value;
 
 /// Measuring helpers of the benchmarks.
 pub mod measure;
+/// A loopback OpenSSH server standing for a second machine.
+pub mod sshd;
 
 /// The `koru` binary of this workspace, built (once per test process) in the same profile
 /// as the running test. `KORU_BIN` overrides it.

@@ -7,18 +7,59 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use koru_protocol::{
-    DriveCreate, DriveInfo, DriveOptions, DriveState, DrivesList, DrivesListResult, IdeProduct,
-    Message, SessionsList, StreamEvent, Target,
+    DriveCreate, DriveInfo, DriveOptions, DriveState, IdeProduct, Message, StreamEvent, Target,
 };
 
-use super::{CancelArgs, DrivesArgs, ObserveArgs, SendArgs};
+use super::{CancelArgs, ObserveArgs, SendArgs};
 use crate::clock::{Clock, SystemClock};
-use crate::control::Controller;
+use crate::control::hosts::{qualify_drive, split_qualified, Host, HostChoice};
+use crate::control::{Client, Controller};
 use crate::table::{age, render};
+
+/// The name the CLI's connections give the daemon.
+pub(super) const CLIENT_NAME: &str = "koru-cli";
 
 /// The CLI's controller for the daemon at `socket`.
 pub(super) fn controller(socket: &Path) -> Controller {
-    Controller::new(socket.to_path_buf(), "koru-cli")
+    Controller::new(socket.to_path_buf(), CLIENT_NAME)
+}
+
+/// The one host a command that acts on one daemon talks to (this machine's when no
+/// `--host` is given).
+pub(super) fn single_host(choice: &HostChoice, command: &str) -> anyhow::Result<Host> {
+    let mut hosts = choice.resolve()?;
+    if hosts.len() != 1 {
+        bail!(
+            "`koru {command}` talks to one host; give one --host (there are {})",
+            hosts.len()
+        );
+    }
+    Ok(hosts.remove(0))
+}
+
+/// The host an id names (`HOST/ID`) and the bare id; an unqualified id belongs to the one
+/// host of the command.
+pub(super) fn host_of_id(
+    choice: &HostChoice,
+    id: &str,
+    command: &str,
+) -> anyhow::Result<(Host, String)> {
+    match split_qualified(id) {
+        (Some(host), bare) => {
+            let given = choice.resolve()?;
+            let host = match given.into_iter().find(|h| h.name == host) {
+                Some(host) => host,
+                None => choice.resolve_value(host)?,
+            };
+            Ok((host, bare.to_string()))
+        }
+        (None, bare) => Ok((single_host(choice, command)?, bare.to_string())),
+    }
+}
+
+/// One connection to `host` for the whole command.
+pub(super) async fn connect(host: &Host) -> anyhow::Result<Client> {
+    Ok(host.connect(CLIENT_NAME).await?)
 }
 
 /// Pretty JSON on stdout.
@@ -27,193 +68,6 @@ pub(super) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     serde_json::to_writer_pretty(&mut stdout, value)?;
     writeln!(stdout)?;
     Ok(())
-}
-
-pub async fn status(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let status = controller(socket).once(|c| Box::pin(c.status())).await?;
-    if json {
-        print_json(&status)?;
-    } else {
-        let now = SystemClock.now_ms();
-        println!(
-            "koru daemon {} (pid {}) serving {}, up {}",
-            status.version,
-            status.pid,
-            status.socket,
-            age(now, status.started_at_ms)
-        );
-        println!(
-            "protocol v{}..v{}; {} plugin session(s), {} controller(s); drives: {} active, {} since start",
-            status.protocol.min,
-            status.protocol.max,
-            status.plugins,
-            status.controllers,
-            status.drives_active,
-            status.drives_total
-        );
-        if let Some(http) = &status.http {
-            println!(
-                "MCP over HTTP: {} (bearer token: {}, kept in {})",
-                http.mcp_url, http.token, http.token_file
-            );
-        }
-        match &status.journal {
-            Some(journal) => {
-                println!(
-                    "journal: {} ({} entries, prompts {}{}); head {}",
-                    journal.dir,
-                    journal.last_seq,
-                    journal.prompts,
-                    if journal.keyed { ", HMAC-keyed" } else { "" },
-                    journal.head
-                );
-                if let Some(error) = &journal.error {
-                    println!("journal problem: {error}");
-                }
-            }
-            None => println!("journal: off (--no-journal); drives are kept in memory only"),
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-pub async fn sessions(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let result = controller(socket)
-        .once(|c| Box::pin(c.sessions(SessionsList::default())))
-        .await?;
-    if json {
-        print_json(&result.sessions)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    if result.sessions.is_empty() {
-        println!("no IDE plugin is connected");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let now = SystemClock.now_ms();
-    let rows: Vec<Vec<String>> = result
-        .sessions
-        .iter()
-        .map(|s| {
-            let (product, version) = s
-                .ide
-                .as_ref()
-                .map(|ide| (ide.product.to_string(), ide.version.clone()))
-                .unwrap_or_default();
-            vec![
-                s.session_id.clone(),
-                product,
-                version,
-                s.window
-                    .pid
-                    .map(|p| p.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                format!("{:?}", s.health).to_lowercase(),
-                format!("{:?}", s.chat).to_lowercase(),
-                age(now, s.connected_at_ms),
-                s.window.workspace_folders.join(", "),
-            ]
-        })
-        .collect();
-    print!(
-        "{}",
-        render(
-            &[
-                "SESSION",
-                "PRODUCT",
-                "VERSION",
-                "PID",
-                "HEALTH",
-                "CHAT",
-                "AGE",
-                "WORKSPACE"
-            ],
-            &rows
-        )
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-pub async fn drives(socket: &Path, args: DrivesArgs) -> anyhow::Result<ExitCode> {
-    let since_ms = args
-        .since
-        .as_deref()
-        .map(|text| parse_since(text, SystemClock.now_ms()))
-        .transpose()?;
-    // From the journal (across restarts), the newest 100 unless told otherwise; a daemon
-    // without a journal answers from memory.
-    let mut filter = DrivesList {
-        session_id: args.session,
-        active_only: args.active,
-        history: true,
-        before: args.before,
-        since_ms,
-        limit: args.limit.or(args.all.then_some(1_000)),
-    };
-    let mut result = DrivesListResult {
-        drives: Vec::new(),
-        more: false,
-    };
-    // `--all` pages back through the journal until the start.
-    loop {
-        let page = controller(socket)
-            .once({
-                let filter = filter.clone();
-                move |c| Box::pin(c.drives(filter))
-            })
-            .await?;
-        let oldest = page.drives.first().map(|d| d.drive_id.clone());
-        let mut drives = page.drives;
-        drives.append(&mut result.drives);
-        result.drives = drives;
-        result.more = page.more;
-        match oldest {
-            Some(oldest) if args.all && page.more => filter.before = Some(oldest),
-            _ => break,
-        }
-    }
-    if args.json {
-        print_json(&result.drives)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    if result.drives.is_empty() {
-        println!("no drives yet");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let now = SystemClock.now_ms();
-    let rows: Vec<Vec<String>> = result
-        .drives
-        .iter()
-        .map(|d| {
-            vec![
-                d.drive_id.clone(),
-                d.session_id.clone(),
-                d.state.to_string(),
-                d.blocker
-                    .as_ref()
-                    .map(|b| b.code.clone())
-                    .unwrap_or_else(|| "-".into()),
-                proof_of(d),
-                age(now, d.created_at_ms),
-                d.prompt_excerpt.clone(),
-            ]
-        })
-        .collect();
-    print!(
-        "{}",
-        render(
-            &["DRIVE", "SESSION", "STATE", "BLOCKER", "PROOF", "AGE", "PROMPT"],
-            &rows
-        )
-    );
-    if result.more {
-        if let Some(oldest) = result.drives.first() {
-            println!(
-                "older drives: koru drives --before {} (or --all)",
-                oldest.drive_id
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `--since`: an RFC 3339 time, or an age back from `now_ms` (`90m`, `12h`, `7d`).
@@ -240,10 +94,15 @@ pub(super) fn parse_since(text: &str, now_ms: u64) -> anyhow::Result<u64> {
     }
 }
 
-pub async fn cancel(socket: &Path, args: CancelArgs) -> anyhow::Result<ExitCode> {
-    let drive = controller(socket)
-        .once(move |c| Box::pin(c.cancel_drive(args.drive_id)))
-        .await?;
+pub async fn cancel(choice: &HostChoice, args: CancelArgs) -> anyhow::Result<ExitCode> {
+    let (host, drive_id) = host_of_id(choice, &args.drive_id, "cancel")?;
+    let mut client = connect(&host).await?;
+    let drive = client.cancel_drive(drive_id).await;
+    client.close().await;
+    let mut drive = drive?;
+    if split_qualified(&args.drive_id).0.is_some() {
+        qualify_drive(&mut drive, &host.name);
+    }
     if args.json {
         print_json(&drive)?;
     } else {
@@ -263,7 +122,9 @@ fn read_prompt(raw: &str) -> anyhow::Result<String> {
     Ok(prompt)
 }
 
-fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
+/// The drive's target; `local` says whether the daemon runs on this machine (a folder on
+/// another machine cannot be resolved here, so it must be absolute and goes as written).
+fn target_of(args: &SendArgs, local: bool) -> anyhow::Result<Target> {
     if args.window_pid.is_some() || args.window_title.is_some() {
         if args.session.is_some() || args.workspace.is_some() || args.ide.is_some() {
             bail!("--window-pid/--window-title target a window without a plugin; they cannot be combined with --session, --workspace or --ide");
@@ -289,6 +150,18 @@ fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
                 return Ok(Target::Workspace(text.to_string()));
             }
         }
+        if !local {
+            if !workspace.is_absolute() {
+                bail!(
+                    "--workspace {}: a folder on another host must be an absolute path",
+                    workspace.display()
+                );
+            }
+            let text = workspace
+                .to_str()
+                .with_context(|| format!("{} is not valid UTF-8", workspace.display()))?;
+            return Ok(Target::Workspace(text.to_string()));
+        }
         let absolute = std::fs::canonicalize(workspace)
             .or_else(|_| std::env::current_dir().map(|cwd| cwd.join(workspace)));
         let absolute =
@@ -305,19 +178,39 @@ fn target_of(args: &SendArgs) -> anyhow::Result<Target> {
     Ok(Target::Focused)
 }
 
-pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
+pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<ExitCode> {
+    // A qualified `--session HOST/s_…` names the host; the drive is shown qualified then.
+    let mut qualified = None;
+    let host = match args.session.take() {
+        Some(session) => {
+            let (host, bare) = host_of_id(choice, &session, "send")?;
+            if split_qualified(&session).0.is_some() {
+                qualified = Some(host.name.clone());
+            }
+            args.session = Some(bare);
+            host
+        }
+        None => single_host(choice, "send")?,
+    };
+    let shown = |drive: &DriveInfo| {
+        let mut drive = drive.clone();
+        if let Some(host) = &qualified {
+            qualify_drive(&mut drive, host);
+        }
+        drive
+    };
     let prompt = read_prompt(&args.prompt)?;
     if prompt.trim().is_empty() {
         bail!("the prompt is empty");
     }
-    let target = target_of(&args)?;
+    let target = target_of(&args, host.is_local())?;
     let timeout_ms = match args.timeout {
         Some(seconds) if seconds.is_finite() && seconds > 0.0 => Some((seconds * 1000.0) as u64),
         Some(seconds) => bail!("--timeout must be a positive number of seconds, got {seconds}"),
         None => None,
     };
     let wait = args.wait || args.wait_reply;
-    let mut client = controller(socket).connect().await?;
+    let mut client = connect(&host).await?;
     if wait {
         client.subscribe().await?;
     }
@@ -337,8 +230,9 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
             },
         })
         .await?;
-    let drive_id = created.drive_id.clone();
+    let drive_id = shown(&created).drive_id;
     if !wait {
+        let created = shown(&created);
         if args.json {
             print_json(&created)?;
         } else {
@@ -352,7 +246,7 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
     }
 
     let mut progress = Progress::new(!args.json, created.created_at_ms);
-    progress.show(&created);
+    progress.show(&shown(&created));
     // The drive's own deadline ends it; waiting for the reply after it is bounded here.
     let reply_deadline =
         tokio::time::Instant::now() + Duration::from_secs_f64(args.timeout.unwrap_or(120.0));
@@ -367,7 +261,7 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
             |drive| drive.state.is_terminal().then_some(reply_deadline),
             Some(Duration::from_millis(120)),
             |event| match event {
-                crate::control::Followed::Update(drive) => progress.show(drive),
+                crate::control::Followed::Update(drive) => progress.show(&shown(drive)),
                 crate::control::Followed::Tick(drive) => progress.spin(drive.state),
             },
         )
@@ -377,10 +271,14 @@ pub async fn send(socket: &Path, args: SendArgs) -> anyhow::Result<ExitCode> {
         Err(crate::control::ClientError::Closed) => {
             bail!("the daemon closed the connection before drive {drive_id} ended")
         }
+        Err(crate::control::ClientError::Unreachable { host, said }) => {
+            bail!("lost host {host} before drive {drive_id} ended: {said}")
+        }
         Err(error) => return Err(error.into()),
     };
     progress.clear_spinner();
     client.close().await;
+    let last = shown(&last);
     if args.json {
         print_json(&last)?;
     }
@@ -523,15 +421,18 @@ impl Progress {
 }
 
 /// `koru observe`: a live tail of observations, filtered.
-pub async fn observe(socket: &Path, args: ObserveArgs) -> anyhow::Result<ExitCode> {
+pub async fn observe(choice: &HostChoice, args: ObserveArgs) -> anyhow::Result<ExitCode> {
+    let host = single_host(choice, "observe")?;
+    // A folder on another host is taken as written; one here is resolved.
     let workspace = match &args.workspace {
-        Some(dir) => Some(
+        Some(dir) if host.is_local() => Some(
             std::fs::canonicalize(dir)
                 .with_context(|| format!("cannot resolve {}", dir.display()))?,
         ),
+        Some(dir) => Some(dir.clone()),
         None => None,
     };
-    let mut client = controller(socket).connect().await?;
+    let mut client = connect(&host).await?;
     client.subscribe().await?;
     let mut stdout = std::io::stdout();
     while let Some(envelope) = client.next().await? {
@@ -603,10 +504,12 @@ fn describe_observation(o: &koru_protocol::ObservedEvent) -> String {
 }
 
 /// `koru chats`.
-pub async fn chats(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let result = controller(socket)
-        .once(|c| Box::pin(c.chats(koru_protocol::ChatsList::default())))
-        .await?;
+pub async fn chats(choice: &HostChoice, json: bool) -> anyhow::Result<ExitCode> {
+    let host = single_host(choice, "chats")?;
+    let mut client = connect(&host).await?;
+    let result = client.chats(koru_protocol::ChatsList::default()).await;
+    client.close().await;
+    let result = result?;
     if json {
         print_json(&result.chats)?;
         return Ok(ExitCode::SUCCESS);
@@ -653,7 +556,7 @@ pub async fn chats(socket: &Path, json: bool) -> anyhow::Result<ExitCode> {
 /// The `PROOF` column of `koru drives`: what proves the drive's delivery (its submit
 /// evidence, `unverified` for OS injection, what the chat's history showed), or why a
 /// drive not sent yet waits.
-fn proof_of(drive: &DriveInfo) -> String {
+pub(super) fn proof_of(drive: &DriveInfo) -> String {
     if let Some(waiting) = &drive.waiting {
         return format!("waits: {}", waiting.code);
     }

@@ -2,11 +2,14 @@
 
 mod commands;
 mod dashboard_cmd;
+mod dial_cmd;
 pub mod doctor_cmd;
 mod hook_cmd;
+mod host_cmd;
 mod journal_cmd;
 mod recover_cmd;
 pub mod registry_cmd;
+mod views;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +38,16 @@ pub struct Cli {
     /// An extra registry layer file, applied over the built-in, user and project layers
     #[arg(long, global = true, value_name = "FILE")]
     pub registry: Option<PathBuf>,
+
+    /// Ask the daemon of this machine instead: `local` (this one), `ssh://[user@]host[:port]`
+    /// (through the system ssh, which runs `koru dial-stdio` there) or a name from `koru host
+    /// add`; repeat it to merge several [default: $KORU_HOST (comma-separated), else local]
+    #[arg(long = "host", global = true, value_name = "HOST")]
+    pub hosts: Vec<String>,
+
+    /// An option for ssh (passed as `-o OPTION`, e.g. IdentityFile=~/.ssh/box); repeatable
+    #[arg(long = "ssh-option", global = true, value_name = "OPTION")]
+    pub ssh_options: Vec<String>,
 
     #[command(subcommand)]
     pub command: Command,
@@ -90,9 +103,59 @@ pub enum Command {
     /// Open the web dashboard: print (and on a desktop open) a one-time login link to the
     /// running daemon's HTTP server (`koru daemon --http`)
     Dashboard(DashboardArgs),
+    /// Named hosts for `--host NAME` (kept in $XDG_CONFIG_HOME/koru/hosts.yaml)
+    #[command(subcommand)]
+    Host(HostCommand),
+    /// Bridge standard input and output to this machine's daemon socket, byte for byte
+    /// (what `koru --host ssh://…` runs on the far side of ssh)
+    DialStdio,
     /// Tools for plugin authors and tests
     #[command(subcommand)]
     Dev(DevCommand),
+}
+
+impl Command {
+    /// Whether the command asks a daemon that `--host` may name.
+    pub fn takes_host(&self) -> bool {
+        matches!(
+            self,
+            Command::Status(_)
+                | Command::Sessions(_)
+                | Command::Send(_)
+                | Command::Drives(_)
+                | Command::Cancel(_)
+                | Command::Recover(_)
+                | Command::Chats(_)
+                | Command::Observe(_)
+                | Command::Doctor(_)
+        )
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HostCommand {
+    /// Name a host: `koru host add box ssh://me@box.example:2222` (the `--ssh-option`s given
+    /// are kept with it)
+    Add {
+        /// Letters, digits, `.`, `_`, `-` (`local` is this machine)
+        name: String,
+        /// ssh://[user@]host[:port]
+        url: String,
+        /// The koru program on that host [default: koru, on its PATH]
+        #[arg(long, value_name = "PATH")]
+        koru: Option<String>,
+        /// Replace a host of that name
+        #[arg(long)]
+        force: bool,
+    },
+    /// List the named hosts
+    Ls {
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget a named host
+    Rm { name: String },
 }
 
 #[derive(Debug, Args)]
@@ -379,14 +442,18 @@ pub enum DevCommand {
 }
 
 /// Runs one of the client commands (every command but `daemon`, `mcp` and `dev
-/// fake-plugin`, which `entry.rs` hands to their own rooms).
+/// fake-plugin`, which `entry.rs` hands to their own rooms); `hosts` says which daemon(s)
+/// the commands that ask one talk to.
 pub async fn run(
     command: Command,
-    socket: &std::path::Path,
+    hosts: &crate::control::hosts::HostChoice,
     layers: crate::registry::LayerPaths,
 ) -> anyhow::Result<ExitCode> {
+    let socket = hosts.socket.as_path();
     match command {
-        Command::Doctor(args) => doctor_cmd::run(socket, args, layers).await,
+        Command::Host(command) => host_cmd::run(command, hosts),
+        Command::DialStdio => dial_cmd::run(socket).await,
+        Command::Doctor(args) => doctor_cmd::run(hosts, args, layers).await,
         Command::Registry(RegistryCommand::Validate { file }) => {
             registry_cmd::validate(file.as_deref(), &layers)
         }
@@ -394,14 +461,14 @@ pub async fn run(
             registry_cmd::show(id.as_deref(), json, &layers)
         }
         Command::Registry(RegistryCommand::Schema) => registry_cmd::schema(),
-        Command::Status(flag) => commands::status(socket, flag.json).await,
-        Command::Sessions(flag) => commands::sessions(socket, flag.json).await,
-        Command::Send(args) => commands::send(socket, args).await,
-        Command::Drives(args) => commands::drives(socket, args).await,
-        Command::Cancel(args) => commands::cancel(socket, args).await,
+        Command::Status(flag) => views::status(hosts, flag.json).await,
+        Command::Sessions(flag) => views::sessions(hosts, flag.json).await,
+        Command::Send(args) => commands::send(hosts, args).await,
+        Command::Drives(args) => views::drives(hosts, args).await,
+        Command::Cancel(args) => commands::cancel(hosts, args).await,
         Command::Verify(args) => journal_cmd::verify(socket, args).await,
         Command::Journal(JournalCommand::Export(args)) => journal_cmd::export(socket, args).await,
-        Command::Recover(args) => recover_cmd::run(socket, args).await,
+        Command::Recover(args) => recover_cmd::run(hosts, args).await,
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "koru", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
@@ -417,8 +484,8 @@ pub async fn run(
         Command::Hook(HookCommand::ClaudeCode { print_config }) => {
             hook_cmd::run(socket, print_config).await
         }
-        Command::Observe(args) => commands::observe(socket, args).await,
-        Command::Chats(flag) => commands::chats(socket, flag.json).await,
+        Command::Observe(args) => commands::observe(hosts, args).await,
+        Command::Chats(flag) => commands::chats(hosts, flag.json).await,
         Command::Daemon(_) | Command::Mcp | Command::Dev(DevCommand::FakePlugin(_)) => {
             anyhow::bail!("daemon, mcp and dev fake-plugin are not client commands")
         }

@@ -1,12 +1,12 @@
 //! `koru recover ACTION`: runs one recovery action through the daemon (the same actions as the dashboard's buttons and the MCP tool `recover`) and says what it did.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::anyhow;
 use koru_protocol::{RecoveryAction, Route};
 
 use super::RecoverArgs;
+use crate::control::hosts::HostChoice;
 use crate::recovery::ArgumentError;
 
 /// Routes by their wire names.
@@ -48,11 +48,32 @@ pub fn action_of(args: &RecoverArgs) -> anyhow::Result<RecoveryAction> {
         })
 }
 
-pub async fn run(socket: &Path, args: RecoverArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(choice: &HostChoice, mut args: RecoverArgs) -> anyhow::Result<ExitCode> {
+    // A qualified `--drive HOST/d_…` or `--session HOST/s_…` names the host.
+    let named = args.drive.clone().or_else(|| args.session.clone());
+    let host = match named {
+        Some(id) => {
+            let (host, _) = super::commands::host_of_id(choice, &id, "recover")?;
+            for id in [&mut args.drive, &mut args.session].into_iter().flatten() {
+                let (other, bare) = super::commands::host_of_id(choice, id, "recover")?;
+                if other.name != host.name {
+                    anyhow::bail!(
+                        "--drive and --session name different hosts ({} and {})",
+                        host.name,
+                        other.name
+                    );
+                }
+                *id = bare;
+            }
+            host
+        }
+        None => super::commands::single_host(choice, "recover")?,
+    };
     let action = action_of(&args)?;
-    let result = super::commands::controller(socket)
-        .once(|c| Box::pin(c.run_recovery(action)))
-        .await?;
+    let mut client = super::commands::connect(&host).await?;
+    let result = client.run_recovery(action).await;
+    client.close().await;
+    let result = result?;
     if args.json {
         super::commands::print_json(&result)?;
     } else if result.ok {

@@ -1,12 +1,16 @@
 //! The control layer under the faces: the client side of the protocol (connect, hello/welcome, requests with ids, incoming lines with pings answered, following a drive, the one client-error → code map), used by the CLI, the HTTP API, MCP, doctor's self-probe, `koru dev fake-plugin` and tests.
 
 pub mod dashboard_login;
+pub mod hosts;
 mod requests;
+pub mod ssh;
 
 pub use requests::{Controller, Exchange};
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 
 /// The longest prompt a face (MCP tools, the HTTP API) accepts from a controller, in bytes
 /// of UTF-8 (the daemon's line limit is 1 MiB and the prompt is escaped inside a JSON line).
@@ -17,8 +21,7 @@ use koru_protocol::{
     encode_line, ClientInfo, DriveInfo, Envelope, ErrorMessage, Hello, IdeInfo, Message, RequestId,
     Role, VersionRange, Welcome, WindowInfo,
 };
-use tokio::io::AsyncWriteExt;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio_util::codec::FramedRead;
 
@@ -40,6 +43,9 @@ pub enum ClientError {
     Refused(ErrorMessage),
     #[error("the daemon closed the connection")]
     Closed,
+    /// Another machine's daemon could not be reached: what ssh (or koru there) said.
+    #[error("cannot reach host {host}: {said}")]
+    Unreachable { host: String, said: String },
     #[error("unexpected reply from the daemon: {0}")]
     Unexpected(String),
     #[error(transparent)]
@@ -92,6 +98,7 @@ impl ClientError {
             ClientError::NoDaemon { .. }
             | ClientError::Connect { .. }
             | ClientError::Closed
+            | ClientError::Unreachable { .. }
             | ClientError::Io(_) => ClientErrorCode::DaemonDown,
             ClientError::Refused(refusal) => ClientErrorCode::Refused(refusal.code),
             ClientError::Unexpected(_) => ClientErrorCode::DaemonError,
@@ -108,10 +115,18 @@ impl From<FrameError> for ClientError {
     }
 }
 
-/// A greeted connection to the daemon.
+/// The reading side of a transport to the daemon: a socket's read half, an `ssh` child's
+/// stdout, one end of an in-memory pipe in tests.
+pub type TransportRead = Box<dyn AsyncRead + Send + Unpin>;
+/// The writing side of a transport to the daemon.
+pub type TransportWrite = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// A greeted connection to the daemon, over any transport that carries bytes both ways.
 pub struct Client {
-    frames: FramedRead<OwnedReadHalf, NdjsonCodec>,
-    writer: OwnedWriteHalf,
+    frames: FramedRead<TransportRead, NdjsonCodec>,
+    writer: TransportWrite,
+    /// What the transport needs kept alive and wound down (an `ssh` child), if anything.
+    link: Option<Box<dyn TransportLink>>,
     next_id: i64,
     /// Lines that arrived while a request waited for its reply.
     pending: VecDeque<Envelope>,
@@ -155,14 +170,37 @@ pub fn plugin_hello(
     }
 }
 
+/// What a transport other than a plain socket keeps alive for its connection's life (an
+/// `ssh` child process): it explains a transport that closed before the daemon answered,
+/// and winds the transport down when the connection closes.
+pub trait TransportLink: Send {
+    /// Why the transport closed early, once it has (what `ssh` said, for one): `None` when
+    /// there is nothing better to say than "the daemon closed the connection".
+    fn failure(&mut self) -> Pin<Box<dyn Future<Output = Option<ClientError>> + Send + '_>>;
+    /// Winds the transport down after the connection said bye and closed its writing side.
+    fn close(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
 impl Client {
-    /// Connects and completes the handshake.
+    /// Connects to the daemon's socket at `path` and completes the handshake.
     pub async fn connect(path: &Path, hello: Hello) -> Result<Client, ClientError> {
         let stream = connect_stream(path).await?;
-        let (read_half, writer) = stream.into_split();
+        let (read_half, write_half) = stream.into_split();
+        Client::handshake(Box::new(read_half), Box::new(write_half), None, hello).await
+    }
+
+    /// Completes the handshake over any transport (`link`, if given, is kept for the
+    /// connection's life and asked why the transport closed when the daemon never answered).
+    pub async fn handshake(
+        reader: TransportRead,
+        writer: TransportWrite,
+        link: Option<Box<dyn TransportLink>>,
+        hello: Hello,
+    ) -> Result<Client, ClientError> {
         let mut client = Client {
-            frames: FramedRead::new(read_half, NdjsonCodec::new(64 * 1024 * 1024)),
+            frames: FramedRead::new(reader, NdjsonCodec::new(64 * 1024 * 1024)),
             writer,
+            link,
             next_id: 0,
             pending: VecDeque::new(),
             answer_pings: true,
@@ -183,6 +221,15 @@ impl Client {
             .send(Some(hello_id.clone()), Message::Hello(hello))
             .await;
         let reply = client.read_line().await;
+        if matches!(reply, Err(_) | Ok(None)) {
+            // A transport that closed before the daemon said anything explains itself
+            // better than the bare EOF does (ssh's "Host key verification failed.").
+            if let Some(link) = client.link.as_mut() {
+                if let Some(failure) = link.failure().await {
+                    return Err(failure);
+                }
+            }
+        }
         if let (Err(write_error), Err(_) | Ok(None)) = (&sent, &reply) {
             return Err(ClientError::Io(std::io::Error::new(
                 write_error_kind(write_error),
@@ -236,7 +283,7 @@ impl Client {
         self.send(Some(id.clone()), message).await?;
         loop {
             let Some(envelope) = self.read_line().await? else {
-                return Err(ClientError::Closed);
+                return Err(self.closed_error().await);
             };
             match envelope.message {
                 Message::Error(error) if error.reference.as_ref() == Some(&id) => {
@@ -288,7 +335,7 @@ impl Client {
                 } => continue,
             };
             let Some(envelope) = envelope else {
-                return Err(ClientError::Closed);
+                return Err(self.closed_error().await);
             };
             if let Message::Stream(item) = envelope.message {
                 if let koru_protocol::StreamEvent::DriveUpdated { drive } = item.event {
@@ -328,12 +375,24 @@ impl Client {
         }
     }
 
-    /// Says bye and closes.
+    /// Says bye and closes (and winds the transport down: an `ssh` child exits).
     pub async fn close(mut self) {
         let _ = self
             .send(None, Message::Bye(koru_protocol::Bye { reason: None }))
             .await;
         let _ = self.writer.shutdown().await;
+        if let Some(link) = self.link.take() {
+            link.close().await;
+        }
+    }
+
+    /// The error for a connection that closed: what its transport can say about it (an
+    /// `ssh` child that lost its connection), else [`ClientError::Closed`].
+    pub async fn closed_error(&mut self) -> ClientError {
+        match self.link.as_mut() {
+            Some(link) => link.failure().await.unwrap_or(ClientError::Closed),
+            None => ClientError::Closed,
+        }
     }
 }
 
@@ -387,6 +446,13 @@ mod tests {
             (ClientError::NoDaemon { path: path.clone() }, "daemon_down"),
             (ClientError::Connect { path, source: io() }, "daemon_down"),
             (ClientError::Closed, "daemon_down"),
+            (
+                ClientError::Unreachable {
+                    host: "box".into(),
+                    said: "Host key verification failed.".into(),
+                },
+                "daemon_down",
+            ),
             (ClientError::Io(io()), "daemon_down"),
             (
                 ClientError::Refused(ErrorMessage::new(

@@ -158,20 +158,26 @@ test("a drive's export holds its stretch and its prompt, checked against the rec
     const ids = await threeDrives(daemon, prompts);
     const out = path.join(daemon.root, 'drive.html');
     const summary = koruOk(daemon, ['journal', 'export', '--html', out, '--drive', ids[1]]);
-    assert.match(summary, /: 4 entries \(seq \d+–\d+\), head sha256:[0-9a-f]{64}, verifies in any browser, the drive's prompt included$/m);
+    // The drive's stretch: its drive_accepted, the drive_state entries of its running
+    // stages (none when it ended within the daemon's tick: they fold into drive_ended),
+    // its drive_ended.
+    const stretch = summary.match(/: (\d+) entries \(seq \d+–\d+\), head sha256:[0-9a-f]{64}, verifies in any browser, the drive's prompt included$/m);
+    assert.ok(stretch, summary);
+    const count = Number(stretch[1]);
+    assert.ok(count >= 2, summary);
 
     const { page, context, verdict, problems } = await openExport(out);
     await shot(page, 'journal-export-drive', { fullPage: true });
     assert.equal(verdict.state, 'intact', verdict.text);
-    assert.equal(verdict.entries, '4');
+    assert.equal(verdict.entries, String(count));
     assert.equal(await page.textContent('#prompt-text'), prompts[1]);
     assert.equal(await page.getAttribute('#prompt-status', 'data-matches'), 'true');
     assert.match(await page.textContent('#prompt-status'), new RegExp(`sha256 ${crypto.createHash('sha256').update(prompts[1]).digest('hex')}`));
     assert.equal(await page.title(), 'Koru journal export', 'the prompt ran as script');
     const kinds = await page.$$eval('#entries-body td.kind summary', (s) => s.map((e) => e.textContent));
-    assert.deepEqual(kinds, ['drive_accepted', 'drive_state', 'drive_state', 'drive_ended']);
+    assert.deepEqual(kinds, ['drive_accepted', ...Array(count - 2).fill('drive_state'), 'drive_ended']);
     const drives = await page.$$eval('#entries-body td.drive', (cells) => cells.map((c) => c.textContent));
-    assert.deepEqual(drives, Array(4).fill(ids[1]));
+    assert.deepEqual(drives, Array(count).fill(ids[1]));
     assert.doesNotMatch(await page.content(), /first prompt|third prompt/, "another drive's prompt is in the page");
     assert.deepEqual(problems, []);
     await context.close();

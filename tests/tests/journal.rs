@@ -437,14 +437,41 @@ fn a_drive_that_ends_within_a_tick_is_two_entries_and_a_slow_one_records_its_sta
         "--delay-ms",
         "600",
     ]);
-    // Acked at once: sent, received and submitted fold into the drive's end.
-    let drive = send(&sandbox, &fast, "folded stages");
-    let id = drive["drive_id"].as_str().unwrap();
-    let kinds: Vec<String> = entries_of(&sandbox, id)
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
-    assert_eq!(kinds, ["drive_accepted", "drive_ended"], "{kinds:?}");
+    // Acked at once: sent, received and submitted fold into the drive's end. (A tick of
+    // the daemon, every 100 ms, can fall inside a drive of a few ms and write its stage
+    // first: most drives, not all, are two entries; before the fold every one was four.)
+    let mut folded = Vec::new();
+    for n in 0..10 {
+        let drive = send(&sandbox, &fast, &format!("folded stages {n}"));
+        let id = drive["drive_id"].as_str().unwrap().to_string();
+        let kinds: Vec<String> = entries_of(&sandbox, &id)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            kinds.first().map(String::as_str),
+            Some("drive_accepted"),
+            "{kinds:?}"
+        );
+        assert_eq!(
+            kinds.last().map(String::as_str),
+            Some("drive_ended"),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.len() <= 3,
+            "at most one tick inside a fast drive: {kinds:?}"
+        );
+        if kinds.len() == 2 {
+            folded.push(id);
+        }
+    }
+    assert!(
+        folded.len() >= 5,
+        "{} of 10 fast drives were two entries",
+        folded.len()
+    );
+    let id = folded[0].as_str();
     let ended = &entries_of(&sandbox, id)[1].1;
     let stages: Vec<&str> = ended["drive"]["history"]
         .as_array()

@@ -410,14 +410,34 @@ impl Session {
     pub async fn keysym(&self, keysym: u32, pressed: bool) -> Result<(), PortalError> {
         self.check_open()?;
         let empty: HashMap<&str, Value<'_>> = HashMap::new();
-        call_on::<_, ()>(
+        let sent = call_on::<_, ()>(
             &self.connection,
             portal_call(REMOTE_DESKTOP, "NotifyKeyboardKeysym"),
             &(&self.handle, empty, keysym as i32, u32::from(pressed)),
             self.timeout,
         )
-        .await?;
-        Ok(())
+        .await;
+        self.settle(sent).map(|_| ())
+    }
+
+    /// A call's outcome; a session whose connection broke, or that the portal no longer
+    /// knows, is over: the next drive starts a new one.
+    fn settle<T>(&self, outcome: Result<T, BusError>) -> Result<T, PortalError> {
+        outcome.map_err(|error| {
+            let gone = match &error {
+                BusError::Failed { .. } => true,
+                BusError::Refused { name, .. } => {
+                    name.ends_with(".UnknownObject")
+                        || name.ends_with(".ServiceUnknown")
+                        || name.ends_with(".NoReply")
+                }
+                _ => false,
+            };
+            if gone {
+                self.closed.store(true, Ordering::SeqCst);
+            }
+            PortalError::Bus(error)
+        })
     }
 
     /// Makes `text` the clipboard (this session owns it and serves it when asked).
@@ -457,7 +477,7 @@ impl Session {
             Ok((fd, _)) => fd,
             // Nothing to read in that format.
             Err(BusError::Refused { .. }) => return Ok(None),
-            Err(error) => return Err(error.into()),
+            Err(error) => return self.settle(Err(error)),
         };
         let file = tokio::fs::File::from_std(std::fs::File::from(std::os::fd::OwnedFd::from(fd)));
         let mut bytes = Vec::new();

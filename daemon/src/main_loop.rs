@@ -282,6 +282,23 @@ pub async fn run(
     // The desktop's buses, shared by the lock check before every injection and by recovery.
     let buses = Arc::new(crate::desktop::Buses::new(Duration::from_millis(500)));
     let lock = crate::desktop::LockDetector::new(buses.clone());
+    // The desktop portal's remote input: one session, started at the first drive it takes.
+    let portal = Arc::new(crate::desktop::portal::Portal::new(
+        buses.clone(),
+        crate::desktop::portal::TokenStore {
+            path: crate::desktop::portal::TokenStore::default_path(),
+        },
+    ));
+    if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some() {
+        // What the portal offers, learnt off the loop, so the planner knows a missing one.
+        let portal = portal.clone();
+        tokio::spawn(async move {
+            match portal.refresh().await {
+                Ok(offer) => tracing::debug!(offer = %offer.describe(), "desktop portal"),
+                Err(error) => tracing::debug!(%error, "no desktop portal remote input"),
+            }
+        });
+    }
     let mut app = App::new(
         AppConfig {
             socket_display: bound.path().display().to_string(),
@@ -301,6 +318,7 @@ pub async fn run(
         Box::new(crate::drive::inject::SystemInjections::new(
             events_tx.clone(),
             lock.clone(),
+            portal,
         )),
         Box::new(crate::app::recovery::SystemRecovery::new(
             events_tx.clone(),

@@ -99,17 +99,14 @@ async fn send_into_xterm(
 ) -> (std::process::Output, String) {
     let window = XTerm::start(display, sandbox.path(), title);
     let pid = window.pid.to_string();
-    let output = tokio::task::spawn_blocking({
-        let command = sandbox
-            .koru()
-            .args(["send", "--window-pid", &pid, "--wait", "not while locked"])
-            .output();
-        move || command
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut command = sandbox.koru();
+    command.args(["send", "--window-pid", &pid, "--wait", "not while locked"]);
+    // Off the runtime's threads: the stand-in services answer on them meanwhile.
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     (output, window.text())
 }
 

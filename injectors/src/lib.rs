@@ -5,11 +5,13 @@
 //! ask which window has focus), [`KeyInput`] (type text, press chords) and [`Clipboard`].
 //! Backends: xdotool + xclip (X11), wtype + swaymsg + wl-clipboard (wlroots Wayland),
 //! ydotool (uinput; focus through the X11 or sway window control), enigo (in-process,
-//! X11 focus through xdotool).
+//! X11 focus through xdotool). Backends that speak keysyms (the desktop portal, built in
+//! the daemon) take them from [`keysym`].
 
 mod chord;
 mod command;
 mod deliver;
+pub mod keysym;
 mod target;
 mod wayland;
 mod x11;

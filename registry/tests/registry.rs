@@ -115,6 +115,8 @@ fn routes_rank_by_policy_order_then_authority_then_priority() {
             // Same authority and priority: by id. Only one of them fits a given display.
             "os_injector_wtype",
             "os_injector_xdotool",
+            // The desktop portal (GNOME/KDE Wayland): below the ones that see windows.
+            "os_injector_portal",
             "os_injector_enigo",
             "os_injector_ydotool"
         ]

@@ -400,14 +400,21 @@ impl<C: Clock> App<C> {
                 .sessions
                 .get(&drive.session_id)
                 .and_then(|session| session.window.focused);
+            let time_left_ms = drive.deadline_ms.saturating_sub(self.clock.now_ms());
+            let window = drive.window.clone().unwrap_or_default();
+            let extra_pids = drive.extra_pids.clone();
+            let session_id = drive.session_id.clone();
+            let plugin = self.plugin_focus(&session_id);
             self.injections.start_key_press(KeyPressJob {
                 drive_id: drive_id.to_string(),
                 injectors: key.injectors,
-                window: drive.window.clone().unwrap_or_default(),
-                extra_pids: drive.extra_pids.clone(),
+                window,
+                extra_pids,
                 window_class: candidate.window_class,
                 plugin_focused,
                 chord: key.chord,
+                plugin,
+                time_left_ms,
             });
             return;
         }
@@ -415,18 +422,35 @@ impl<C: Clock> App<C> {
         if window.title.is_none() {
             window.title = candidate.window_title.clone();
         }
+        let time_left_ms = drive.deadline_ms.saturating_sub(self.clock.now_ms());
+        let extra_pids = drive.extra_pids.clone();
+        let text = drive.prompt.clone();
+        let submit = drive.options.submit;
+        let session_id = drive.session_id.clone();
+        let plugin = self.plugin_focus(&session_id);
         self.injections.start(InjectionJob {
             drive_id: drive_id.to_string(),
             interface: candidate.interface,
             window,
-            extra_pids: drive.extra_pids.clone(),
-            text: drive.prompt.clone(),
-            submit: drive.options.submit,
+            extra_pids,
+            text,
+            submit,
             paste_chord: candidate.paste_chord,
             submit_chord: candidate.submit_chord,
             paste_chord_by_class: candidate.paste_chord_by_class,
             window_class: candidate.window_class,
+            plugin,
+            time_left_ms,
         });
+    }
+
+    /// What the drive's plugin says about its window's focus, live (`None` for a window
+    /// without a plugin).
+    fn plugin_focus(&mut self, session_id: &str) -> Option<crate::drive::portal::PluginFocus> {
+        self.sessions
+            .get_mut(session_id)
+            .filter(|session| session.role == koru_protocol::Role::Plugin)
+            .map(|session| session.plugin_focus())
     }
 
     pub(super) fn on_injection_finished(&mut self, outcome: InjectionOutcome) {

@@ -113,6 +113,9 @@ impl<C: Clock> App<C> {
             }
             PluginEventKind::Focus { focused } => {
                 session.window.focused = Some(focused);
+                if let Some(watch) = &session.focus_watch {
+                    watch.send_replace(Some(focused));
+                }
                 if focused {
                     session.focused_at_ms = now;
                 }

@@ -36,6 +36,9 @@ pub struct SessionRecord {
     /// `chat_running` (busy until the plugin reports the outcome, at most
     /// `CHAT_RUNNING_BUSY_MS`).
     pub chat_running_since_ms: Option<u64>,
+    /// What the plugin says about its window's focus, for OS injections that verify focus
+    /// through it (made on first use; each focus event updates it).
+    pub focus_watch: Option<tokio::sync::watch::Sender<Option<bool>>>,
 }
 
 impl SessionRecord {
@@ -71,7 +74,26 @@ impl SessionRecord {
             active_drive: None,
             queued_drives: VecDeque::new(),
             queued_prompt_bytes: 0,
+            focus_watch: None,
         }
+    }
+
+    /// A live view of what the plugin says about its window's focus.
+    pub fn plugin_focus(&mut self) -> crate::drive::portal::PluginFocus {
+        let focused = self.window.focused;
+        let product = self
+            .product()
+            .map(|p| p.to_string())
+            .unwrap_or_else(|| "IDE".into());
+        let watch = self
+            .focus_watch
+            .get_or_insert_with(|| tokio::sync::watch::channel(focused).0);
+        crate::drive::portal::PluginFocus::new(
+            self.session_id.clone(),
+            product,
+            self.window.pid,
+            watch.subscribe(),
+        )
     }
 
     pub fn product(&self) -> Option<&IdeProduct> {

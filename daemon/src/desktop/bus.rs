@@ -213,40 +213,12 @@ impl Buses {
         R: for<'de> serde::Deserialize<'de> + Type,
     {
         let connection = self.connection(call.bus).await?;
-        let what = call.describe();
-        let reply = connection.call_method(
-            Some(call.destination),
-            call.path,
-            Some(call.interface),
-            call.method,
-            body,
-        );
-        let message = match tokio::time::timeout(self.timeout, reply).await {
-            Ok(Ok(message)) => message,
-            Ok(Err(error)) => {
-                let error = BusError::from_zbus(&what, error);
-                if matches!(error, BusError::Failed { .. }) {
-                    // The wire may be gone (the bus restarted): connect afresh next time.
-                    self.forget(call.bus).await;
-                }
-                return Err(error);
-            }
-            Err(_) => {
-                return Err(BusError::Timeout {
-                    what,
-                    after: self.timeout,
-                })
-            }
-        };
-        let sender = message.header().sender().map(|name| name.to_string());
-        let value = message
-            .body()
-            .deserialize::<R>()
-            .map_err(|error| BusError::Failed {
-                what,
-                detail: format!("unexpected reply: {error}"),
-            })?;
-        Ok((value, sender))
+        let answer = call_on(&connection, call, body, self.timeout).await;
+        if let Err(BusError::Failed { .. }) = answer {
+            // The wire may be gone (the bus restarted): connect afresh next time.
+            self.forget(call.bus).await;
+        }
+        answer
     }
 
     /// Reads one property (`org.freedesktop.DBus.Properties.Get`) as `R`.
@@ -300,6 +272,47 @@ impl Buses {
             .any(|n| n == name)
             .then_some(Provider::Activatable))
     }
+}
+
+/// Calls a method on `connection` (whose bus `call.bus` only names) and reads its reply as
+/// `R`, within `timeout`, saying who answered.
+pub async fn call_on<B, R>(
+    connection: &Connection,
+    call: Call<'_>,
+    body: &B,
+    timeout: Duration,
+) -> Result<(R, Option<String>), BusError>
+where
+    B: serde::Serialize + DynamicType,
+    R: for<'de> serde::Deserialize<'de> + Type,
+{
+    let what = call.describe();
+    let reply = connection.call_method(
+        Some(call.destination),
+        call.path,
+        Some(call.interface),
+        call.method,
+        body,
+    );
+    let message = match tokio::time::timeout(timeout, reply).await {
+        Ok(Ok(message)) => message,
+        Ok(Err(error)) => return Err(BusError::from_zbus(&what, error)),
+        Err(_) => {
+            return Err(BusError::Timeout {
+                what,
+                after: timeout,
+            })
+        }
+    };
+    let sender = message.header().sender().map(|name| name.to_string());
+    let value = message
+        .body()
+        .deserialize::<R>()
+        .map_err(|error| BusError::Failed {
+            what,
+            detail: format!("unexpected reply: {error}"),
+        })?;
+    Ok((value, sender))
 }
 
 /// How a bus name is provided.

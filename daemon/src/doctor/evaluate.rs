@@ -487,9 +487,48 @@ fn desktop_service_verdict(
                 ),
             })
         }
+        "remote_desktop_portal" => {
+            let mut found = std::mem::take(found);
+            Some(match facts.portal.as_ref()? {
+                Ok(portal) if portal.has_token => {
+                    found.push(portal.offer.describe());
+                    found.push(format!(
+                        "the desktop agreed to remote input before (restore token in {})",
+                        portal.token_path
+                    ));
+                    found.push(PORTAL_FOCUS_NOTE.into());
+                    Verdict::ok(found)
+                }
+                Ok(portal) => {
+                    found.push(portal.offer.describe());
+                    found.push(PORTAL_FOCUS_NOTE.into());
+                    Verdict::blocked(
+                        Status::Degraded,
+                        BlockerCode::ConsentPending,
+                        format!(
+                            "the desktop has not agreed yet to let Koru send keys: the first drive through the portal shows its consent dialog (once; the restore token is then kept in {})",
+                            portal.token_path
+                        ),
+                        found,
+                    )
+                }
+                Err(error) => {
+                    let code = match error.blocker() {
+                        "portal_no_remote_desktop" => BlockerCode::PortalNoRemoteDesktop,
+                        "bus_unavailable" => BlockerCode::BusUnavailable,
+                        // `portal_missing`, and a portal that answers the probe wrongly.
+                        _ => BlockerCode::PortalMissing,
+                    };
+                    Verdict::blocked(Status::Unavailable, code, error.to_string(), found)
+                }
+            })
+        }
         _ => None,
     }
 }
+
+/// How the portal injector verifies focus, for doctor's facts.
+const PORTAL_FOCUS_NOTE: &str = "focus is verified through the window's Koru plugin (a window without one gets no key: focus_unverifiable)";
 
 fn platform_name(platform: Platform) -> &'static str {
     platform.as_str()
@@ -882,7 +921,10 @@ fn session_paths(
                             BlockerCode::PolicyForbidden,
                             format!("the registry policy forbids OS injection for {product}"),
                         ))
-                    } else if verdict.status != Status::Ok {
+                    } else if verdict.status != Status::Ok
+                        && !matches!(verdict.blocker, Some((BlockerCode::ConsentPending, _)))
+                    {
+                        // A consent not given yet is asked for at the first drive.
                         verdict.blocker
                     } else if session.window.pid.is_none() {
                         Some((
@@ -1391,6 +1433,71 @@ mod tests {
         assert_eq!(blocker.as_deref(), Some("disabled"));
     }
 
+    #[test]
+    fn the_portal_is_judged_by_what_it_offers_and_a_pending_consent_still_plans_it() {
+        use super::super::probe::PortalFact;
+        use crate::desktop::portal::{Offer, PortalError};
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        let registry = &loaded.registry;
+        let fact = |has_token| {
+            Ok(PortalFact {
+                offer: Offer {
+                    remote_desktop_version: 2,
+                    device_types: Some(7),
+                    clipboard_version: Some(1),
+                },
+                token_path: "/s/koru/portal-restore-token".into(),
+                has_token,
+            })
+        };
+        let mut facts = Facts {
+            platform: Some(Platform::Linux),
+            env: [
+                (
+                    "DBUS_SESSION_BUS_ADDRESS".to_string(),
+                    "unix:path=/b".to_string(),
+                ),
+                ("WAYLAND_DISPLAY".to_string(), "wayland-0".to_string()),
+            ]
+            .into(),
+            portal: Some(fact(false)),
+            ..Facts::default()
+        };
+        let pending = environment_verdict(registry.get("os_injector_portal").unwrap(), &facts);
+        assert_eq!(pending.status, Status::Degraded);
+        assert_eq!(
+            pending.blocker.as_ref().unwrap().0,
+            BlockerCode::ConsentPending
+        );
+        assert!(pending
+            .facts
+            .iter()
+            .any(|f| f.contains("Clipboard version 1")));
+        // A session's route through the portal is usable: the first drive asks.
+        let environment: HashMap<String, Verdict> = registry
+            .interfaces()
+            .iter()
+            .map(|i| (i.id.clone(), environment_verdict(i, &facts)))
+            .collect();
+        let paths = session_paths(&session(None), registry, None, &facts, &environment);
+        let portal = paths
+            .routes
+            .iter()
+            .find(|r| r.interface == "os_injector_portal")
+            .expect("the portal is a route on Wayland");
+        assert!(portal.usable, "{portal:?}");
+
+        facts.portal = Some(fact(true));
+        let agreed = environment_verdict(registry.get("os_injector_portal").unwrap(), &facts);
+        assert_eq!(agreed.status, Status::Ok);
+        facts.portal = Some(Err(PortalError::Missing("nobody owns it".into())));
+        let missing = environment_verdict(registry.get("os_injector_portal").unwrap(), &facts);
+        assert_eq!(missing.blocker.unwrap().0, BlockerCode::PortalMissing);
+        facts.portal = Some(Err(PortalError::NoRemoteDesktop("no interface".into())));
+        let bare = environment_verdict(registry.get("os_injector_portal").unwrap(), &facts);
+        assert_eq!(bare.blocker.unwrap().0, BlockerCode::PortalNoRemoteDesktop);
+    }
+
     /// One line per interface of a whole evaluation: `id status [blocker]`, then the summary.
     fn outline(report: &DoctorReport) -> String {
         let mut text = String::new();
@@ -1467,6 +1574,7 @@ mod tests {
             os_injector_wtype not_applicable no_display
             os_injector_ydotool unavailable injector_missing
             os_injector_enigo ok
+            os_injector_portal not_applicable no_display
             clipboard_x11 ok
             clipboard_wayland not_applicable no_display
             dbus_session unavailable bus_unavailable
@@ -1482,7 +1590,7 @@ mod tests {
             chat_history_codex_jsonl ok
             chat_history_gemini_cli ok
             chat_history_antigravity_pb_readonly ok
-            summary: {"ok":19,"degraded":0,"unavailable":3,"not_applicable":14,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
+            summary: {"ok":19,"degraded":0,"unavailable":3,"not_applicable":15,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 
@@ -1527,6 +1635,7 @@ mod tests {
             os_injector_wtype ok
             os_injector_ydotool unavailable injector_missing
             os_injector_enigo not_applicable no_display
+            os_injector_portal unavailable bus_unavailable
             clipboard_x11 not_applicable no_display
             clipboard_wayland unavailable clipboard_unavailable
             dbus_session unavailable bus_unavailable
@@ -1542,7 +1651,7 @@ mod tests {
             chat_history_codex_jsonl not_applicable store_missing
             chat_history_gemini_cli not_applicable store_missing
             chat_history_antigravity_pb_readonly not_applicable store_missing
-            summary: {"ok":3,"degraded":0,"unavailable":11,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
+            summary: {"ok":3,"degraded":0,"unavailable":12,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 }

@@ -74,6 +74,17 @@ pub struct Facts {
     /// The notification service: `Ok(None)` when nobody provides it, `Err` when the session
     /// bus could not be asked (`None`: not asked).
     pub notifications: Option<Result<Option<crate::desktop::notifications::Probe>, String>>,
+    /// The desktop portal's remote input (`None`: not asked).
+    pub portal: Option<Result<PortalFact, crate::desktop::portal::PortalError>>,
+}
+
+/// What the desktop portal offers, and whether the desktop agreed before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortalFact {
+    pub offer: crate::desktop::portal::Offer,
+    /// Where the restore token is kept, and whether there is one.
+    pub token_path: String,
+    pub has_token: bool,
 }
 
 impl Facts {
@@ -160,14 +171,26 @@ pub async fn gather(registry: &Registry, socket: &Path, timeout: Duration) -> Fa
     let buses = crate::desktop::Buses::new(timeout);
     let lock_probe = crate::desktop::lock::ask(&buses);
     let notifications_probe = crate::desktop::notifications::probe(&buses);
+    let portal_probe = async {
+        let offer = crate::desktop::portal::offer(&buses).await?;
+        let tokens = crate::desktop::portal::TokenStore {
+            path: crate::desktop::portal::TokenStore::default_path(),
+        };
+        Ok(PortalFact {
+            offer,
+            has_token: tokens.read().is_some(),
+            token_path: tokens.path.display().to_string(),
+        })
+    };
 
-    let (binaries, locations, dbus, daemon, lock, notifications) = tokio::join!(
+    let (binaries, locations, dbus, daemon, lock, notifications, portal) = tokio::join!(
         futures::future::join_all(binary_probes),
         futures::future::join_all(location_probes),
         dbus_probe,
         daemon_probe,
         lock_probe,
-        notifications_probe
+        notifications_probe,
+        portal_probe
     );
     let paths = paths
         .into_iter()
@@ -191,6 +214,7 @@ pub async fn gather(registry: &Registry, socket: &Path, timeout: Duration) -> Fa
             .and_then(|text| text.trim().parse().ok()),
         lock: Some(lock),
         notifications: Some(notifications.map_err(|error| error.to_string())),
+        portal: Some(portal),
     }
 }
 

@@ -10,6 +10,8 @@ use koru_injectors::{
 use koru_protocol::{Blocker, WindowTarget};
 use tokio::sync::mpsc;
 
+use super::portal::{PluginFocus, PluginWindows, PortalClipboard, PortalKeys};
+use crate::desktop::portal::Portal;
 use crate::desktop::LockDetector;
 
 /// One OS-injection delivery to run.
@@ -29,6 +31,11 @@ pub struct InjectionJob {
     pub paste_chord_by_class: Vec<(String, String)>,
     /// The product's window class pattern from the registry policy, if any.
     pub window_class: Option<String>,
+    /// What the target window's plugin says about its focus, live (`None`: a window
+    /// without a plugin). The portal injector verifies focus only through it.
+    pub plugin: Option<PluginFocus>,
+    /// How long the drive may still take: the most the desktop's consent dialog is waited for.
+    pub time_left_ms: u64,
 }
 
 /// One submit key press for a plugin route whose registry entry has `submit_key`: the
@@ -49,6 +56,10 @@ pub struct KeyPressJob {
     pub plugin_focused: Option<bool>,
     /// The key, as the registry writes it (`Return`).
     pub chord: String,
+    /// What the plugin says about its focus, live (the portal injector's only way to verify).
+    pub plugin: Option<PluginFocus>,
+    /// How long the drive may still take.
+    pub time_left_ms: u64,
 }
 
 /// How far an injection got.
@@ -91,6 +102,7 @@ pub struct InjectionFinished {
 pub struct SystemInjections<E> {
     events: mpsc::Sender<E>,
     lock: LockDetector,
+    portal: Arc<Portal>,
     /// Probe results by interface, with when they were taken: planning happens for every
     /// drive, and PATH lookups are not free.
     probes: std::sync::Mutex<std::collections::HashMap<String, CachedProbe>>,
@@ -103,10 +115,11 @@ type CachedProbe = (std::time::Instant, Result<(), Blocker>);
 const PROBE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl<E> SystemInjections<E> {
-    pub fn new(events: mpsc::Sender<E>, lock: LockDetector) -> Self {
+    pub fn new(events: mpsc::Sender<E>, lock: LockDetector, portal: Arc<Portal>) -> Self {
         SystemInjections {
             events,
             lock,
+            portal,
             probes: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
     }
@@ -155,15 +168,19 @@ pub fn injector_for(interface: &str) -> Option<Injector> {
 
 impl<E: From<InjectionFinished> + Send + 'static> InjectionRunner for SystemInjections<E> {
     fn probe(&self, interface: &str) -> Result<(), Blocker> {
+        if interface == super::portal::INTERFACE {
+            // Asked of what the portal last said, never of the bus: this runs on the loop.
+            return probe_portal(&self.portal);
+        }
         let Ok(mut probes) = self.probes.lock() else {
-            return probe_now(interface);
+            return probe_now(interface, None);
         };
         if let Some((at, result)) = probes.get(interface) {
             if at.elapsed() < PROBE_TTL {
                 return result.clone();
             }
         }
-        let result = probe_now(interface);
+        let result = probe_now(interface, None);
         probes.insert(
             interface.to_string(),
             (std::time::Instant::now(), result.clone()),
@@ -174,12 +191,17 @@ impl<E: From<InjectionFinished> + Send + 'static> InjectionRunner for SystemInje
     fn start(&self, job: InjectionJob) {
         let events = self.events.clone();
         let lock = self.lock.clone();
+        let portal = PortalContext {
+            portal: self.portal.clone(),
+            runtime: tokio::runtime::Handle::current(),
+        };
         tokio::spawn(async move {
             let locked = lock.check().await.locked();
             let drive_id = job.drive_id.clone();
-            let outcome = tokio::task::spawn_blocking(move || run(&job, locked.as_deref()))
-                .await
-                .unwrap_or_else(|panic| panicked(drive_id, Reached::Nothing, &panic));
+            let outcome =
+                tokio::task::spawn_blocking(move || run(&job, locked.as_deref(), Some(&portal)))
+                    .await
+                    .unwrap_or_else(|panic| panicked(drive_id, Reached::Nothing, &panic));
             let _ = events
                 .send(E::from(InjectionFinished {
                     outcome: Box::new(outcome),
@@ -191,13 +213,18 @@ impl<E: From<InjectionFinished> + Send + 'static> InjectionRunner for SystemInje
     fn start_key_press(&self, job: KeyPressJob) {
         let events = self.events.clone();
         let lock = self.lock.clone();
+        let portal = PortalContext {
+            portal: self.portal.clone(),
+            runtime: tokio::runtime::Handle::current(),
+        };
         tokio::spawn(async move {
             let locked = lock.check().await.locked();
             let drive_id = job.drive_id.clone();
-            let outcome =
-                tokio::task::spawn_blocking(move || press_submit_key(&job, locked.as_deref()))
-                    .await
-                    .unwrap_or_else(|panic| panicked(drive_id, Reached::Pasted, &panic));
+            let outcome = tokio::task::spawn_blocking(move || {
+                press_submit_key(&job, locked.as_deref(), Some(&portal))
+            })
+            .await
+            .unwrap_or_else(|panic| panicked(drive_id, Reached::Pasted, &panic));
             let _ = events
                 .send(E::from(InjectionFinished {
                     outcome: Box::new(outcome),
@@ -224,8 +251,107 @@ fn panicked(
     }
 }
 
+/// The portal and the runtime its session lives on, for the blocking thread that types.
+#[derive(Debug, Clone)]
+pub struct PortalContext {
+    pub portal: Arc<Portal>,
+    pub runtime: tokio::runtime::Handle,
+}
+
+/// Whether the portal injector may be planned here: a session bus, a Wayland display, and no
+/// word from the portal that it is missing or offers no remote input. Never waits on the
+/// bus (the planner runs on the event loop); a consent refused before is no reason not to
+/// ask again.
+pub fn probe_portal(portal: &Portal) -> Result<(), Blocker> {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    if !set("WAYLAND_DISPLAY") {
+        return Err(Blocker::new(
+            koru_protocol::blocker::NO_DISPLAY,
+            "WAYLAND_DISPLAY is not set",
+        ));
+    }
+    if !set("DBUS_SESSION_BUS_ADDRESS") {
+        return Err(Blocker::new(
+            "bus_unavailable",
+            "DBUS_SESSION_BUS_ADDRESS is not set",
+        ));
+    }
+    match portal.last_outcome() {
+        Some(Err(error))
+            if matches!(
+                error.blocker(),
+                "portal_missing" | "portal_no_remote_desktop" | "bus_unavailable"
+            ) =>
+        {
+            Err(Blocker::new(error.blocker(), error.to_string()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The portal injector aimed at the plugin's window: refused without a plugin
+/// (`focus_unverifiable`), on a locked screen, or while the plugin says its window lacks
+/// focus — all before the desktop is asked anything; then the session (the consent dialog
+/// when there is no restore token the desktop honours, waited for at most the drive's time).
+fn portal_target(
+    plugin: Option<&PluginFocus>,
+    locked: Option<&str>,
+    context: &PortalContext,
+    time_left_ms: u64,
+) -> Result<(Injector, koru_injectors::Window), Blocker> {
+    let as_blocker =
+        |error: koru_injectors::InjectError| Blocker::new(error.blocker(), error.to_string());
+    let windows = PluginWindows {
+        plugin: plugin.cloned(),
+    };
+    let window = windows
+        .find(&TargetSpec::default())
+        .map_err(as_blocker)?
+        .remove(0);
+    if let Some(detail) = locked {
+        return Err(Blocker::new("screen_locked", detail));
+    }
+    windows.focus(&window).map_err(as_blocker)?;
+    let consent = std::time::Duration::from_millis(time_left_ms.saturating_sub(500)).clamp(
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(120),
+    );
+    let session = context
+        .runtime
+        .block_on(context.portal.session(consent))
+        .map_err(|error| {
+            let hint = match error.blocker() {
+                "consent_pending" => " — allow remote input in the desktop's dialog when Koru asks (once: the desktop remembers it), then retry",
+                _ => "",
+            };
+            Blocker::new(error.blocker(), format!("{error}{hint}"))
+        })?;
+    let injector = Injector {
+        name: "portal",
+        windows: Box::new(windows),
+        keys: Box::new(PortalKeys {
+            session: session.clone(),
+            runtime: context.runtime.clone(),
+        }),
+        clipboard: Some(Box::new(PortalClipboard {
+            session,
+            runtime: context.runtime.clone(),
+        })),
+    };
+    Ok((injector, window))
+}
+
 /// Whether the injector behind this registry interface works here, asked now.
-fn probe_now(interface: &str) -> Result<(), Blocker> {
+fn probe_now(interface: &str, portal: Option<&PortalContext>) -> Result<(), Blocker> {
+    if interface == super::portal::INTERFACE {
+        return match portal {
+            Some(context) => probe_portal(&context.portal),
+            None => Err(Blocker::new(
+                koru_protocol::blocker::INJECTOR_MISSING,
+                "no desktop portal client here",
+            )),
+        };
+    }
     let injector = injector_for(interface).ok_or_else(|| {
         Blocker::new(
             koru_protocol::blocker::INJECTOR_MISSING,
@@ -242,7 +368,11 @@ fn probe_now(interface: &str) -> Result<(), Blocker> {
 /// the screen is not locked (`locked`: why it is, as [`LockDetector::check`] found) and the
 /// window that has focus belongs to the plugin's process family (as OS injection finds it).
 /// Never moves focus; any doubt leaves the prompt unsent.
-pub fn press_submit_key(job: &KeyPressJob, locked: Option<&str>) -> InjectionOutcome {
+pub fn press_submit_key(
+    job: &KeyPressJob,
+    locked: Option<&str>,
+    portal: Option<&PortalContext>,
+) -> InjectionOutcome {
     const NOT_PRESSED: &str = "the submit key was not pressed";
     let failed = |blocker: Blocker| InjectionOutcome {
         drive_id: job.drive_id.clone(),
@@ -263,16 +393,16 @@ pub fn press_submit_key(job: &KeyPressJob, locked: Option<&str>) -> InjectionOut
         Err(blocker) => return failed(blocker.clone()),
     };
     let mut refusals = Vec::new();
-    let injector = interfaces
+    let chosen = interfaces
         .iter()
-        .find_map(|interface| match probe_now(interface) {
-            Ok(()) => injector_for(interface),
+        .find(|interface| match probe_now(interface, portal) {
+            Ok(()) => true,
             Err(blocker) => {
                 refusals.push(blocker);
-                None
+                false
             }
         });
-    let Some(injector) = injector else {
+    let Some(chosen) = chosen else {
         // The telling refusal: an injector for the display this desktop has but whose
         // program is missing, rather than one for a display it does not have.
         let telling = refusals
@@ -302,16 +432,34 @@ pub fn press_submit_key(job: &KeyPressJob, locked: Option<&str>) -> InjectionOut
             ))
         }
     };
-    let spec = match target_spec(&job.window, &job.extra_pids, job.window_class.as_deref()) {
-        Ok(spec) => spec,
-        Err(blocker) => return failed(blocker),
-    };
-    if let Some(detail) = locked {
-        return failed(Blocker::new("screen_locked", detail));
-    }
-    let windows = match injector.windows.find(&spec) {
-        Ok(windows) => windows,
-        Err(error) => return failed(Blocker::new(error.blocker(), error.to_string())),
+    let (injector, windows) = match (chosen.as_str(), portal) {
+        (super::portal::INTERFACE, Some(context)) => {
+            match portal_target(job.plugin.as_ref(), locked, context, job.time_left_ms) {
+                Ok((injector, window)) => (injector, vec![window]),
+                Err(blocker) => return failed(blocker),
+            }
+        }
+        _ => {
+            let Some(injector) = injector_for(chosen) else {
+                return failed(Blocker::new(
+                    koru_protocol::blocker::INJECTOR_MISSING,
+                    format!("this build has no injector for {chosen}"),
+                ));
+            };
+            let spec = match target_spec(&job.window, &job.extra_pids, job.window_class.as_deref())
+            {
+                Ok(spec) => spec,
+                Err(blocker) => return failed(blocker),
+            };
+            if let Some(detail) = locked {
+                return failed(Blocker::new("screen_locked", detail));
+            }
+            let windows = match injector.windows.find(&spec) {
+                Ok(windows) => windows,
+                Err(error) => return failed(Blocker::new(error.blocker(), error.to_string())),
+            };
+            (injector, windows)
+        }
     };
     match press_in_focused(&injector, &windows, &chord) {
         Ok(window) => {
@@ -328,30 +476,45 @@ pub fn press_submit_key(job: &KeyPressJob, locked: Option<&str>) -> InjectionOut
 
 /// Finds the target window and delivers, synchronously; `locked` says why the screen is
 /// locked, if it is (nothing is typed then).
-pub fn run(job: &InjectionJob, locked: Option<&str>) -> InjectionOutcome {
+pub fn run(
+    job: &InjectionJob,
+    locked: Option<&str>,
+    portal: Option<&PortalContext>,
+) -> InjectionOutcome {
     let failed = |reached: Reached, blocker: Blocker| InjectionOutcome {
         drive_id: job.drive_id.clone(),
         reached,
         error: Some(blocker),
     };
-    let Some(injector) = injector_for(&job.interface) else {
-        return failed(
-            Reached::Nothing,
-            Blocker::new(
-                "injector_missing",
-                format!("no injector for {}", job.interface),
-            ),
-        );
-    };
-    let window = match find_target(
-        &injector,
-        &job.window,
-        &job.extra_pids,
-        job.window_class.as_deref(),
-        locked,
-    ) {
-        Ok(window) => window,
-        Err(blocker) => return failed(Reached::Nothing, blocker),
+    let (injector, window) = match (job.interface.as_str(), portal) {
+        (super::portal::INTERFACE, Some(context)) => {
+            match portal_target(job.plugin.as_ref(), locked, context, job.time_left_ms) {
+                Ok(found) => found,
+                Err(blocker) => return failed(Reached::Nothing, blocker),
+            }
+        }
+        _ => {
+            let Some(injector) = injector_for(&job.interface) else {
+                return failed(
+                    Reached::Nothing,
+                    Blocker::new(
+                        "injector_missing",
+                        format!("no injector for {}", job.interface),
+                    ),
+                );
+            };
+            let window = match find_target(
+                &injector,
+                &job.window,
+                &job.extra_pids,
+                job.window_class.as_deref(),
+                locked,
+            ) {
+                Ok(window) => window,
+                Err(blocker) => return failed(Reached::Nothing, blocker),
+            };
+            (injector, window)
+        }
     };
     let paste_chord = job
         .paste_chord_by_class
@@ -547,6 +710,8 @@ mod tests {
             window_class: None,
             plugin_focused,
             chord: "Return".into(),
+            plugin: None,
+            time_left_ms: 10_000,
         }
     }
 
@@ -554,6 +719,7 @@ mod tests {
     fn no_key_is_pressed_for_a_window_its_plugin_says_is_unfocused_or_a_policy_forbids() {
         let unfocused = press_submit_key(
             &key_job(Some(false), Ok(vec!["os_injector_xdotool".into()])),
+            None,
             None,
         );
         assert_eq!(unfocused.reached, Reached::Pasted);
@@ -572,12 +738,14 @@ mod tests {
                 Err(Blocker::new("policy_forbidden", "the policy says no")),
             ),
             None,
+            None,
         );
         assert_eq!(forbidden.reached, Reached::Pasted);
         assert_eq!(forbidden.error.unwrap().code, "policy_forbidden");
 
         let unknown = press_submit_key(
             &key_job(None, Ok(vec!["os_injector_teleport".into()])),
+            None,
             None,
         );
         let blocker = unknown.error.unwrap();

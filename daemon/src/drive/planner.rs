@@ -313,6 +313,7 @@ mod tests {
                 "vscode_plugin_drive capability_missing",
                 "os_injector_wtype no_display",
                 "os_injector_xdotool ok",
+                "os_injector_portal no_display",
                 "os_injector_enigo no_display",
                 "os_injector_ydotool no_display",
             ]
@@ -488,6 +489,7 @@ mod tests {
             &[
                 "os_injector_wtype",
                 "os_injector_xdotool",
+                "os_injector_portal",
                 "os_injector_enigo",
                 "os_injector_ydotool"
             ]

@@ -1,0 +1,433 @@
+//! OS injection through the desktop portal, through the real daemon, on a pretend GNOME Wayland session: a private session bus with a stand-in portal (this test's own: it records keysyms and clipboard calls, asks "consent", honours or revokes restore tokens, plays the focused window), WAYLAND_DISPLAY set and no SWAYSOCK, and a scripted plugin window whose focus reports are the only focus Koru can verify. A drive lands exactly once with the clipboard restored; consent is asked once and remembered across daemons; a revoked token asks again and a refusal says `consent_pending`; focus lost before submit stops the drive at `pasted`; a window without a plugin is `focus_unverifiable`; doctor names each case.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use koru_system_tests::{
+    controller_hello, doctor_check, greet, plugin_hello, stdout_json, Daemon, Raw, Sandbox,
+    SessionBus,
+};
+use serde_json::{json, Value};
+use support::portal::{Owner, StandInPortal};
+
+const PROMPT: &str = "Réécris parse() ✓\nkeep the tests green";
+
+struct Desktop {
+    sandbox: Sandbox,
+    bus: SessionBus,
+    portal: StandInPortal,
+}
+
+impl Desktop {
+    async fn start() -> Desktop {
+        let sandbox = Sandbox::new();
+        let bus = SessionBus::start(sandbox.path());
+        let portal = StandInPortal::serve(&bus.address).await;
+        portal.state.lock().unwrap().owner = Owner::Other("the user's clipboard".into());
+        // The IDE's chat is reached by OS injection only, as for a webview chat no IDE
+        // command can fill.
+        std::fs::create_dir_all(sandbox.xdg_config_home().join("koru")).unwrap();
+        std::fs::write(
+            sandbox.xdg_config_home().join("koru/registry.yaml"),
+            "policy:\n  products:\n    code-server: {route_order: [os_injection]}\n",
+        )
+        .unwrap();
+        Desktop {
+            sandbox,
+            bus,
+            portal,
+        }
+    }
+
+    fn env(&self) -> [(&str, &str); 2] {
+        [
+            ("DBUS_SESSION_BUS_ADDRESS", self.bus.address.as_str()),
+            ("WAYLAND_DISPLAY", "wayland-koru-test"),
+        ]
+    }
+
+    fn daemon(&self) -> Daemon {
+        self.sandbox
+            .start_daemon_with_env(&["--no-observe"], &self.env())
+    }
+
+    /// A code-server window whose plugin says its window has focus.
+    fn window(&self, name: &str) -> (Raw, String) {
+        let workspace = self.sandbox.workspace(name);
+        let mut hello = plugin_hello("code-server", &workspace);
+        hello["window"]["focused"] = json!(true);
+        let (plugin, _) = greet(&self.sandbox.socket(), &hello);
+        (plugin, workspace.to_str().unwrap().to_string())
+    }
+
+    /// `koru send --workspace W --wait PROMPT`, off the test's runtime threads.
+    async fn send(&self, workspace: &str, prompt: &str) -> (std::process::Output, String) {
+        let command = self
+            .sandbox
+            .koru()
+            .args([
+                "send",
+                "--workspace",
+                workspace,
+                "--wait",
+                "--timeout",
+                "20",
+                prompt,
+            ])
+            .output();
+        let output = tokio::task::spawn_blocking(move || command)
+            .await
+            .unwrap()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output, stderr)
+    }
+
+    fn token_file(&self) -> std::path::PathBuf {
+        self.sandbox.path().join("state/koru/portal-restore-token")
+    }
+
+    fn doctor(&self) -> Value {
+        let report = stdout_json(
+            &self
+                .sandbox
+                .koru()
+                .envs(self.env())
+                .args(["doctor", "--json", "--only", "os_injector_portal"])
+                .output()
+                .unwrap(),
+        );
+        doctor_check(&report, "os_injector_portal").clone()
+    }
+}
+
+fn last_drive(sandbox: &Sandbox) -> Value {
+    let listed = stdout_json(&sandbox.run(&["drives", "--json"]));
+    listed.as_array().unwrap()[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drive_through_the_portal_lands_once_restores_the_clipboard_and_is_remembered() {
+    let desktop = Desktop::start().await;
+    let check = desktop.doctor();
+    assert_eq!(check["blocker"]["code"], "consent_pending", "{check}");
+    assert_eq!(check["status"], "degraded");
+
+    let mut daemon = desktop.daemon();
+    let (_plugin, workspace) = desktop.window("portal");
+    let (output, stderr) = desktop.send(&workspace, PROMPT).await;
+    assert!(
+        output.status.success(),
+        "{stderr}\ndaemon log:\n{}",
+        daemon.log_text()
+    );
+    assert!(stderr.contains("os_injector_portal"), "{stderr}");
+    assert_eq!(desktop.portal.dialogs(), 1, "consent asked once");
+
+    // The window got the prompt exactly once (pasted, then Return), nothing else.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(desktop.portal.typed(), format!("{PROMPT}\n"));
+    let keysyms = desktop.portal.keysyms();
+    let presses = |keysym: u32| keysyms.iter().filter(|k| **k == (keysym, true)).count();
+    assert_eq!(presses(u32::from(b'v')), 1, "one paste chord: {keysyms:?}");
+    assert_eq!(presses(0xff0d), 1, "one Return");
+    assert!(
+        keysyms
+            .iter()
+            .filter(|k| k.1)
+            .all(|k| keysyms.contains(&(k.0, false))),
+        "every key released"
+    );
+    // The previous clipboard is served again.
+    assert_eq!(
+        desktop.portal.clipboard().await.as_deref(),
+        Some("the user's clipboard")
+    );
+    let calls = desktop.portal.state.lock().unwrap().clipboard_calls.clone();
+    assert_eq!(calls[0], "RequestClipboard");
+    assert!(
+        calls.contains(&"SelectionRead text/plain;charset=utf-8".to_string()),
+        "{calls:?}"
+    );
+    let drive = last_drive(&desktop.sandbox);
+    assert_eq!(drive["state"], "done");
+    assert_eq!(drive["verification"], "unverified");
+
+    // The restore token is kept privately, and the next daemon starts without a dialog.
+    let token = std::fs::read_to_string(desktop.token_file()).unwrap();
+    assert_eq!(token, "restore-1");
+    let mode = std::fs::metadata(desktop.token_file())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(desktop.doctor()["status"], "ok");
+    daemon.terminate(Duration::from_secs(5));
+    drop(daemon);
+    let daemon = desktop.daemon();
+    let (_plugin, workspace) = desktop.window("portal-again");
+    let (output, stderr) = desktop.send(&workspace, "second").await;
+    assert!(
+        output.status.success(),
+        "{stderr}\ndaemon log:\n{}",
+        daemon.log_text()
+    );
+    assert_eq!(
+        desktop.portal.dialogs(),
+        1,
+        "the restore token spared the dialog"
+    );
+    assert_eq!(
+        std::fs::read_to_string(desktop.token_file()).unwrap(),
+        "restore-2"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoked_token_asks_again_and_a_refusal_is_consent_pending_with_nothing_typed() {
+    let desktop = Desktop::start().await;
+    std::fs::create_dir_all(desktop.token_file().parent().unwrap()).unwrap();
+    std::fs::write(desktop.token_file(), "restore-from-last-week").unwrap();
+    // The desktop no longer honours it (revoked in its settings), and the person says yes.
+    let daemon = desktop.daemon();
+    let (_plugin, workspace) = desktop.window("revoked");
+    let (output, stderr) = desktop.send(&workspace, "hi").await;
+    assert!(output.status.success(), "{stderr}\n{}", daemon.log_text());
+    assert_eq!(
+        desktop.portal.dialogs(),
+        1,
+        "asked again, not silently skipped"
+    );
+    assert_eq!(
+        std::fs::read_to_string(desktop.token_file()).unwrap(),
+        "restore-1"
+    );
+    drop(daemon);
+
+    // Revoked again, and this time the person refuses.
+    desktop.portal.revoke_tokens();
+    desktop.portal.state.lock().unwrap().approve = false;
+    let typed_before = desktop.portal.typed();
+    let daemon = desktop.daemon();
+    let (_plugin, workspace) = desktop.window("refused");
+    let (output, stderr) = desktop.send(&workspace, "not allowed").await;
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("consent_pending"),
+        "{stderr}\n{}",
+        daemon.log_text()
+    );
+    assert!(
+        stderr.contains("allow remote input"),
+        "the hint says what to do: {stderr}"
+    );
+    assert_eq!(desktop.portal.dialogs(), 2);
+    assert_eq!(desktop.portal.typed(), typed_before, "nothing typed");
+    assert!(
+        !desktop.token_file().exists(),
+        "a refused token is forgotten"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn focus_lost_after_the_paste_stops_the_drive_before_submit() {
+    let desktop = Desktop::start().await;
+    let daemon = desktop.daemon();
+    let (mut plugin, workspace) = desktop.window("focus-lost");
+    let (mut watcher, _) = greet(&desktop.sandbox.socket(), &controller_hello());
+    watcher.send(&json!({"v": 1, "id": 1, "type": "events.subscribe"}));
+    watcher.recv_type("events.subscribed");
+    let (pasted_tx, pasted_rx) = tokio::sync::oneshot::channel();
+    let (gate_tx, gate_rx) = tokio::sync::oneshot::channel();
+    {
+        let mut state = desktop.portal.state.lock().unwrap();
+        state.on_paste = Some(pasted_tx);
+        state.paste_gate = Some(gate_rx);
+    }
+    let send = {
+        let mut command = desktop.sandbox.koru();
+        command.args(["send", "--workspace", &workspace, "--wait", PROMPT]);
+        tokio::task::spawn_blocking(move || command.output())
+    };
+    tokio::time::timeout(Duration::from_secs(20), pasted_rx)
+        .await
+        .expect("the paste chord arrives within 20 s")
+        .unwrap();
+    // The person clicks elsewhere while the paste lands; the daemon has taken it in once
+    // its event stream says so.
+    plugin.send(&json!({"v": 1, "type": "event", "event": {"kind": "focus", "focused": false}}));
+    let seen = tokio::task::spawn_blocking(move || loop {
+        let Some(line) = watcher.recv() else {
+            return false;
+        };
+        let event = &line["event"];
+        if event["kind"] == "session_updated" && event["session"]["window"]["focused"] == false {
+            return true;
+        }
+    });
+    assert!(seen.await.unwrap(), "the daemon saw the focus change");
+    gate_tx.send(()).unwrap();
+    let output = send.await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("focus_mismatch"),
+        "{stderr}\n{}",
+        daemon.log_text()
+    );
+    let drive = last_drive(&desktop.sandbox);
+    let history: Vec<&str> = drive["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["state"].as_str().unwrap())
+        .collect();
+    assert!(
+        history.contains(&"pasted"),
+        "the stage reached: {history:?}"
+    );
+    assert!(!history.contains(&"submitted"), "{history:?}");
+    assert_eq!(drive["state"], "failed");
+    assert!(
+        !desktop.portal.keysyms().contains(&(0xff0d, true)),
+        "no Return after focus was lost"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        desktop.portal.typed(),
+        PROMPT,
+        "the prompt sits unsent in the input"
+    );
+    assert_eq!(
+        desktop.portal.clipboard().await.as_deref(),
+        Some("the user's clipboard")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_window_without_a_plugin_is_focus_unverifiable_and_gets_no_key_nor_dialog() {
+    let desktop = Desktop::start().await;
+    let daemon = desktop.daemon();
+    // A window Koru knows only by its process.
+    let pid = std::process::id().to_string();
+    let command = desktop
+        .sandbox
+        .koru()
+        .args(["send", "--window-pid", &pid, "--wait", "hello"])
+        .output();
+    let output = tokio::task::spawn_blocking(move || command)
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("focus_unverifiable"),
+        "{stderr}\n{}",
+        daemon.log_text()
+    );
+    assert!(
+        stderr.contains("install the plugin"),
+        "with a hint: {stderr}"
+    );
+    assert!(desktop.portal.keysyms().is_empty());
+    assert_eq!(desktop.portal.dialogs(), 0, "nothing asked of the desktop");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_says_when_there_is_no_portal_or_no_remote_input() {
+    let sandbox = Sandbox::new();
+    let bus = SessionBus::start(sandbox.path());
+    let doctor = || {
+        let report = stdout_json(
+            &sandbox
+                .koru()
+                .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+                .env("WAYLAND_DISPLAY", "wayland-koru-test")
+                .args(["doctor", "--json", "--only", "os_injector_portal"])
+                .output()
+                .unwrap(),
+        );
+        doctor_check(&report, "os_injector_portal").clone()
+    };
+    let check = doctor();
+    assert_eq!(check["blocker"]["code"], "portal_missing", "{check}");
+    assert_eq!(check["recovery"][0]["id"], "install_portal");
+
+    // A portal without remote input (a backend that offers none).
+    struct Settings;
+    #[zbus::interface(name = "org.freedesktop.portal.Settings")]
+    impl Settings {
+        #[zbus(property, name = "version")]
+        fn version(&self) -> u32 {
+            1
+        }
+    }
+    let _portal = zbus::connection::Builder::address(bus.address.as_str())
+        .unwrap()
+        .name("org.freedesktop.portal.Desktop")
+        .unwrap()
+        .serve_at(support::portal::PATH, Settings)
+        .unwrap()
+        .build()
+        .await
+        .unwrap();
+    let check = doctor();
+    assert_eq!(
+        check["blocker"]["code"], "portal_no_remote_desktop",
+        "{check}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cursor_drive_on_wayland_is_submitted_by_one_return_through_the_portal() {
+    let desktop = Desktop::start().await;
+    let daemon = desktop.daemon();
+    // The fake plugin plays Cursor, whose chat has no submit command: it pastes into its
+    // fake IDE and the daemon presses Return, here only through the portal, into the
+    // window the plugin says has focus.
+    let workspace = desktop.sandbox.workspace("cursor");
+    let mut plugin = desktop.sandbox.koru();
+    plugin
+        .envs(desktop.env())
+        .args([
+            "dev",
+            "fake-plugin",
+            "--product",
+            "cursor",
+            "--focused",
+            "--workspace",
+        ])
+        .arg(&workspace)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut plugin = plugin.spawn().unwrap();
+    let ready = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        stdout_json(&desktop.sandbox.run(&["sessions", "--json"]))
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["role"] == "plugin"))
+    });
+    assert!(ready, "the fake plugin connects");
+    let mut command = desktop.sandbox.koru();
+    command.args(["send", "--ide", "cursor", "--wait", "Ship it ✓"]);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let _ = plugin.kill();
+    let _ = plugin.wait();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}\n{}", daemon.log_text());
+    let drive = last_drive(&desktop.sandbox);
+    assert_eq!(drive["submit_evidence"], "key_pressed");
+    let keysyms = desktop.portal.keysyms();
+    assert_eq!(
+        keysyms,
+        [(0xff0d, true), (0xff0d, false)],
+        "one Return, nothing else"
+    );
+    assert_eq!(desktop.portal.typed(), "\n");
+}

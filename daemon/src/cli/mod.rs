@@ -99,7 +99,7 @@ pub enum Command {
     #[command(subcommand)]
     Hook(HookCommand),
     /// Serve MCP over stdio for a controller LLM (Claude Desktop, Claude Code, Cursor, VS Code…), acting through the running daemon
-    Mcp,
+    Mcp(McpArgs),
     /// Open the web dashboard: print (and on a desktop open) a one-time login link to the
     /// running daemon's HTTP server (`koru daemon --http`)
     Dashboard(DashboardArgs),
@@ -128,8 +128,17 @@ impl Command {
                 | Command::Chats(_)
                 | Command::Observe(_)
                 | Command::Doctor(_)
+                | Command::Mcp(_)
         )
     }
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Serve this machine and every named host (`koru host ls`) as one server, as if each
+    /// were given with --host
+    #[arg(long)]
+    pub all_hosts: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -481,7 +490,7 @@ pub async fn run(
         }
         Command::Observe(args) => commands::observe(hosts, args).await,
         Command::Chats(flag) => commands::chats(hosts, flag.json).await,
-        Command::Daemon(_) | Command::Mcp | Command::Dev(DevCommand::FakePlugin(_)) => {
+        Command::Daemon(_) | Command::Mcp(_) | Command::Dev(DevCommand::FakePlugin(_)) => {
             anyhow::bail!("daemon, mcp and dev fake-plugin are not client commands")
         }
     }

@@ -9,7 +9,12 @@ use crate::control::hosts::{hosts_file_path, HostChoice, HOST_ENV};
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    // Repeated global options keep every occurrence, wherever it stands (see
+    // `repeated_global`).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    cli.hosts = crate::cli::repeated_global(&args, "--host");
+    cli.ssh_options = crate::cli::repeated_global(&args, "--ssh-option");
     init_logging(cli.log_format, matches!(cli.command, Command::Daemon(_)));
     // Every command runs on one thread. The daemon is one event loop: every message
     // crosses several tasks (connection reader → state machine → peer's writer), and on

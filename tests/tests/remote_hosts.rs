@@ -317,6 +317,33 @@ fn a_named_host_is_kept_in_hosts_yaml_and_resolves_by_name() {
         stdout_json(&from_env)[0]["session_id"],
         machines.remote_plugin.session_id.as_str()
     );
+    // Options after the subcommand count as much as those before it.
+    let after = machines
+        .local
+        .koru()
+        .args(["--host", "machine-b", "sessions", "--json"])
+        .args(machines.sshd.koru_args())
+        .output()
+        .unwrap();
+    assert!(after.status.success(), "{}", stderr(&after));
+    let mixed = machines
+        .local
+        .koru()
+        .args([
+            "--host",
+            "local",
+            "sessions",
+            "--json",
+            "--host",
+            "machine-b",
+        ])
+        .args(machines.sshd.koru_args())
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout_json(&mixed)["hosts"],
+        json!([{"host": "local", "ok": true}, {"host": "machine-b", "ok": true}])
+    );
     // `local` is this machine.
     let here = machines.koru(&["local"], &["sessions", "--json"]);
     assert_eq!(stdout_json(&here)[0]["ide"]["product"], "vscode");

@@ -445,6 +445,30 @@ pub enum DevCommand {
     ProtocolSchema,
 }
 
+/// Every value of the repeatable global option `long` (`--host`, `--ssh-option`) on the
+/// command line, in order, before and after the subcommand. clap keeps only the values given
+/// after the subcommand when a global option appears on both sides (`koru --host a sessions
+/// --host b` would be `b` alone), so the command line clap has already accepted is read
+/// again here; scanning stops at a bare `--`, after which nothing is an option.
+pub fn repeated_global(args: &[std::ffi::OsString], long: &str) -> Vec<String> {
+    let with_value = format!("{long}=");
+    let mut values = Vec::new();
+    let mut args = args.iter().skip(1).map(|arg| arg.to_string_lossy());
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        }
+        if arg == long {
+            if let Some(value) = args.next() {
+                values.push(value.into_owned());
+            }
+        } else if let Some(value) = arg.strip_prefix(&with_value) {
+            values.push(value.to_string());
+        }
+    }
+    values
+}
+
 /// Runs one of the client commands (every command but `daemon`, `mcp` and `dev
 /// fake-plugin`, which `entry.rs` hands to their own rooms); `hosts` says which daemon(s)
 /// the commands that ask one talk to.
@@ -493,5 +517,27 @@ pub async fn run(
         Command::Daemon(_) | Command::Mcp(_) | Command::Dev(DevCommand::FakePlugin(_)) => {
             anyhow::bail!("daemon, mcp and dev fake-plugin are not client commands")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<std::ffi::OsString> {
+        line.split(' ').map(Into::into).collect()
+    }
+
+    #[test]
+    fn repeated_globals_keep_every_occurrence_on_both_sides_of_the_subcommand() {
+        let line = args(
+            "koru --host a --ssh-option X=1 sessions --host=b --json --ssh-option Y=2 -- --host c",
+        );
+        assert_eq!(repeated_global(&line, "--host"), ["a", "b"]);
+        assert_eq!(repeated_global(&line, "--ssh-option"), ["X=1", "Y=2"]);
+        // clap itself accepts the same line, keeping only what follows the subcommand.
+        let parsed = Cli::try_parse_from(args("koru --host a sessions --host b")).unwrap();
+        assert_eq!(parsed.hosts, ["b"]);
+        assert!(repeated_global(&args("koru sessions --hostname x"), "--host").is_empty());
     }
 }

@@ -30,14 +30,15 @@ fn row(name: &str, mut samples: Vec<Duration>) -> String {
     )
 }
 
-/// Runs a `koru … send --wait` to the end, failing unless the drive ended `done`.
+/// Runs a command (`koru … send --wait`, `ssh … true`) to the end, failing unless it
+/// succeeded (for `send --wait`: the drive ended `done`).
 fn timed(mut command: std::process::Command) -> Result<Duration> {
     let start = Instant::now();
     let output: Output = command.output()?;
     let elapsed = start.elapsed();
     if !output.status.success() {
         bail!(
-            "koru send failed: {}{}",
+            "{command:?} failed: {}{}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
@@ -100,6 +101,27 @@ async fn main() -> Result<()> {
         command.env("RUST_LOG", "warn");
         command
     };
+    // OpenSSH's own connection sharing, set up the way a user would in ~/.ssh/config.
+    let control = tempfile::Builder::new().prefix("koru-cm-").tempdir()?;
+    let control_path = format!("ControlPath={}/%C", control.path().display());
+    let send_shared = || {
+        let mut command = local.koru();
+        command
+            .args(["--host", &url])
+            // ssh takes the first value of an option: these go before koru's defaults.
+            .args([
+                "--ssh-option",
+                "ControlMaster=auto",
+                "--ssh-option",
+                &control_path,
+                "--ssh-option",
+                "ControlPersist=120",
+            ])
+            .args(sshd.koru_args())
+            .args(["send", "--workspace", &there, "--wait", "bench"]);
+        command.env("RUST_LOG", "warn");
+        command
+    };
     let mut kept = tokio::process::Command::from(local.koru());
     kept.args(["--host", &url])
         .args(sshd.koru_args())
@@ -110,8 +132,12 @@ async fn main() -> Result<()> {
     here_mcp.arg("mcp").env("RUST_LOG", "warn");
     let here_mcp = ().serve(TokioChildProcess::new(here_mcp)?).await?;
 
-    let (mut cli_here, mut cli_cold, mut mcp_warm, mut mcp_here) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut cli_here = Vec::new();
+    let mut cli_cold = Vec::new();
+    let mut cli_shared = Vec::new();
+    let mut mcp_warm = Vec::new();
+    let mut mcp_here = Vec::new();
+    let mut bare_ssh = Vec::new();
     // Interleaved, so that every path sees the same machine state.
     for i in 0..warm_up + drives {
         let times = (
@@ -119,12 +145,16 @@ async fn main() -> Result<()> {
             timed(send_there())?,
             mcp_send(&warm, &there).await?,
             mcp_send(&here_mcp, &here).await?,
+            timed(sshd.ssh("true"))?,
+            timed(send_shared())?,
         );
         if i >= warm_up {
             cli_here.push(times.0);
             cli_cold.push(times.1);
             mcp_warm.push(times.2);
             mcp_here.push(times.3);
+            bare_ssh.push(times.4);
+            cli_shared.push(times.5);
         }
     }
     println!("| path | drives | p50 ms | p90 ms | max ms |");
@@ -143,6 +173,13 @@ async fn main() -> Result<()> {
     println!(
         "{}",
         row(
+            "the same with OpenSSH connection sharing (`ControlMaster=auto`, `ControlPersist`)",
+            cli_shared
+        )
+    );
+    println!(
+        "{}",
+        row(
             "`send_prompt` (wait submitted) in `koru mcp --host ssh://…`, warm (its kept connection)",
             mcp_warm
         )
@@ -152,6 +189,13 @@ async fn main() -> Result<()> {
         row(
             "`send_prompt` (wait submitted) in `koru mcp`, this machine's socket",
             mcp_here
+        )
+    );
+    println!(
+        "{}",
+        row(
+            "for reference: `ssh … true` to the same server (no koru)",
+            bare_ssh
         )
     );
     warm.cancel().await?;

@@ -39,7 +39,7 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     pub registry: Option<PathBuf>,
 
-    /// Ask the daemon of this machine instead: `local` (this one), `ssh://[user@]host[:port]`
+    /// The machine whose daemon to ask: `local` (this one), `ssh://[user@]host[:port]`
     /// (through the system ssh, which runs `koru dial-stdio` there) or a name from `koru host
     /// add`; repeat it to merge several [default: $KORU_HOST (comma-separated), else local]
     #[arg(long = "host", global = true, value_name = "HOST")]

@@ -9,7 +9,12 @@ use crate::control::hosts::{hosts_file_path, HostChoice, HOST_ENV};
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    // Repeated global options keep every occurrence, wherever it stands (see
+    // `repeated_global`).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    cli.hosts = crate::cli::repeated_global(&args, "--host");
+    cli.ssh_options = crate::cli::repeated_global(&args, "--ssh-option");
     init_logging(cli.log_format, matches!(cli.command, Command::Daemon(_)));
     // Every command runs on one thread. The daemon is one event loop: every message
     // crosses several tasks (connection reader → state machine → peer's writer), and on
@@ -29,7 +34,7 @@ pub fn main() -> ExitCode {
     let socket = crate::paths::socket_path(cli.socket.as_deref());
     let layers = crate::cli::registry_cmd::cli_layer_paths(cli.registry.as_ref());
     if !cli.hosts.is_empty() && !cli.command.takes_host() {
-        eprintln!("koru: --host only applies to the commands that ask a daemon (status, sessions, send, drives, cancel, recover, chats, observe, doctor)");
+        eprintln!("koru: --host only applies to the commands that ask a daemon (status, sessions, send, drives, cancel, recover, chats, observe, doctor, mcp)");
         return ExitCode::from(2);
     }
     // `$KORU_HOST` stands in for --host on the commands that take one, and is ignored by
@@ -51,7 +56,7 @@ pub fn main() -> ExitCode {
         socket: socket.clone(),
         hosts_file: hosts_file_path(),
         // `koru mcp`'s standard streams are the MCP channel: ssh must not ask there.
-        interactive: !matches!(cli.command, Command::Mcp),
+        interactive: !matches!(cli.command, Command::Mcp(_)),
     };
     let outcome = runtime.block_on(async move {
         match cli.command {
@@ -62,7 +67,7 @@ pub fn main() -> ExitCode {
                     crate::registry::LayerPaths::discover(None, cli.registry.as_deref());
                 crate::main_loop::run_daemon(socket, args, daemon_layers).await
             }
-            Command::Mcp => crate::mcp::serve_stdio(socket, layers).await,
+            Command::Mcp(args) => crate::mcp::serve_stdio(hosts, args.all_hosts, layers).await,
             Command::Dev(DevCommand::FakePlugin(args)) => {
                 crate::dev::fake_plugin::run(&socket, *args).await
             }

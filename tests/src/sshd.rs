@@ -147,6 +147,20 @@ impl Sshd {
         .collect()
     }
 
+    /// The plain `ssh` to this server with the same options (no koru), running `command`.
+    pub fn ssh(&self, command: &str) -> Command {
+        let mut ssh = Command::new("ssh");
+        ssh.arg("-T");
+        for option in self.koru_args().chunks(2) {
+            ssh.args(["-o", &option[1]]);
+        }
+        ssh.args(["-p", &self.port.to_string()])
+            .arg(format!("{}@127.0.0.1", self.user))
+            .args(["--", command])
+            .stdin(Stdio::null());
+        ssh
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

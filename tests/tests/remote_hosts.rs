@@ -317,6 +317,33 @@ fn a_named_host_is_kept_in_hosts_yaml_and_resolves_by_name() {
         stdout_json(&from_env)[0]["session_id"],
         machines.remote_plugin.session_id.as_str()
     );
+    // Options after the subcommand count as much as those before it.
+    let after = machines
+        .local
+        .koru()
+        .args(["--host", "machine-b", "sessions", "--json"])
+        .args(machines.sshd.koru_args())
+        .output()
+        .unwrap();
+    assert!(after.status.success(), "{}", stderr(&after));
+    let mixed = machines
+        .local
+        .koru()
+        .args([
+            "--host",
+            "local",
+            "sessions",
+            "--json",
+            "--host",
+            "machine-b",
+        ])
+        .args(machines.sshd.koru_args())
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout_json(&mixed)["hosts"],
+        json!([{"host": "local", "ok": true}, {"host": "machine-b", "ok": true}])
+    );
     // `local` is this machine.
     let here = machines.koru(&["local"], &["sessions", "--json"]);
     assert_eq!(stdout_json(&here)[0]["ide"]["product"], "vscode");
@@ -568,4 +595,215 @@ fn sessions_and_drives_merge_over_hosts_with_qualified_ids_and_a_down_host_hides
         .collect();
     assert!(reasons[0].contains("no daemon at"), "{reasons:?}");
     assert!(reasons[1].contains("Connection refused"), "{reasons:?}");
+}
+
+/// The text of a tool result.
+fn tool_text(result: &rmcp::model::CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &'static str,
+    arguments: Value,
+) -> (bool, String) {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object")
+    };
+    let result = client
+        .call_tool(rmcp::model::CallToolRequestParams::new(tool).with_arguments(arguments))
+        .await
+        .unwrap_or_else(|error| panic!("{tool} answered with a protocol error: {error}"));
+    (result.is_error != Some(true), tool_text(&result))
+}
+
+/// sshd's count of logins so far (one per ssh connection).
+fn logins(sshd: &Sshd) -> usize {
+    sshd.log_text().matches("Accepted publickey").count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_mcp_server_spans_both_machines_routes_by_qualified_ids_and_survives_a_host_going_down()
+{
+    use rmcp::ServiceExt;
+    let mut machines = TwoMachines::start();
+    let added = machines
+        .local
+        .run(&["host", "add", "machine-b", &machines.sshd.url()]);
+    assert!(added.status.success(), "{}", stderr(&added));
+    let local_session = machines.local.session_ids().remove(0);
+    let remote_session = machines.remote_plugin.session_id.clone();
+    let logins_before = logins(&machines.sshd);
+
+    let mut command = tokio::process::Command::from(machines.local.koru());
+    command
+        .args(["--host", "local", "--host", "machine-b"])
+        .args(machines.sshd.koru_args())
+        .arg("mcp")
+        .env("RUST_LOG", "warn");
+    let transport = rmcp::transport::TokioChildProcess::new(command).expect("koru mcp starts");
+    let client = ().serve(transport).await.expect("the MCP handshake");
+    let instructions = client
+        .peer_info()
+        .and_then(|info| info.instructions.clone())
+        .unwrap_or_default();
+    assert!(instructions.contains("local, machine-b"), "{instructions}");
+
+    let (ok, listed) = call(&client, "list_sessions", json!({})).await;
+    assert!(ok, "{listed}");
+    assert!(
+        listed.contains(&format!("local/{local_session} vscode")),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&format!("machine-b/{remote_session} vscodium")),
+        "{listed}"
+    );
+
+    // A qualified session goes to its host; the drive comes back qualified.
+    let (ok, sent) = call(
+        &client,
+        "send_prompt",
+        json!({"target": format!("machine-b/{remote_session}"), "prompt": "over the kept connection ✓", "timeout_s": 20}),
+    )
+    .await;
+    assert!(ok, "{sent}");
+    assert!(sent.starts_with("drive machine-b/d_"), "{sent}");
+    assert!(
+        sent.contains(&format!("in session machine-b/{remote_session}")),
+        "{sent}"
+    );
+    let drive_id = sent
+        .split_whitespace()
+        .nth(1)
+        .expect("the drive id")
+        .to_string();
+
+    // A workspace path goes to the one host that has a window on it.
+    let here = machines.local.workspace("here");
+    let (ok, sent_here) = call(
+        &client,
+        "send_prompt",
+        json!({"target": here.to_str().unwrap(), "prompt": "to this machine ✓", "timeout_s": 20}),
+    )
+    .await;
+    assert!(ok, "{sent_here}");
+    assert!(sent_here.starts_with("drive local/d_"), "{sent_here}");
+    // "focused" could be anywhere: refused, not guessed.
+    let (ok, refused) = call(
+        &client,
+        "send_prompt",
+        json!({"target": "focused", "prompt": "x"}),
+    )
+    .await;
+    assert!(!ok);
+    assert!(refused.starts_with("error invalid_argument"), "{refused}");
+    assert!(refused.contains("machine-b"), "{refused}");
+    let (ok, named) = call(
+        &client,
+        "send_prompt",
+        json!({"target": "focused", "host": "machine-b", "prompt": "named host ✓", "timeout_s": 20}),
+    )
+    .await;
+    assert!(ok, "{named}");
+    assert!(named.starts_with("drive machine-b/d_"), "{named}");
+
+    let (ok, got) = call(&client, "get_drive", json!({"drive_id": drive_id})).await;
+    assert!(ok, "{got}");
+    assert!(got.starts_with(&format!("drive {drive_id} done")), "{got}");
+    let bare = drive_id.trim_start_matches("machine-b/");
+    let (ok, unsure) = call(&client, "get_drive", json!({"drive_id": bare})).await;
+    assert!(!ok);
+    assert!(unsure.contains("several hosts"), "{unsure}");
+    let (ok, elsewhere) = call(
+        &client,
+        "get_drive",
+        json!({"drive_id": format!("local/{bare}")}),
+    )
+    .await;
+    assert!(!ok);
+    assert!(elsewhere.starts_with("error unknown_drive"), "{elsewhere}");
+    let (ok, reloaded) = call(
+        &client,
+        "recover",
+        json!({"action": "reload_registry", "host": "machine-b"}),
+    )
+    .await;
+    assert!(ok, "{reloaded}");
+    let (ok, journals) = call(&client, "verify_journal", json!({})).await;
+    assert!(ok, "{journals}");
+    assert!(
+        journals.contains("host local:") && journals.contains("host machine-b:"),
+        "{journals}"
+    );
+
+    // Every call to machine-b went over one ssh connection.
+    assert_eq!(
+        logins(&machines.sshd) - logins_before,
+        1,
+        "{}",
+        machines.sshd.log_text()
+    );
+
+    // machine-b's daemon stops: this machine still answers, machine-b is reported.
+    machines
+        .remote_daemon
+        .terminate(Duration::from_secs(10))
+        .expect("stops");
+    drop(std::mem::replace(
+        &mut machines.remote_plugin,
+        koru_system_tests::Plugin {
+            child: Command::new("true").spawn().unwrap(),
+            log: Default::default(),
+            session_id: String::new(),
+        },
+    ));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let down = loop {
+        let (ok, listed) = call(&client, "list_sessions", json!({})).await;
+        assert!(ok, "{listed}");
+        if listed.contains("host machine-b: DOWN") {
+            break listed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "machine-b never reported down: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(down.contains(&format!("local/{local_session}")), "{down}");
+    let (ok, to_b) = call(&client, "get_drive", json!({"drive_id": drive_id})).await;
+    assert!(!ok);
+    assert!(
+        to_b.starts_with("error daemon_down: cannot reach host machine-b"),
+        "{to_b}"
+    );
+
+    // machine-b comes back: the server reconnects (after its pause) and lists it again.
+    let _restarted = machines.remote.start_daemon(&["--no-observe"]);
+    let there = machines.remote.workspace("there");
+    let plugin = machines.remote.start_fake_plugin(&[
+        "--product",
+        "vscodium",
+        "--workspace",
+        there.to_str().unwrap(),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let (_, listed) = call(&client, "list_sessions", json!({})).await;
+        if listed.contains(&format!("machine-b/{} vscodium", plugin.session_id)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "machine-b never came back: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    client.cancel().await.unwrap();
 }

@@ -461,6 +461,10 @@ pub async fn observe(choice: &HostChoice, args: ObserveArgs) -> anyhow::Result<E
         }
         stdout.flush()?;
     }
+    // The daemon ending the stream is the end of the tail; a lost ssh connection is an error.
+    if let error @ crate::control::ClientError::Unreachable { .. } = client.closed_error().await {
+        return Err(error.into());
+    }
     Ok(ExitCode::SUCCESS)
 }
 

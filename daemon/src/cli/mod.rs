@@ -39,7 +39,7 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     pub registry: Option<PathBuf>,
 
-    /// Ask the daemon of this machine instead: `local` (this one), `ssh://[user@]host[:port]`
+    /// The machine whose daemon to ask: `local` (this one), `ssh://[user@]host[:port]`
     /// (through the system ssh, which runs `koru dial-stdio` there) or a name from `koru host
     /// add`; repeat it to merge several [default: $KORU_HOST (comma-separated), else local]
     #[arg(long = "host", global = true, value_name = "HOST")]
@@ -99,7 +99,7 @@ pub enum Command {
     #[command(subcommand)]
     Hook(HookCommand),
     /// Serve MCP over stdio for a controller LLM (Claude Desktop, Claude Code, Cursor, VS Code…), acting through the running daemon
-    Mcp,
+    Mcp(McpArgs),
     /// Open the web dashboard: print (and on a desktop open) a one-time login link to the
     /// running daemon's HTTP server (`koru daemon --http`)
     Dashboard(DashboardArgs),
@@ -128,8 +128,17 @@ impl Command {
                 | Command::Chats(_)
                 | Command::Observe(_)
                 | Command::Doctor(_)
+                | Command::Mcp(_)
         )
     }
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Serve this machine and every named host (`koru host ls`) as one server, as if each
+    /// were given with --host
+    #[arg(long)]
+    pub all_hosts: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -441,6 +450,30 @@ pub enum DevCommand {
     ProtocolSchema,
 }
 
+/// Every value of the repeatable global option `long` (`--host`, `--ssh-option`) on the
+/// command line, in order, before and after the subcommand. clap keeps only the values given
+/// after the subcommand when a global option appears on both sides (`koru --host a sessions
+/// --host b` would be `b` alone), so the command line clap has already accepted is read
+/// again here; scanning stops at a bare `--`, after which nothing is an option.
+pub fn repeated_global(args: &[std::ffi::OsString], long: &str) -> Vec<String> {
+    let with_value = format!("{long}=");
+    let mut values = Vec::new();
+    let mut args = args.iter().skip(1).map(|arg| arg.to_string_lossy());
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        }
+        if arg == long {
+            if let Some(value) = args.next() {
+                values.push(value.into_owned());
+            }
+        } else if let Some(value) = arg.strip_prefix(&with_value) {
+            values.push(value.to_string());
+        }
+    }
+    values
+}
+
 /// Runs one of the client commands (every command but `daemon`, `mcp` and `dev
 /// fake-plugin`, which `entry.rs` hands to their own rooms); `hosts` says which daemon(s)
 /// the commands that ask one talk to.
@@ -486,8 +519,30 @@ pub async fn run(
         }
         Command::Observe(args) => commands::observe(hosts, args).await,
         Command::Chats(flag) => commands::chats(hosts, flag.json).await,
-        Command::Daemon(_) | Command::Mcp | Command::Dev(DevCommand::FakePlugin(_)) => {
+        Command::Daemon(_) | Command::Mcp(_) | Command::Dev(DevCommand::FakePlugin(_)) => {
             anyhow::bail!("daemon, mcp and dev fake-plugin are not client commands")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<std::ffi::OsString> {
+        line.split(' ').map(Into::into).collect()
+    }
+
+    #[test]
+    fn repeated_globals_keep_every_occurrence_on_both_sides_of_the_subcommand() {
+        let line = args(
+            "koru --host a --ssh-option X=1 sessions --host=b --json --ssh-option Y=2 -- --host c",
+        );
+        assert_eq!(repeated_global(&line, "--host"), ["a", "b"]);
+        assert_eq!(repeated_global(&line, "--ssh-option"), ["X=1", "Y=2"]);
+        // clap itself accepts the same line, keeping only what follows the subcommand.
+        let parsed = Cli::try_parse_from(args("koru --host a sessions --host b")).unwrap();
+        assert_eq!(parsed.hosts, ["b"]);
+        assert!(repeated_global(&args("koru sessions --hostname x"), "--host").is_empty());
     }
 }

@@ -3,6 +3,7 @@
 pub mod dashboard_login;
 pub mod hosts;
 mod requests;
+pub mod shared;
 pub mod ssh;
 
 pub use requests::{Controller, Exchange};
@@ -295,58 +296,17 @@ impl Client {
         }
     }
 
-    /// Follows the drive `last` on a connection subscribed to events
-    /// (`events.subscribe`) until `settled` holds for it: each `drive_updated` of that
-    /// drive is handed to `seen` as [`Followed::Update`] (and becomes `last`), and with
-    /// `tick` set, `seen` gets [`Followed::Tick`] that often (a spinner). `deadline` says,
-    /// for the drive as it stands, when to give up (`None`: never). Returns the drive as
-    /// last seen and whether the deadline ended the wait; `Closed` if the daemon went away.
-    /// The one "follow a drive until a stage" loop of every face.
+    /// Follows the drive `last` on this connection, subscribed to events
+    /// (`events.subscribe`): see [`follow_drive`].
     pub async fn follow_drive(
         &mut self,
-        mut last: DriveInfo,
+        last: DriveInfo,
         settled: impl Fn(&DriveInfo) -> bool,
         deadline: impl Fn(&DriveInfo) -> Option<tokio::time::Instant>,
         tick: Option<std::time::Duration>,
-        mut seen: impl FnMut(Followed<'_>),
+        seen: impl FnMut(Followed<'_>),
     ) -> Result<(DriveInfo, bool), ClientError> {
-        let mut ticker = tick.map(tokio::time::interval);
-        while !settled(&last) {
-            let until = deadline(&last);
-            if until.is_some_and(|at| tokio::time::Instant::now() >= at) {
-                return Ok((last, true));
-            }
-            let envelope = tokio::select! {
-                envelope = self.next() => envelope?,
-                _ = async {
-                    match ticker.as_mut() {
-                        Some(ticker) => { ticker.tick().await; }
-                        None => std::future::pending::<()>().await,
-                    }
-                } => {
-                    seen(Followed::Tick(&last));
-                    continue;
-                }
-                _ = async {
-                    match until {
-                        Some(at) => tokio::time::sleep_until(at).await,
-                        None => std::future::pending::<()>().await,
-                    }
-                } => continue,
-            };
-            let Some(envelope) = envelope else {
-                return Err(self.closed_error().await);
-            };
-            if let Message::Stream(item) = envelope.message {
-                if let koru_protocol::StreamEvent::DriveUpdated { drive } = item.event {
-                    if drive.drive_id == last.drive_id {
-                        seen(Followed::Update(&drive));
-                        last = drive;
-                    }
-                }
-            }
-        }
-        Ok((last, false))
+        follow_drive(self, last, settled, deadline, tick, seen).await
     }
 
     /// The next line from the daemon (pings are answered, not returned), or `None` at EOF.
@@ -394,6 +354,112 @@ impl Client {
             None => ClientError::Closed,
         }
     }
+}
+
+/// What an event stream hands a follower.
+#[derive(Debug)]
+pub enum Incoming {
+    /// The next event, in the daemon's order (boxed: most events are far larger than the
+    /// other variant).
+    Event(Box<koru_protocol::StreamEvent>),
+    /// Events were dropped before this reader took them (a shared connection's slow
+    /// reader): whatever it follows must be asked for again.
+    Lagged,
+}
+
+/// A connection's event stream, with what a follower needs besides: the drive as it
+/// stands (after [`Incoming::Lagged`]) and why the stream ended.
+pub trait EventSource: Send {
+    /// The next event, or `None` when the connection closed.
+    fn next_event(&mut self) -> impl Future<Output = Result<Option<Incoming>, ClientError>> + Send;
+    /// `drive.get` on the same daemon.
+    fn drive_now(
+        &mut self,
+        drive_id: String,
+    ) -> impl Future<Output = Result<DriveInfo, ClientError>> + Send;
+    /// Why the stream ended ([`ClientError::Closed`], or what the transport says).
+    fn ended(&mut self) -> impl Future<Output = ClientError> + Send;
+}
+
+impl EventSource for Client {
+    async fn next_event(&mut self) -> Result<Option<Incoming>, ClientError> {
+        loop {
+            let Some(envelope) = self.next().await? else {
+                return Ok(None);
+            };
+            if let Message::Stream(item) = envelope.message {
+                return Ok(Some(Incoming::Event(Box::new(item.event))));
+            }
+        }
+    }
+
+    async fn drive_now(&mut self, drive_id: String) -> Result<DriveInfo, ClientError> {
+        self.get_drive(drive_id).await
+    }
+
+    async fn ended(&mut self) -> ClientError {
+        self.closed_error().await
+    }
+}
+
+/// Follows the drive `last` on an event stream until `settled` holds for it: each
+/// `drive_updated` of that drive is handed to `seen` as [`Followed::Update`] (and becomes
+/// `last`), and with `tick` set, `seen` gets [`Followed::Tick`] that often (a spinner).
+/// `deadline` says, for the drive as it stands, when to give up (`None`: never). Returns
+/// the drive as last seen and whether the deadline ended the wait; an error when the
+/// stream ended first. The one "follow a drive until a stage" loop of every face.
+pub async fn follow_drive(
+    source: &mut impl EventSource,
+    mut last: DriveInfo,
+    settled: impl Fn(&DriveInfo) -> bool,
+    deadline: impl Fn(&DriveInfo) -> Option<tokio::time::Instant>,
+    tick: Option<std::time::Duration>,
+    mut seen: impl FnMut(Followed<'_>),
+) -> Result<(DriveInfo, bool), ClientError> {
+    let mut ticker = tick.map(tokio::time::interval);
+    while !settled(&last) {
+        let until = deadline(&last);
+        if until.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            return Ok((last, true));
+        }
+        let incoming = tokio::select! {
+            incoming = source.next_event() => incoming?,
+            _ = async {
+                match ticker.as_mut() {
+                    Some(ticker) => { ticker.tick().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {
+                seen(Followed::Tick(&last));
+                continue;
+            }
+            _ = async {
+                match until {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending::<()>().await,
+                }
+            } => continue,
+        };
+        match incoming {
+            None => return Err(source.ended().await),
+            Some(Incoming::Event(event)) => {
+                if let koru_protocol::StreamEvent::DriveUpdated { drive } = *event {
+                    if drive.drive_id == last.drive_id {
+                        seen(Followed::Update(&drive));
+                        last = drive;
+                    }
+                }
+            }
+            Some(Incoming::Lagged) => {
+                let drive = source.drive_now(last.drive_id.clone()).await?;
+                if drive != last {
+                    seen(Followed::Update(&drive));
+                    last = drive;
+                }
+            }
+        }
+    }
+    Ok((last, false))
 }
 
 fn write_error_kind(error: &ClientError) -> std::io::ErrorKind {

@@ -4,93 +4,179 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
-use koru_protocol::{
-    ChatsList, ChatsListResult, DriveCreate, DriveInfo, DriveRef, DrivesList, DrivesListResult,
-    Message, ObserveReport, ObserveReported, RecoveryAction, RecoveryResult, RecoveryRun,
-    SessionsList, SessionsListResult, StatusInfo,
-};
+use koru_protocol::Message;
 
 use super::{controller_hello, Client, ClientError};
 
 /// The error for a reply of the wrong kind.
-fn unexpected(request: &str, reply: &Message) -> ClientError {
+pub(crate) fn unexpected(request: &str, reply: &Message) -> ClientError {
     ClientError::Unexpected(format!(
         "the daemon answered {request} with {}",
         reply.type_name()
     ))
 }
 
+/// The typed requests, one method each, for a connection type with
+/// `async fn request(&mut self, Message) -> Result<Message, ClientError>`: the plain
+/// [`Client`], the shared [`super::shared::SharedClient`] and [`super::shared::Conn`].
+macro_rules! typed_requests {
+    () => {
+        /// `status`: the daemon's version, counts, observers, HTTP endpoint.
+        pub async fn status(
+            &mut self,
+        ) -> Result<koru_protocol::StatusInfo, $crate::control::ClientError> {
+            match self.request(koru_protocol::Message::Status {}).await? {
+                koru_protocol::Message::StatusResult(status) => Ok(status),
+                other => Err($crate::control::requests::unexpected("status", &other)),
+            }
+        }
+
+        /// `sessions.list`, filtered as asked.
+        pub async fn sessions(
+            &mut self,
+            filter: koru_protocol::SessionsList,
+        ) -> Result<koru_protocol::SessionsListResult, $crate::control::ClientError> {
+            match self
+                .request(koru_protocol::Message::SessionsList(filter))
+                .await?
+            {
+                koru_protocol::Message::SessionsListResult(result) => Ok(result),
+                other => Err($crate::control::requests::unexpected(
+                    "sessions.list",
+                    &other,
+                )),
+            }
+        }
+
+        /// `drives.list`, filtered as asked.
+        pub async fn drives(
+            &mut self,
+            filter: koru_protocol::DrivesList,
+        ) -> Result<koru_protocol::DrivesListResult, $crate::control::ClientError> {
+            match self
+                .request(koru_protocol::Message::DrivesList(filter))
+                .await?
+            {
+                koru_protocol::Message::DrivesListResult(result) => Ok(result),
+                other => Err($crate::control::requests::unexpected("drives.list", &other)),
+            }
+        }
+
+        /// `journal.verify`: the daemon checks its journal now (seconds for a long one).
+        pub async fn verify_journal(
+            &mut self,
+        ) -> Result<koru_protocol::VerifyReport, $crate::control::ClientError> {
+            match self
+                .request(koru_protocol::Message::JournalVerify(
+                    koru_protocol::JournalVerify {},
+                ))
+                .await?
+            {
+                koru_protocol::Message::JournalVerifyResult(result) => Ok(result.report),
+                other => Err($crate::control::requests::unexpected(
+                    "journal.verify",
+                    &other,
+                )),
+            }
+        }
+
+        /// `drive.create`: the drive as accepted.
+        pub async fn create_drive(
+            &mut self,
+            create: koru_protocol::DriveCreate,
+        ) -> Result<koru_protocol::DriveInfo, $crate::control::ClientError> {
+            self.drive_request(koru_protocol::Message::DriveCreate(create))
+                .await
+        }
+
+        /// `drive.get`.
+        pub async fn get_drive(
+            &mut self,
+            drive_id: String,
+        ) -> Result<koru_protocol::DriveInfo, $crate::control::ClientError> {
+            self.drive_request(koru_protocol::Message::DriveGet(koru_protocol::DriveRef {
+                drive_id,
+            }))
+            .await
+        }
+
+        /// `drive.cancel`: the drive as it stands after the cancel.
+        pub async fn cancel_drive(
+            &mut self,
+            drive_id: String,
+        ) -> Result<koru_protocol::DriveInfo, $crate::control::ClientError> {
+            self.drive_request(koru_protocol::Message::DriveCancel(
+                koru_protocol::DriveRef { drive_id },
+            ))
+            .await
+        }
+
+        async fn drive_request(
+            &mut self,
+            request: Message,
+        ) -> Result<koru_protocol::DriveInfo, $crate::control::ClientError> {
+            let name = request.type_name();
+            match self.request(request).await? {
+                koru_protocol::Message::DriveResult(result) => Ok(result.drive),
+                other => Err($crate::control::requests::unexpected(name, &other)),
+            }
+        }
+
+        /// `chats.list`, filtered as asked.
+        pub async fn chats(
+            &mut self,
+            filter: koru_protocol::ChatsList,
+        ) -> Result<koru_protocol::ChatsListResult, $crate::control::ClientError> {
+            match self
+                .request(koru_protocol::Message::ChatsList(filter))
+                .await?
+            {
+                koru_protocol::Message::ChatsListResult(result) => Ok(result),
+                other => Err($crate::control::requests::unexpected("chats.list", &other)),
+            }
+        }
+
+        /// `recovery.run`: the action's result, `ok: false` included (a blocker is an answer).
+        pub async fn run_recovery(
+            &mut self,
+            action: koru_protocol::RecoveryAction,
+        ) -> Result<koru_protocol::RecoveryResult, $crate::control::ClientError> {
+            match self
+                .request(koru_protocol::Message::RecoveryRun(
+                    koru_protocol::RecoveryRun { action },
+                ))
+                .await?
+            {
+                koru_protocol::Message::RecoveryResult(result) => Ok(result),
+                other => Err($crate::control::requests::unexpected(
+                    "recovery.run",
+                    &other,
+                )),
+            }
+        }
+
+        /// `observe.report`: what a hook saw in a chat.
+        pub async fn report_observation(
+            &mut self,
+            report: koru_protocol::ObserveReport,
+        ) -> Result<koru_protocol::ObserveReported, $crate::control::ClientError> {
+            match self
+                .request(koru_protocol::Message::ObserveReport(report))
+                .await?
+            {
+                koru_protocol::Message::ObserveReported(reported) => Ok(reported),
+                other => Err($crate::control::requests::unexpected(
+                    "observe.report",
+                    &other,
+                )),
+            }
+        }
+    };
+}
+pub(crate) use typed_requests;
+
 impl Client {
-    /// `status`: the daemon's version, counts, observers, HTTP endpoint.
-    pub async fn status(&mut self) -> Result<StatusInfo, ClientError> {
-        match self.request(Message::Status {}).await? {
-            Message::StatusResult(status) => Ok(status),
-            other => Err(unexpected("status", &other)),
-        }
-    }
-
-    /// `sessions.list`, filtered as asked.
-    pub async fn sessions(
-        &mut self,
-        filter: SessionsList,
-    ) -> Result<SessionsListResult, ClientError> {
-        match self.request(Message::SessionsList(filter)).await? {
-            Message::SessionsListResult(result) => Ok(result),
-            other => Err(unexpected("sessions.list", &other)),
-        }
-    }
-
-    /// `drives.list`, filtered as asked.
-    pub async fn drives(&mut self, filter: DrivesList) -> Result<DrivesListResult, ClientError> {
-        match self.request(Message::DrivesList(filter)).await? {
-            Message::DrivesListResult(result) => Ok(result),
-            other => Err(unexpected("drives.list", &other)),
-        }
-    }
-
-    /// `journal.verify`: the daemon checks its journal now (seconds for a long one).
-    pub async fn verify_journal(&mut self) -> Result<koru_protocol::VerifyReport, ClientError> {
-        match self
-            .request(Message::JournalVerify(koru_protocol::JournalVerify {}))
-            .await?
-        {
-            Message::JournalVerifyResult(result) => Ok(result.report),
-            other => Err(unexpected("journal.verify", &other)),
-        }
-    }
-
-    /// `drive.create`: the drive as accepted.
-    pub async fn create_drive(&mut self, create: DriveCreate) -> Result<DriveInfo, ClientError> {
-        self.drive_request(Message::DriveCreate(create)).await
-    }
-
-    /// `drive.get`.
-    pub async fn get_drive(&mut self, drive_id: String) -> Result<DriveInfo, ClientError> {
-        self.drive_request(Message::DriveGet(DriveRef { drive_id }))
-            .await
-    }
-
-    /// `drive.cancel`: the drive as it stands after the cancel.
-    pub async fn cancel_drive(&mut self, drive_id: String) -> Result<DriveInfo, ClientError> {
-        self.drive_request(Message::DriveCancel(DriveRef { drive_id }))
-            .await
-    }
-
-    async fn drive_request(&mut self, request: Message) -> Result<DriveInfo, ClientError> {
-        let name = request.type_name();
-        match self.request(request).await? {
-            Message::DriveResult(result) => Ok(result.drive),
-            other => Err(unexpected(name, &other)),
-        }
-    }
-
-    /// `chats.list`, filtered as asked.
-    pub async fn chats(&mut self, filter: ChatsList) -> Result<ChatsListResult, ClientError> {
-        match self.request(Message::ChatsList(filter)).await? {
-            Message::ChatsListResult(result) => Ok(result),
-            other => Err(unexpected("chats.list", &other)),
-        }
-    }
+    typed_requests!();
 
     /// `events.subscribe`: from now on the connection also carries the daemon's events
     /// (read them with [`Client::next`] or [`Client::follow_drive`]).
@@ -98,31 +184,6 @@ impl Client {
         match self.request(Message::EventsSubscribe {}).await? {
             Message::EventsSubscribed {} => Ok(()),
             other => Err(unexpected("events.subscribe", &other)),
-        }
-    }
-
-    /// `recovery.run`: the action's result, `ok: false` included (a blocker is an answer).
-    pub async fn run_recovery(
-        &mut self,
-        action: RecoveryAction,
-    ) -> Result<RecoveryResult, ClientError> {
-        match self
-            .request(Message::RecoveryRun(RecoveryRun { action }))
-            .await?
-        {
-            Message::RecoveryResult(result) => Ok(result),
-            other => Err(unexpected("recovery.run", &other)),
-        }
-    }
-
-    /// `observe.report`: what a hook saw in a chat.
-    pub async fn report_observation(
-        &mut self,
-        report: ObserveReport,
-    ) -> Result<ObserveReported, ClientError> {
-        match self.request(Message::ObserveReport(report)).await? {
-            Message::ObserveReported(reported) => Ok(reported),
-            other => Err(unexpected("observe.report", &other)),
         }
     }
 }
@@ -168,7 +229,7 @@ impl Controller {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use koru_protocol::{decode_line, encode_line, Envelope};
+    use koru_protocol::{decode_line, encode_line, DriveInfo, Envelope};
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     /// A daemon stand-in on a real socket: welcomes, then answers every request with

@@ -1,15 +1,23 @@
-//! What the MCP tools do, without MCP: each call opens a controller connection to the daemon, asks, waits for a drive's stage on the event stream, and returns compact text or a classified tool error.
+//! What the MCP tools do, without MCP: each call reaches the daemon it is for (this machine's on a fresh connection, or one of several hosts through its kept connection), asks, waits for a drive's stage on the event stream, and returns compact text or a classified tool error; over several hosts ids are qualified `HOST/…` and a host that does not answer is reported without hiding the others.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use koru_protocol::{
-    BusyPolicy, DriveCreate, DriveInfo, DriveOptions, DriveState, IdeProduct, Message,
-    SessionsList, StreamEvent, Target,
+    BusyPolicy, DriveCreate, DriveInfo, DriveOptions, DriveState, IdeProduct, SessionsList,
+    StreamEvent, Target,
 };
 
 use super::format;
-use crate::control::{ClientError, ClientErrorCode, Controller};
+use crate::control::hosts::{qualify_drive, qualify_session, split_qualified, Host, LOCAL};
+use crate::control::shared::{Conn, HostLink};
+use crate::control::{
+    follow_drive, ClientError, ClientErrorCode, Controller, EventSource, Incoming,
+};
+
+/// The name the MCP face's connections give the daemon.
+const CLIENT_NAME: &str = "koru-mcp";
 
 pub use crate::control::MAX_PROMPT_BYTES;
 /// The longest a tool waits, in seconds.
@@ -129,6 +137,8 @@ pub enum WaitFor {
 /// A validated `send_prompt` call.
 #[derive(Debug, Clone)]
 pub struct SendRequest {
+    /// The host, when the call names one (over several hosts).
+    pub host: Option<String>,
     pub target: String,
     pub prompt: String,
     pub submit: bool,
@@ -136,11 +146,18 @@ pub struct SendRequest {
     pub timeout_s: Option<f64>,
 }
 
-/// Talks to the daemon at `socket` on behalf of MCP tools.
-#[derive(Debug, Clone)]
+/// Talks to the daemon(s) on behalf of MCP tools: this machine's at `socket` (one
+/// connection per call, as `koru mcp` always has), or the hosts `koru mcp --host …` names,
+/// each through one kept connection ([`HostLink`]).
+#[derive(Clone)]
 pub struct Backend {
     socket: PathBuf,
+    hosts: Option<Arc<Vec<HostLink>>>,
 }
+
+/// Which daemon a call goes to: this machine's by its socket, or one host's kept link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostPick(Option<usize>);
 
 /// Parses a `target` string: a session id (`s_…`), `focused`, a path (absolute, `~` or
 /// containing `/`) for a workspace, or else a product name.
@@ -220,20 +237,205 @@ fn reached(state: DriveState, settled: bool, wait: WaitFor) -> bool {
     }
 }
 
+/// How long one host may take to answer a merged listing before it is reported down.
+const HOST_ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What one host of several answered, or why it did not.
+pub struct HostAnswer<T> {
+    /// The host's name; `None` for this machine's daemon asked by its socket.
+    pub host: Option<String>,
+    pub answer: Result<T, ToolError>,
+}
+
 impl Backend {
     pub fn new(socket: PathBuf) -> Self {
-        Backend { socket }
+        Backend {
+            socket,
+            hosts: None,
+        }
+    }
+
+    /// A backend over `hosts`, one kept connection each (connected in the background now,
+    /// so the first call finds them ready); `socket` is this machine's, for `doctor`.
+    pub fn for_hosts(socket: PathBuf, hosts: Vec<Host>) -> Self {
+        let links: Vec<HostLink> = hosts
+            .into_iter()
+            .map(|host| HostLink::new(host, CLIENT_NAME))
+            .collect();
+        let backend = Backend {
+            socket,
+            hosts: Some(Arc::new(links)),
+        };
+        if let Some(links) = backend.hosts.clone() {
+            for index in 0..links.len() {
+                let links = links.clone();
+                tokio::spawn(async move {
+                    let _ = links[index].client().await;
+                });
+            }
+        }
+        backend
     }
 
     pub fn socket(&self) -> &std::path::Path {
         &self.socket
     }
 
-    fn controller(&self) -> Controller {
-        Controller::new(self.socket.clone(), "koru-mcp")
+    /// The hosts' names when this backend serves several (ids are qualified then).
+    pub fn host_names(&self) -> Vec<String> {
+        match &self.hosts {
+            Some(links) if links.len() > 1 => links.iter().map(|l| l.host().name.clone()).collect(),
+            _ => Vec::new(),
+        }
     }
 
-    /// `list_sessions`: one line per plugin session.
+    fn several(&self) -> bool {
+        self.hosts.as_ref().is_some_and(|links| links.len() > 1)
+    }
+
+    fn controller(&self) -> Controller {
+        Controller::new(self.socket.clone(), CLIENT_NAME)
+    }
+
+    fn link(&self, pick: HostPick) -> Option<&HostLink> {
+        match (pick.0, &self.hosts) {
+            (Some(index), Some(links)) => links.get(index),
+            _ => None,
+        }
+    }
+
+    fn name_of(&self, pick: HostPick) -> Option<String> {
+        self.link(pick).map(|l| l.host().name.clone())
+    }
+
+    /// The daemon that `host` (a tool's `host` argument) and the ids name, and the ids
+    /// without their `HOST/`: a qualified id names its host, ids and `host` must agree, and
+    /// with several hosts and nothing naming one the call is refused rather than guessed.
+    pub fn pick(
+        &self,
+        host: Option<&str>,
+        ids: &[Option<&str>],
+    ) -> Result<(HostPick, Vec<Option<String>>), ToolError> {
+        let mut named: Option<String> = host.map(|h| h.trim().to_string());
+        let mut bare = Vec::new();
+        for id in ids {
+            let Some(id) = id else {
+                bare.push(None);
+                continue;
+            };
+            match split_qualified(id) {
+                (Some(qualifier), rest) => {
+                    if named.as_deref().is_some_and(|n| n != qualifier) {
+                        return Err(ToolError::new(
+                            ToolErrorCode::InvalidArgument,
+                            format!(
+                                "`{id}` belongs to host {qualifier}, but the call names host {}",
+                                named.unwrap_or_default()
+                            ),
+                        ));
+                    }
+                    named = Some(qualifier.to_string());
+                    bare.push(Some(rest.to_string()));
+                }
+                (None, rest) => bare.push(Some(rest.to_string())),
+            }
+        }
+        let Some(links) = &self.hosts else {
+            // This machine's daemon alone: `local/…` is its own qualified form.
+            return match named.as_deref() {
+                None | Some(LOCAL) => Ok((HostPick(None), bare)),
+                Some(other) => Err(ToolError::new(
+                    ToolErrorCode::InvalidArgument,
+                    format!("this server serves this machine only, not host {other}; start it with `koru mcp --host {other}`"),
+                )),
+            };
+        };
+        let names = || {
+            links
+                .iter()
+                .map(|l| l.host().name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match named {
+            Some(name) => match links.iter().position(|l| l.host().name == name) {
+                Some(index) => Ok((HostPick(Some(index)), bare)),
+                None => Err(ToolError::new(
+                    ToolErrorCode::InvalidArgument,
+                    format!("no host {name} here; this server serves {}", names()),
+                )),
+            },
+            None if links.len() == 1 => Ok((HostPick(Some(0)), bare)),
+            None => Err(ToolError::new(
+                ToolErrorCode::InvalidArgument,
+                format!(
+                    "this server serves several hosts ({}); give `host`, or an id as HOST/ID (list_sessions shows them so)",
+                    names()
+                ),
+            )),
+        }
+    }
+
+    /// A connection to the picked daemon for one call.
+    async fn open(&self, pick: HostPick) -> Result<Conn, ToolError> {
+        match self.link(pick) {
+            Some(link) => Ok(Conn::Shared {
+                client: link.client().await?,
+                events: None,
+            }),
+            None => Ok(Conn::Fresh(self.controller().connect().await?)),
+        }
+    }
+
+    /// A drive as the caller sees it: qualified with its host when there are several.
+    fn shown(&self, pick: HostPick, mut drive: DriveInfo) -> DriveInfo {
+        if self.several() {
+            if let Some(host) = self.name_of(pick) {
+                qualify_drive(&mut drive, &host);
+            }
+        }
+        drive
+    }
+
+    /// Runs `ask` on every host at once (or on this machine's daemon), each bounded by
+    /// [`HOST_ANSWER_TIMEOUT`]; one host's failure is its answer, not the call's.
+    async fn ask_every<T>(
+        &self,
+        ask: impl for<'a> Fn(&'a mut Conn) -> crate::control::Exchange<'a, T>,
+    ) -> Vec<HostAnswer<T>> {
+        let ask = &ask;
+        let picks: Vec<HostPick> = match &self.hosts {
+            Some(links) => (0..links.len()).map(|i| HostPick(Some(i))).collect(),
+            None => vec![HostPick(None)],
+        };
+        futures::future::join_all(picks.into_iter().map(|pick| async move {
+            let asked = async {
+                let mut conn = self.open(pick).await?;
+                let answer = ask(&mut conn).await;
+                conn.close().await;
+                Ok::<T, ToolError>(answer?)
+            };
+            let answer = match tokio::time::timeout(HOST_ANSWER_TIMEOUT, asked).await {
+                Ok(answer) => answer,
+                Err(_) => Err(ToolError::new(
+                    ToolErrorCode::Client(ClientErrorCode::DaemonDown),
+                    format!(
+                        "host {} did not answer within {} s",
+                        self.name_of(pick).unwrap_or_else(|| LOCAL.into()),
+                        HOST_ANSWER_TIMEOUT.as_secs()
+                    ),
+                )),
+            };
+            HostAnswer {
+                host: self.name_of(pick),
+                answer,
+            }
+        }))
+        .await
+    }
+
+    /// `list_sessions`: one line per plugin session; over several hosts each id is
+    /// qualified `HOST/s_…` and a host that did not answer gets a line of its own.
     pub async fn list_sessions(
         &self,
         product: Option<String>,
@@ -243,49 +445,96 @@ impl Backend {
             product: product.map(|p| p.parse().unwrap_or_else(|never| match never {})),
             workspace,
         };
-        let result = self
-            .controller()
-            .once(|c| Box::pin(c.sessions(filter)))
-            .await?;
-        Ok(format::sessions(&result.sessions))
+        let answers = self
+            .ask_every(|c| {
+                let filter = filter.clone();
+                Box::pin(async move { c.sessions(filter).await })
+            })
+            .await;
+        let several = self.several();
+        let mut sessions = Vec::new();
+        let mut down = Vec::new();
+        let mut first_error = None;
+        for answer in answers {
+            match answer.answer {
+                Ok(result) => {
+                    for mut session in result.sessions {
+                        if let (true, Some(host)) = (several, &answer.host) {
+                            qualify_session(&mut session, host);
+                        }
+                        sessions.push(session);
+                    }
+                }
+                Err(error) => {
+                    down.push(format!(
+                        "host {}: DOWN — {}",
+                        answer.host.as_deref().unwrap_or(LOCAL),
+                        error.message
+                    ));
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        if !several {
+            // One daemon: its failure is the call's.
+            if let Some(error) = first_error {
+                return Err(error);
+            }
+            return Ok(format::sessions(&sessions));
+        }
+        if down.len() == self.hosts.as_ref().map_or(1, |l| l.len()) {
+            return Err(ToolError::new(
+                ToolErrorCode::Client(ClientErrorCode::DaemonDown),
+                format!("no host answered: {}", down.join("; ")),
+            ));
+        }
+        let mut text = format::sessions(&sessions);
+        for line in down {
+            text.push('\n');
+            text.push_str(&line);
+        }
+        Ok(text)
     }
 
     /// `get_drive`.
     pub async fn get_drive(&self, drive_id: &str) -> Result<DriveInfo, ToolError> {
-        let drive_id = drive_id.to_string();
-        Ok(self
-            .controller()
-            .once(move |c| Box::pin(c.get_drive(drive_id)))
-            .await?)
+        let (pick, ids) = self.pick(None, &[Some(drive_id)])?;
+        let drive_id = ids.into_iter().flatten().next().unwrap_or_default();
+        let mut conn = self.open(pick).await?;
+        let drive = conn.get_drive(drive_id).await;
+        conn.close().await;
+        Ok(self.shown(pick, drive?))
     }
 
-    /// `verify_journal`.
-    pub async fn verify_journal(&self) -> Result<koru_protocol::VerifyReport, ToolError> {
-        Ok(self
-            .controller()
-            .once(|c| Box::pin(c.verify_journal()))
-            .await?)
+    /// `verify_journal`: each host's report (one, without a host, for a single daemon).
+    pub async fn verify_journal(&self) -> Vec<HostAnswer<koru_protocol::VerifyReport>> {
+        self.ask_every(|c| Box::pin(c.verify_journal())).await
     }
 
     /// `cancel_drive`.
     pub async fn cancel_drive(&self, drive_id: &str) -> Result<DriveInfo, ToolError> {
-        let drive_id = drive_id.to_string();
-        Ok(self
-            .controller()
-            .once(move |c| Box::pin(c.cancel_drive(drive_id)))
-            .await?)
+        let (pick, ids) = self.pick(None, &[Some(drive_id)])?;
+        let drive_id = ids.into_iter().flatten().next().unwrap_or_default();
+        let mut conn = self.open(pick).await?;
+        let drive = conn.cancel_drive(drive_id).await;
+        conn.close().await;
+        Ok(self.shown(pick, drive?))
     }
 
-    /// `recover`: runs a recovery action; `ok: false` comes back as a tool error with the
-    /// blocker's code.
+    /// `recover`: runs a recovery action on the picked daemon; `ok: false` comes back as a
+    /// tool error with the blocker's code.
     pub async fn recover(
         &self,
+        pick: HostPick,
         action: koru_protocol::RecoveryAction,
     ) -> Result<koru_protocol::RecoveryResult, ToolError> {
-        let result = self
-            .controller()
-            .once(|c| Box::pin(c.run_recovery(action)))
-            .await?;
+        let mut conn = self.open(pick).await?;
+        let result = conn.run_recovery(action).await;
+        conn.close().await;
+        let mut result = result?;
+        if let Some(drive) = result.drive.take() {
+            result.drive = Some(self.shown(pick, drive));
+        }
         if result.ok {
             return Ok(result);
         }
@@ -300,6 +549,91 @@ impl Backend {
         ))
     }
 
+    /// Where `send_prompt` goes: the host the call or a qualified session id names; over
+    /// several hosts a workspace or product target goes to the one host that has a
+    /// matching window (none or several: refused, naming them).
+    async fn pick_for_send(
+        &self,
+        host: Option<&str>,
+        target: &str,
+    ) -> Result<(HostPick, Target), ToolError> {
+        let target = target.trim();
+        // `HOST/s_…` is a qualified session; anything else with a `/` is a path.
+        let qualified_session = match split_qualified(target) {
+            (Some(_), rest) if rest.starts_with("s_") => Some(target),
+            _ => None,
+        };
+        if host.is_some() || qualified_session.is_some() || !self.several() {
+            let (pick, ids) = self.pick(host, &[qualified_session])?;
+            let target = match ids.into_iter().flatten().next() {
+                Some(session) => Target::Session(session),
+                None => parse_target(target)?,
+            };
+            return Ok((pick, target));
+        }
+        let parsed = parse_target(target)?;
+        let filter = match &parsed {
+            Target::Workspace(folder) => SessionsList {
+                workspace: Some(folder.clone()),
+                ..SessionsList::default()
+            },
+            Target::Product(product) => SessionsList {
+                product: Some(product.clone()),
+                ..SessionsList::default()
+            },
+            _ => {
+                return Err(ToolError::new(
+                    ToolErrorCode::InvalidArgument,
+                    format!(
+                        "`{target}` could be on any of the hosts ({}); give `host`, or a session id as HOST/s_… from list_sessions",
+                        self.host_names().join(", ")
+                    ),
+                ))
+            }
+        };
+        let answers = self
+            .ask_every(|c| {
+                let filter = filter.clone();
+                Box::pin(async move { c.sessions(filter).await })
+            })
+            .await;
+        let mut matching = Vec::new();
+        let mut down = Vec::new();
+        for (index, answer) in answers.into_iter().enumerate() {
+            let name = answer.host.unwrap_or_else(|| LOCAL.into());
+            match answer.answer {
+                Ok(result) if !result.sessions.is_empty() => matching.push((index, name)),
+                Ok(_) => {}
+                Err(error) => down.push(format!("{name}: {}", error.message)),
+            }
+        }
+        let down_note = if down.is_empty() {
+            String::new()
+        } else {
+            format!(" (not answering: {})", down.join("; "))
+        };
+        match matching.as_slice() {
+            [(index, _)] => Ok((HostPick(Some(*index)), parsed)),
+            [] => Err(ToolError::new(
+                ToolErrorCode::NoTarget,
+                format!(
+                    "no window matches `{target}` on the hosts that answered{down_note}"
+                ),
+            )),
+            several => Err(ToolError::new(
+                ToolErrorCode::InvalidArgument,
+                format!(
+                    "`{target}` matches windows on hosts {}; give `host`, or a session id as HOST/s_…",
+                    several
+                        .iter()
+                        .map(|(_, name)| name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                ),
+            )),
+        }
+    }
+
     /// `send_prompt`: creates the drive and waits as asked, calling `progress` with each new
     /// state. Returns the drive as last seen and whether the wait ran out first.
     pub async fn send_prompt(
@@ -308,13 +642,15 @@ impl Backend {
         mut progress: impl FnMut(&DriveInfo),
     ) -> Result<(DriveInfo, bool), ToolError> {
         check_prompt(&request.prompt)?;
-        let target = parse_target(&request.target)?;
         let timeout = timeout_of(request.timeout_s)?;
-        let mut client = self.controller().connect().await?;
+        let (pick, target) = self
+            .pick_for_send(request.host.as_deref(), &request.target)
+            .await?;
+        let mut conn = self.open(pick).await?;
         if request.wait != WaitFor::None {
-            client.subscribe().await?;
+            conn.subscribe().await?;
         }
-        let reply = client
+        let reply = conn
             .create_drive(DriveCreate {
                 target,
                 prompt: request.prompt,
@@ -329,34 +665,34 @@ impl Backend {
         let created = match reply {
             Ok(created) => created,
             Err(error) => {
-                client.close().await;
+                conn.close().await;
                 return Err(error.into());
             }
         };
-        let drive_id = created.drive_id.clone();
-        progress(&created);
+        progress(&self.shown(pick, created.clone()));
         let deadline = tokio::time::Instant::now() + timeout;
         let wait = request.wait;
         let mut shown = (created.state, created.observation.clone());
-        let followed = client
-            .follow_drive(
-                created,
-                |drive| reached(drive.state, drive.reply_settled(), wait),
-                |_| Some(deadline),
-                None,
-                |event| {
-                    if let crate::control::Followed::Update(drive) = event {
-                        if (drive.state, drive.observation.clone()) != shown {
-                            shown = (drive.state, drive.observation.clone());
-                            progress(drive);
-                        }
+        let drive_id = created.drive_id.clone();
+        let followed = follow_drive(
+            &mut conn,
+            created,
+            |drive| reached(drive.state, drive.reply_settled(), wait),
+            |_| Some(deadline),
+            None,
+            |event| {
+                if let crate::control::Followed::Update(drive) = event {
+                    if (drive.state, drive.observation.clone()) != shown {
+                        shown = (drive.state, drive.observation.clone());
+                        progress(&self.shown(pick, drive.clone()));
                     }
-                },
-            )
-            .await;
-        client.close().await;
+                }
+            },
+        )
+        .await;
+        conn.close().await;
         match followed {
-            Ok(followed) => Ok(followed),
+            Ok((drive, timed_out)) => Ok((self.shown(pick, drive), timed_out)),
             Err(ClientError::Closed) => Err(ToolError::new(
                 ToolErrorCode::Client(ClientErrorCode::DaemonDown),
                 format!("the daemon closed the connection before drive {drive_id} ended"),
@@ -364,9 +700,7 @@ impl Backend {
             Err(error) => Err(error.into()),
         }
     }
-}
 
-impl Backend {
     /// `wait_for_reply` for a drive: waits until the chat's history settles how the drive's
     /// turn ended, or `timeout`. Returns the drive as last seen.
     pub async fn wait_for_drive_reply(
@@ -374,34 +708,36 @@ impl Backend {
         drive_id: &str,
         timeout: Duration,
     ) -> Result<DriveInfo, ToolError> {
-        let mut client = self.controller().connect().await?;
-        client.subscribe().await?;
-        let last = match client.get_drive(drive_id.to_string()).await {
+        let (pick, ids) = self.pick(None, &[Some(drive_id)])?;
+        let drive_id = ids.into_iter().flatten().next().unwrap_or_default();
+        let mut conn = self.open(pick).await?;
+        conn.subscribe().await?;
+        let last = match conn.get_drive(drive_id).await {
             Ok(last) => last,
             Err(error) => {
-                client.close().await;
+                conn.close().await;
                 return Err(error.into());
             }
         };
         let deadline = tokio::time::Instant::now() + timeout;
-        let followed = client
-            .follow_drive(
-                last,
-                |drive| {
-                    drive.reply_settled()
-                        || matches!(
-                            drive.state,
-                            DriveState::Failed | DriveState::Cancelled | DriveState::TimedOut
-                        )
-                },
-                |_| Some(deadline),
-                None,
-                |_| {},
-            )
-            .await;
-        client.close().await;
+        let followed = follow_drive(
+            &mut conn,
+            last,
+            |drive| {
+                drive.reply_settled()
+                    || matches!(
+                        drive.state,
+                        DriveState::Failed | DriveState::Cancelled | DriveState::TimedOut
+                    )
+            },
+            |_| Some(deadline),
+            None,
+            |_| {},
+        )
+        .await;
+        conn.close().await;
         match followed {
-            Ok((last, _)) => Ok(last),
+            Ok((last, _)) => Ok(self.shown(pick, last)),
             Err(ClientError::Closed) => Err(ToolError::new(
                 ToolErrorCode::Client(ClientErrorCode::DaemonDown),
                 "the daemon closed the connection",
@@ -417,14 +753,19 @@ impl Backend {
         session_id: &str,
         timeout: Duration,
     ) -> Result<Option<(String, String, usize)>, ToolError> {
-        let mut client = self.controller().connect().await?;
-        client.subscribe().await?;
-        let result = client.sessions(SessionsList::default()).await?;
-        let Some(session) = result
-            .sessions
-            .into_iter()
-            .find(|s| s.session_id == session_id)
-        else {
+        let (pick, ids) = self.pick(None, &[Some(session_id)])?;
+        let bare = ids.into_iter().flatten().next().unwrap_or_default();
+        let mut conn = self.open(pick).await?;
+        conn.subscribe().await?;
+        let result = match conn.sessions(SessionsList::default()).await {
+            Ok(result) => result,
+            Err(error) => {
+                conn.close().await;
+                return Err(error.into());
+            }
+        };
+        let Some(session) = result.sessions.into_iter().find(|s| s.session_id == bare) else {
+            conn.close().await;
             return Err(ToolError::new(
                 ToolErrorCode::NoTarget,
                 format!("no session {session_id}; list_sessions shows the connected ones"),
@@ -433,20 +774,22 @@ impl Backend {
         let folders = session.window.workspace_folders;
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let Ok(next) = tokio::time::timeout_at(deadline, client.next()).await else {
-                client.close().await;
+            let Ok(next) = tokio::time::timeout_at(deadline, conn.next_event()).await else {
+                conn.close().await;
                 return Ok(None);
             };
-            let Some(envelope) = next? else {
-                return Err(ToolError::new(
-                    ToolErrorCode::Client(ClientErrorCode::DaemonDown),
-                    "the daemon closed the connection",
-                ));
+            let event = match next? {
+                Some(Incoming::Event(event)) => event,
+                // Missed events cannot be asked for again; the wait goes on.
+                Some(Incoming::Lagged) => continue,
+                None => {
+                    return Err(ToolError::new(
+                        ToolErrorCode::Client(ClientErrorCode::DaemonDown),
+                        conn.ended().await.to_string(),
+                    ))
+                }
             };
-            let Message::Stream(item) = envelope.message else {
-                continue;
-            };
-            let StreamEvent::Observed { observation } = item.event else {
+            let StreamEvent::Observed { observation } = *event else {
                 continue;
             };
             let koru_protocol::ObservedKind::ReplyCompleted { excerpt, length } = observation.event
@@ -459,10 +802,45 @@ impl Backend {
                 })
             });
             if in_workspace {
-                client.close().await;
+                conn.close().await;
                 return Ok(Some((observation.chat_id, excerpt, length)));
             }
         }
+    }
+
+    /// For `doctor` over hosts: one line per host that is not this machine, saying whether
+    /// its daemon answers (this machine's own report comes from its probes).
+    pub async fn remote_daemons(&self) -> Vec<String> {
+        let Some(links) = &self.hosts else {
+            return Vec::new();
+        };
+        let remote: Vec<usize> = (0..links.len())
+            .filter(|&i| !links[i].host().is_local())
+            .collect();
+        let answers = futures::future::join_all(remote.into_iter().map(|index| async move {
+            let pick = HostPick(Some(index));
+            let asked = async {
+                let mut conn = self.open(pick).await?;
+                let status = conn.status().await;
+                let sessions = conn.sessions(SessionsList::default()).await;
+                conn.close().await;
+                Ok::<_, ToolError>((status?, sessions?.sessions.len()))
+            };
+            let name = self.name_of(pick).unwrap_or_default();
+            match tokio::time::timeout(HOST_ANSWER_TIMEOUT, asked).await {
+                Ok(Ok((status, sessions))) => format!(
+                    "host {name}: daemon running (koru {}, pid {}), {sessions} session(s); run `koru doctor` there for that machine's probes",
+                    status.version, status.pid
+                ),
+                Ok(Err(error)) => format!("host {name}: DOWN — {}", error.message),
+                Err(_) => format!(
+                    "host {name}: DOWN — no answer within {} s",
+                    HOST_ANSWER_TIMEOUT.as_secs()
+                ),
+            }
+        }))
+        .await;
+        answers
     }
 }
 

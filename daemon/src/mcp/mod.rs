@@ -13,12 +13,37 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::control::hosts::{HostChoice, HostsFile, LOCAL};
 use crate::registry::LayerPaths;
 
-/// `koru mcp`: an MCP server on stdin/stdout that acts through the daemon at `socket`.
-pub async fn serve_stdio(socket: PathBuf, layers: LayerPaths) -> anyhow::Result<ExitCode> {
+/// `koru mcp`: an MCP server on stdin/stdout that acts through this machine's daemon, or
+/// through the hosts `--host` names (`all_hosts`: this machine and every named host), each
+/// over one kept connection.
+pub async fn serve_stdio(
+    choice: HostChoice,
+    all_hosts: bool,
+    layers: LayerPaths,
+) -> anyhow::Result<ExitCode> {
     use rmcp::ServiceExt;
-    let service = server::KoruMcp::new(backend::Backend::new(socket), layers)
+    let backend = if all_hosts {
+        if !choice.requested.is_empty() {
+            anyhow::bail!("give either --all-hosts or --host, not both");
+        }
+        let named = HostsFile::load(&choice.hosts_file)?;
+        let mut requested = vec![LOCAL.to_string()];
+        requested.extend(named.hosts.into_keys());
+        let hosts = HostChoice {
+            requested,
+            ..choice.clone()
+        }
+        .resolve()?;
+        backend::Backend::for_hosts(choice.socket.clone(), hosts)
+    } else if choice.requested.is_empty() {
+        backend::Backend::new(choice.socket.clone())
+    } else {
+        backend::Backend::for_hosts(choice.socket.clone(), choice.resolve()?)
+    };
+    let service = server::KoruMcp::new(backend, layers)
         .serve(rmcp::transport::io::stdio_pipes())
         .await
         .context("the MCP client did not complete the handshake")?;

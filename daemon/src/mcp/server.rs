@@ -12,7 +12,9 @@ use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, S
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::backend::{Backend, SendRequest, ToolError, ToolErrorCode, WaitFor, MAX_PROMPT_BYTES};
+use super::backend::{
+    Backend, HostPick, SendRequest, ToolError, ToolErrorCode, WaitFor, MAX_PROMPT_BYTES,
+};
 use super::format;
 use crate::registry::{load_layers, LayerPaths};
 
@@ -82,6 +84,9 @@ pub struct SendPromptArgs {
     /// The most seconds to wait (default 60, at most 3600); the drive itself is given the same time.
     #[serde(default)]
     pub timeout_s: Option<f64>,
+    /// The host to send on, when this server serves several (`koru mcp --host …`); a session id given as HOST/s_… names it already.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// A drive id.
@@ -106,14 +111,28 @@ pub struct RecoverArgs {
     /// The route a retry takes (native_send, plugin_drive, os_injection); the planner's order when absent.
     #[serde(default)]
     pub route: Option<koru_protocol::Route>,
+    /// The host to act on, when this server serves several; an id given as HOST/… names it already.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 impl RecoverArgs {
-    /// The protocol action, or which argument is missing.
-    pub fn action(self) -> Result<koru_protocol::RecoveryAction, ToolError> {
+    /// The host the call is for and the protocol action (ids without their `HOST/`), or
+    /// which argument is missing or disagrees.
+    pub fn action(
+        self,
+        backend: &Backend,
+    ) -> Result<(HostPick, koru_protocol::RecoveryAction), ToolError> {
         use crate::recovery::ArgumentError;
+        let (pick, mut ids) = backend.pick(
+            self.host.as_deref(),
+            &[self.drive_id.as_deref(), self.session_id.as_deref()],
+        )?;
+        let session_id = ids.pop().flatten();
+        let drive_id = ids.pop().flatten();
         self.action
-            .with(self.drive_id, self.session_id, self.route)
+            .with(drive_id, session_id, self.route)
+            .map(|action| (pick, action))
             .map_err(|error| {
                 let message = match error {
                     ArgumentError::MissingDrive => "`drive_id` is required for this action",
@@ -208,6 +227,7 @@ impl KoruMcp {
     ) -> Result<CallToolResult, McpError> {
         let wait = args.wait.unwrap_or(WaitFor::Submitted);
         let request = SendRequest {
+            host: args.host,
             target: args.target,
             prompt: args.prompt,
             submit: args.submit.unwrap_or(true),
@@ -379,11 +399,19 @@ impl KoruMcp {
             &self.layers,
         )
         .await;
-        match report {
-            Ok(report) if args.detail == Some(true) => {
-                ok(serde_json::to_string(&report).unwrap_or_default())
+        let remote = self.backend.remote_daemons().await;
+        let with_remote = |mut text: String| {
+            for line in &remote {
+                text.push('\n');
+                text.push_str(line);
             }
-            Ok(report) => ok(format::doctor_summary(&report)),
+            text
+        };
+        match report {
+            Ok(report) if args.detail == Some(true) => ok(with_remote(
+                serde_json::to_string(&report).unwrap_or_default(),
+            )),
+            Ok(report) => ok(with_remote(format::doctor_summary(&report))),
             Err(error) => failed(ToolError::new(
                 ToolErrorCode::DoctorFailed,
                 format!("{error:#}"),
@@ -398,12 +426,48 @@ impl KoruMcp {
         &self,
         Parameters(Checked(args)): Parameters<Checked<DoctorToolArgs>>,
     ) -> Result<CallToolResult, McpError> {
-        match self.backend.verify_journal().await {
-            Ok(report) if args.detail == Some(true) => {
-                ok(serde_json::to_string(&report).unwrap_or_default())
+        let answers = self.backend.verify_journal().await;
+        if self.backend.host_names().is_empty() {
+            // One daemon: its report, or its failure, is the result.
+            let Some(answer) = answers.into_iter().next() else {
+                return failed(ToolError::new(
+                    ToolErrorCode::Client(crate::control::ClientErrorCode::DaemonDown),
+                    "no daemon was asked",
+                ));
+            };
+            return match answer.answer {
+                Ok(report) if args.detail == Some(true) => {
+                    ok(serde_json::to_string(&report).unwrap_or_default())
+                }
+                Ok(report) => ok(crate::journal::verify::render(&report)),
+                Err(error) => failed(error),
+            };
+        }
+        // Several hosts: each host's verdict under its name; an error only when none answered.
+        let mut text = Vec::new();
+        let mut answered = false;
+        for answer in answers {
+            let host = answer.host.unwrap_or_else(|| "local".into());
+            match answer.answer {
+                Ok(report) => {
+                    answered = true;
+                    let body = if args.detail == Some(true) {
+                        serde_json::to_string(&report).unwrap_or_default()
+                    } else {
+                        crate::journal::verify::render(&report)
+                    };
+                    text.push(format!("host {host}:\n{}", body.trim_end()));
+                }
+                Err(error) => text.push(format!("host {host}: DOWN — {}", error.message)),
             }
-            Ok(report) => ok(crate::journal::verify::render(&report)),
-            Err(error) => failed(error),
+        }
+        if answered {
+            ok(text.join("\n"))
+        } else {
+            failed(ToolError::new(
+                ToolErrorCode::Client(crate::control::ClientErrorCode::DaemonDown),
+                text.join("; "),
+            ))
         }
     }
 
@@ -414,11 +478,11 @@ impl KoruMcp {
         &self,
         Parameters(Checked(args)): Parameters<Checked<RecoverArgs>>,
     ) -> Result<CallToolResult, McpError> {
-        let action = match args.action() {
-            Ok(action) => action,
+        let (pick, action) = match args.action(&self.backend) {
+            Ok(picked) => picked,
             Err(error) => return failed(error),
         };
-        match self.backend.recover(action).await {
+        match self.backend.recover(pick, action).await {
             Ok(result) => {
                 let mut text = result.summary;
                 if let Some(drive) = &result.drive {
@@ -465,13 +529,22 @@ impl KoruMcp {
 #[tool_handler]
 impl ServerHandler for KoruMcp {
     fn get_info(&self) -> ServerConfig {
+        let mut instructions = format!(
+            "Koru pushes prompts into the AI chats of IDE windows. list_sessions shows the windows; \
+             send_prompt delivers (target: session id, workspace path, product or \"focused\"; \
+             prompts up to {MAX_PROMPT_BYTES} bytes); get_drive / cancel_drive follow up; doctor \
+             explains what is broken and how to fix it."
+        );
+        let hosts = self.backend.host_names();
+        if !hosts.is_empty() {
+            instructions.push_str(&format!(
+                " This server spans several machines ({}): session and drive ids are HOST/s_… and \
+                 HOST/d_…, and a call goes to the host its id names (or its `host` argument).",
+                hosts.join(", ")
+            ));
+        }
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("koru", env!("CARGO_PKG_VERSION")))
-            .with_instructions(format!(
-                "Koru pushes prompts into the AI chats of IDE windows. list_sessions shows the windows; \
-                 send_prompt delivers (target: session id, workspace path, product or \"focused\"; \
-                 prompts up to {MAX_PROMPT_BYTES} bytes); get_drive / cancel_drive follow up; doctor \
-                 explains what is broken and how to fix it."
-            ))
+            .with_instructions(instructions)
     }
 }

@@ -89,7 +89,7 @@ pub async fn run_daemon(
             quiet: Duration::from_millis(args.observe_quiet_ms.max(1)),
             ..Default::default()
         }),
-        journal: journal_config(&args)?,
+        journal: journal_config(&args, &socket)?,
         ..DaemonConfig::with_socket(socket)
     };
     let shutdown = CancellationToken::new();
@@ -148,6 +148,7 @@ pub async fn run_daemon(
 /// The journal `koru daemon`'s flags ask for.
 fn journal_config(
     args: &crate::cli::DaemonArgs,
+    socket: &std::path::Path,
 ) -> anyhow::Result<Option<crate::journal::JournalConfig>> {
     if args.no_journal {
         return Ok(None);
@@ -155,7 +156,13 @@ fn journal_config(
     let dir = args
         .journal
         .clone()
-        .unwrap_or_else(crate::journal::default_dir);
+        .unwrap_or_else(|| {
+            let dir = crate::journal::default_dir_for(socket);
+            if dir != crate::journal::default_dir() {
+                tracing::info!(dir = %dir.display(), "the default journal folder is kept by the daemon of another socket; this daemon keeps its own");
+            }
+            dir
+        });
     let mut config = crate::journal::JournalConfig::new(dir);
     config.prompts = args.journal_prompts;
     config.fsync = Duration::from_millis(args.journal_fsync_ms.max(1));
@@ -207,6 +214,11 @@ fn open_journal(
             drives = reopened.ended_at_restart.len(),
             "drives the last run left unfinished were ended failed/daemon_restarted (not sent again)"
         );
+    }
+    if dir == crate::journal::default_dir() {
+        if let Err(error) = crate::journal::claim_default_dir(&dir, socket) {
+            tracing::warn!(%error, "cannot record which socket keeps the default journal folder");
+        }
     }
     let status = reopened.journal.status();
     tracing::info!(dir = %status.dir, head = %status.head, entries = status.last_seq, "drive journal open");

@@ -512,3 +512,83 @@ fn a_drive_that_ends_within_a_tick_is_two_entries_and_a_slow_one_records_its_sta
     let (code, out) = verify(&sandbox, &[], &[]);
     assert_eq!(code, 0, "{out}");
 }
+
+/// A second daemon of the same user on another socket (its own runtime dir, the same state
+/// dir, as a sandbox or a second machine simulated on one would run) starts with a journal of
+/// its own instead of being refused by the first one's lock; each `koru verify` finds and
+/// proves its own daemon's chain.
+#[test]
+fn a_second_daemon_on_another_socket_keeps_a_journal_of_its_own() {
+    let sandbox = Sandbox::new();
+    let mut first = sandbox.start_daemon(&[]);
+    let run_b = sandbox.path().join("run-b");
+    std::fs::create_dir_all(&run_b).unwrap();
+    koru_system_tests::set_mode(&run_b, 0o700);
+    let socket_b = run_b.join("koru").join("koru.sock");
+    let env_b = [
+        ("XDG_RUNTIME_DIR", run_b.to_str().unwrap()),
+        ("KORU_SOCKET", socket_b.to_str().unwrap()),
+    ];
+    let log_b = std::fs::File::create(sandbox.path().join("daemon-b.log")).unwrap();
+    let mut second = sandbox
+        .koru()
+        .arg("daemon")
+        .envs(env_b)
+        .stdout(std::process::Stdio::null())
+        .stderr(log_b)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket_b.exists() {
+        if let Ok(Some(status)) = second.try_wait() {
+            panic!(
+                "the second daemon exited ({status}): {}",
+                std::fs::read_to_string(sandbox.path().join("daemon-b.log")).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second daemon did not listen in 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status_of = |env: &[(&str, &str)]| {
+        let mut command = sandbox.koru();
+        command.args(["status", "--json"]).envs(env.iter().copied());
+        stdout_json(&command.output().unwrap())["journal"]["dir"]
+            .as_str()
+            .expect("the status names the journal folder")
+            .to_string()
+    };
+    let dir_a = status_of(&[]);
+    let dir_b = status_of(&env_b);
+    assert_eq!(PathBuf::from(&dir_a), journal_dir(&sandbox));
+    assert_ne!(dir_a, dir_b, "two daemons never share one chain");
+    assert!(
+        dir_b.starts_with(
+            sandbox
+                .path()
+                .join("state")
+                .join("koru")
+                .join("journals")
+                .to_str()
+                .unwrap()
+        ),
+        "{dir_b}"
+    );
+    let (code_a, out_a) = verify(&sandbox, &[], &[]);
+    assert_eq!(code_a, 0, "{out_a}");
+    let (code_b, out_b) = verify(&sandbox, &[], &env_b);
+    assert_eq!(code_b, 0, "{out_b}");
+    // Both stopped: each `koru verify` (no daemon to ask) still picks its own socket's folder.
+    signal(second.id() as i32, nix::sys::signal::Signal::SIGTERM);
+    koru_system_tests::wait_exit(&mut second, Duration::from_secs(10))
+        .expect("the second daemon stops");
+    first.terminate(Duration::from_secs(10));
+    let (code_b, out_b) = verify(&sandbox, &["--json"], &env_b);
+    assert_eq!(code_b, 0, "{out_b}");
+    assert!(out_b.contains("journals"), "{out_b}");
+    let (code_a, out_a) = verify(&sandbox, &["--json"], &[]);
+    assert_eq!(code_a, 0, "{out_a}");
+    assert!(!out_a.contains("journals"), "{out_a}");
+}

@@ -11,7 +11,8 @@ use crate::clock::{Clock, SystemClock};
 use crate::control::Controller;
 use crate::journal::canonical::HMAC_KEY_ENV;
 
-/// The folder to read: the one given, else the running daemon's, else the default.
+/// The folder to read: the one given, else the running daemon's, else the one a daemon on
+/// `socket` would keep.
 async fn journal_dir(socket: &Path, given: Option<PathBuf>) -> PathBuf {
     if let Some(dir) = given {
         return dir;
@@ -23,8 +24,8 @@ async fn journal_dir(socket: &Path, given: Option<PathBuf>) -> PathBuf {
         Ok(status) => status
             .journal
             .map(|j| PathBuf::from(j.dir))
-            .unwrap_or_else(crate::journal::default_dir),
-        Err(_) => crate::journal::default_dir(),
+            .unwrap_or_else(|| crate::journal::default_dir_for(socket)),
+        Err(_) => crate::journal::default_dir_for(socket),
     }
 }
 

@@ -55,6 +55,49 @@ pub fn default_dir() -> PathBuf {
     state.join("koru").join("journal")
 }
 
+/// The file in the default journal folder naming the socket of the daemon that keeps it.
+pub const OWNER_FILE: &str = ".socket";
+
+/// The journal folder of the daemon serving `socket` when none is given: the default folder
+/// ([`default_dir`]) unless its [`OWNER_FILE`] names another socket — a second daemon of the
+/// same user (another runtime dir, a test sandbox) — then `journals/<id>` beside it, one per
+/// socket path (`<id>`: the first 16 hex digits of the path's SHA-256), so two daemons never
+/// share one chain and each always finds its own again.
+pub fn default_dir_for(socket: &Path) -> PathBuf {
+    let shared = default_dir();
+    let socket = std::path::absolute(socket).unwrap_or_else(|_| socket.to_path_buf());
+    match std::fs::read(shared.join(OWNER_FILE)) {
+        Ok(owner) if owner.trim_ascii_end() != socket.as_os_str().as_encoded_bytes() => {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(socket.as_os_str().as_encoded_bytes());
+            let id: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+            shared.with_file_name("journals").join(id)
+        }
+        _ => shared,
+    }
+}
+
+/// Marks the default journal folder as kept by the daemon serving `socket`, unless it already
+/// names one (the first daemon that opens it keeps it).
+pub fn claim_default_dir(dir: &Path, socket: &Path) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let socket = std::path::absolute(socket).unwrap_or_else(|_| socket.to_path_buf());
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dir.join(OWNER_FILE))
+    {
+        Ok(mut file) => {
+            file.write_all(socket.as_os_str().as_encoded_bytes())?;
+            file.write_all(b"\n")
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether prompt texts are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PromptsMode {

@@ -8,6 +8,8 @@
 
 /// The state machine: sessions, drives, chats, recovery, fed by one closed event enum.
 pub mod app;
+/// Folder watches that hear only names appearing (and the folder going away), not writes.
+pub mod appear_watch;
 /// The `koru` subcommands (a face).
 pub mod cli;
 /// Time behind a trait, so the state machine can be tested with a fake clock.

@@ -17,6 +17,7 @@ const LEVELS: &[(&str, &[&str])] = &[
             "workspace_ref",
             "recovery",
             "desktop",
+            "appear_watch",
         ],
     ),
     ("domain", &["registry", "observe", "drive", "journal"]),

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use koru_protocol::{ObservedEvent, ObserverMode, ObserverStatus, StoreProblem, StoreProblemKind};
@@ -13,6 +14,7 @@ use super::announced::{self, AnnounceConfig, RootsChange};
 use super::follow::{Follower, ReadProblem};
 use super::locations::Store;
 use super::Observation;
+use crate::appear_watch::AppearWatch;
 use crate::clock::{Clock, SystemClock};
 
 /// What the watcher reports to the daemon loop (which turns it into its own event; this
@@ -188,6 +190,9 @@ struct State<E> {
     /// Folders watched (not recursively) only because a missing root lies below them:
     /// the root is read the moment it is created.
     ancestor_watches: BTreeSet<PathBuf>,
+    /// The watch those folders are on (none when inotify is unavailable: the check every
+    /// second still finds a root that appears).
+    appear: Option<Arc<AppearWatch>>,
     /// Why no root can be watched, when notify could not start.
     no_notifications: String,
     last_health: Vec<ObserverStatus>,
@@ -524,7 +529,6 @@ impl<E: From<ObserverReport> + Send> State<E> {
                         tracing::debug!(root = %root.display(), "watching a chat store");
                         self.watched.push(root.clone());
                         self.unwatched.remove(&root);
-                        self.ancestor_watches.remove(&root);
                         if let Some(r) = self.roots.iter_mut().find(|r| r.path == root) {
                             r.identity = before;
                             r.watches_needed = None;
@@ -575,7 +579,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 }
             }
         }
-        self.watch_ancestors(watcher);
+        self.watch_ancestors();
         if !armed.is_empty() {
             self.health_changed = true;
         }
@@ -583,9 +587,11 @@ impl<E: From<ObserverReport> + Send> State<E> {
     }
 
     /// Keeps one watch (not recursive) on the nearest existing folder above each missing
-    /// root, unless change notifications already reach that folder.
-    fn watch_ancestors(&mut self, watcher: &mut Option<notify::RecommendedWatcher>) {
-        let Some(watcher) = watcher.as_mut() else {
+    /// root, unless change notifications already reach that folder. It listens only for
+    /// names appearing and the folder going away ([`AppearWatch`]): that folder is often a
+    /// busy one (a home, a folder holding logs), whose writes are none of our business.
+    fn watch_ancestors(&mut self) {
+        let Some(appear) = self.appear.clone() else {
             return;
         };
         let wanted: BTreeSet<PathBuf> = self
@@ -598,16 +604,13 @@ impl<E: From<ObserverReport> + Send> State<E> {
         let gone: Vec<PathBuf> = self.ancestor_watches.difference(&wanted).cloned().collect();
         for folder in gone {
             self.ancestor_watches.remove(&folder);
-            // A root's own watch, or an enclosing recursive one, is the same inotify watch.
-            if !self.watched.contains(&folder) && self.enclosing_watch(&folder).is_none() {
-                let _ = watcher.unwatch(&folder);
-            }
+            appear.unwatch(&folder);
         }
         for folder in wanted {
-            if self.ancestor_watches.contains(&folder) {
+            if self.ancestor_watches.contains(&folder) && appear.is_watching(&folder) {
                 continue;
             }
-            match watcher.watch(&folder, RecursiveMode::NonRecursive) {
+            match appear.watch(&folder) {
                 Ok(()) => {
                     tracing::debug!(folder = %folder.display(), "waiting for a chat store to appear below");
                     self.ancestor_watches.insert(folder);
@@ -833,7 +836,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
             self.problems
                 .retain(|_, (s, r, _)| !(*s == store && *r == path));
         }
-        self.watch_ancestors(watcher);
+        self.watch_ancestors();
     }
 }
 
@@ -896,6 +899,10 @@ pub async fn run<E: From<ObserverReport> + Send>(
         unwatched: HashMap::new(),
         watched: Vec::new(),
         ancestor_watches: BTreeSet::new(),
+        appear: AppearWatch::new()
+            .inspect_err(|error| tracing::debug!(%error, "cannot watch the folders missing chat stores would appear in; checked every second"))
+            .ok()
+            .map(Arc::new),
         no_notifications,
         last_health: Vec::new(),
         health_changed: true,
@@ -920,9 +927,24 @@ pub async fn run<E: From<ObserverReport> + Send>(
     let quiet_every =
         (state.config.quiet / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
     let mut quiet = tokio::time::interval(quiet_every);
+    let appear = state.appear.clone();
+    let appeared = || async {
+        match appear.as_deref() {
+            Some(appear) => appear.changed().await,
+            None => std::future::pending().await,
+        }
+    };
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
+            appeared = appeared() => {
+                for path in appeared {
+                    state.on_change(&path, &mut watcher).await;
+                }
+                if state.health_changed {
+                    state.report_health().await;
+                }
+            }
             Some(path) = changed_rx.recv() => {
                 let mut paths = vec![path];
                 while let Ok(more) = changed_rx.try_recv() {

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{load_layers, LayerPaths};
+use crate::appear_watch::AppearWatch;
 
 /// How long to wait after a change before reloading, so an editor's burst of writes
 /// becomes one reload.
@@ -22,6 +23,10 @@ pub struct RegistryWatcher {
     watched: BTreeSet<PathBuf>,
     watcher: Option<notify::RecommendedWatcher>,
     changed_rx: mpsc::UnboundedReceiver<()>,
+    /// Ancestors of missing layer folders, watched only for names appearing (they are
+    /// often busy folders whose writes are none of our business).
+    appear: Option<AppearWatch>,
+    appear_watched: BTreeSet<PathBuf>,
 }
 
 impl RegistryWatcher {
@@ -56,36 +61,77 @@ impl RegistryWatcher {
                 None
             }
         };
+        let appear = match AppearWatch::new() {
+            Ok(appear) => Some(appear),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot watch for registry folders to appear; reload with SIGHUP");
+                None
+            }
+        };
         let mut this = RegistryWatcher {
             paths,
             targets,
             watched: BTreeSet::new(),
             watcher,
             changed_rx,
+            appear,
+            appear_watched: BTreeSet::new(),
         };
         this.arm();
         this
     }
 
-    /// Watches every layer directory that exists and is not watched yet.
+    /// Watches every layer directory that exists and is not watched yet (every change
+    /// there), and the nearest existing folder above each missing one (only for names
+    /// appearing there).
     fn arm(&mut self) {
-        let Some(watcher) = self.watcher.as_mut() else {
-            return;
-        };
-        for dir in directories_to_watch(&self.targets) {
-            if self.watched.contains(&dir) {
-                continue;
-            }
-            match watcher.watch(&dir, RecursiveMode::NonRecursive) {
-                Ok(()) => {
-                    tracing::debug!(dir = %dir.display(), "watching for registry changes");
-                    self.watched.insert(dir);
+        let (layer_dirs, ancestors) = directories_to_watch(&self.targets);
+        if let Some(watcher) = self.watcher.as_mut() {
+            for dir in layer_dirs {
+                if self.watched.contains(&dir) {
+                    continue;
                 }
-                Err(err) => {
-                    tracing::warn!(dir = %dir.display(), error = %err, "cannot watch a registry directory")
+                match watcher.watch(&dir, RecursiveMode::NonRecursive) {
+                    Ok(()) => {
+                        tracing::debug!(dir = %dir.display(), "watching for registry changes");
+                        self.watched.insert(dir);
+                    }
+                    Err(err) => {
+                        tracing::warn!(dir = %dir.display(), error = %err, "cannot watch a registry directory")
+                    }
                 }
             }
         }
+        if let Some(appear) = self.appear.as_ref() {
+            for gone in self.appear_watched.difference(&ancestors) {
+                appear.unwatch(gone);
+            }
+            self.appear_watched.retain(|dir| ancestors.contains(dir));
+            for dir in ancestors {
+                if self.appear_watched.contains(&dir) && appear.is_watching(&dir) {
+                    continue;
+                }
+                match appear.watch(&dir) {
+                    Ok(()) => {
+                        tracing::debug!(dir = %dir.display(), "watching for a registry folder to appear");
+                        self.appear_watched.insert(dir);
+                    }
+                    Err(err) => {
+                        tracing::warn!(dir = %dir.display(), error = %err, "cannot watch for a registry folder to appear")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether a path that appeared (or a watched ancestor that went away) is on the way to
+    /// a layer file.
+    fn leads_to_a_layer(&self, appeared: &[PathBuf]) -> bool {
+        appeared.iter().any(|changed| {
+            self.targets
+                .iter()
+                .any(|target| changed == target || target.starts_with(changed))
+        })
     }
 }
 
@@ -119,6 +165,17 @@ pub async fn run<E: From<RegistryReloaded>>(
                 while watch.changed_rx.try_recv().is_ok() {}
                 "a registry file changed"
             }
+            appeared = async { match watch.appear.as_ref() { Some(a) => a.changed().await, None => std::future::pending().await } } => {
+                if !watch.leads_to_a_layer(&appeared) {
+                    // Something else appeared in a folder above a missing layer folder; a
+                    // watched folder that went away is watched again further up.
+                    watch.arm();
+                    continue;
+                }
+                tokio::time::sleep(DEBOUNCE).await;
+                while watch.changed_rx.try_recv().is_ok() {}
+                "a registry folder appeared"
+            }
             Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => "SIGHUP",
         };
         // A layer directory created after start (e.g. ~/.config/koru) gets watched now.
@@ -146,17 +203,20 @@ pub async fn run<E: From<RegistryReloaded>>(
     }
 }
 
-/// Each target's directory if it exists, else its nearest existing ancestor (so the
-/// directory's creation is seen).
-fn directories_to_watch(targets: &[PathBuf]) -> Vec<PathBuf> {
+/// Each target's directory that exists (every change there counts), and for each one that
+/// does not, its nearest existing ancestor (so the directory's creation is seen).
+fn directories_to_watch(targets: &[PathBuf]) -> (BTreeSet<PathBuf>, BTreeSet<PathBuf>) {
     let mut dirs = BTreeSet::new();
+    let mut ancestors = BTreeSet::new();
     for target in targets {
-        if let Some(existing) = target
-            .parent()
-            .and_then(|p| p.ancestors().find(|a| a.is_dir()))
-        {
-            dirs.insert(existing.to_path_buf());
+        let Some(dir) = target.parent() else { continue };
+        if dir.is_dir() {
+            dirs.insert(dir.to_path_buf());
+        } else if let Some(existing) = dir.ancestors().find(|a| a.is_dir()) {
+            ancestors.insert(existing.to_path_buf());
         }
     }
-    dirs.into_iter().collect()
+    // A folder that is a layer directory is heard whole already.
+    ancestors.retain(|a| !dirs.contains(a));
+    (dirs, ancestors)
 }

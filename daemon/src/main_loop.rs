@@ -156,13 +156,19 @@ fn journal_config(
     let dir = args
         .journal
         .clone()
+        .map(Ok)
         .unwrap_or_else(|| {
-            let dir = crate::journal::default_dir_for(socket);
+            let dir = crate::journal::claim_default_dir_for(socket).with_context(|| {
+                format!(
+                    "cannot set up the drive journal in {} (choose another with --journal DIR, or run without one: --no-journal)",
+                    crate::journal::default_dir().display()
+                )
+            })?;
             if dir != crate::journal::default_dir() {
                 tracing::info!(dir = %dir.display(), "the default journal folder is kept by the daemon of another socket; this daemon keeps its own");
             }
-            dir
-        });
+            anyhow::Ok(dir)
+        })?;
     let mut config = crate::journal::JournalConfig::new(dir);
     config.prompts = args.journal_prompts;
     config.fsync = Duration::from_millis(args.journal_fsync_ms.max(1));
@@ -214,11 +220,6 @@ fn open_journal(
             drives = reopened.ended_at_restart.len(),
             "drives the last run left unfinished were ended failed/daemon_restarted (not sent again)"
         );
-    }
-    if dir == crate::journal::default_dir() {
-        if let Err(error) = crate::journal::claim_default_dir(&dir, socket) {
-            tracing::warn!(%error, "cannot record which socket keeps the default journal folder");
-        }
     }
     let status = reopened.journal.status();
     tracing::info!(dir = %status.dir, head = %status.head, entries = status.last_seq, "drive journal open");

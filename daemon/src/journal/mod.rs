@@ -62,40 +62,64 @@ pub const OWNER_FILE: &str = ".socket";
 /// ([`default_dir`]) unless its [`OWNER_FILE`] names another socket — a second daemon of the
 /// same user (another runtime dir, a test sandbox) — then `journals/<id>` beside it, one per
 /// socket path (`<id>`: the first 16 hex digits of the path's SHA-256), so two daemons never
-/// share one chain and each always finds its own again.
+/// share one chain and each always finds its own again. Only looks.
 pub fn default_dir_for(socket: &Path) -> PathBuf {
     let shared = default_dir();
-    let socket = std::path::absolute(socket).unwrap_or_else(|_| socket.to_path_buf());
+    let socket = absolute(socket);
     match std::fs::read(shared.join(OWNER_FILE)) {
         Ok(owner) if owner.trim_ascii_end() != socket.as_os_str().as_encoded_bytes() => {
-            use sha2::Digest;
-            let digest = sha2::Sha256::digest(socket.as_os_str().as_encoded_bytes());
-            let id: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-            shared.with_file_name("journals").join(id)
+            own_dir(&shared, &socket)
         }
         _ => shared,
     }
 }
 
-/// Marks the default journal folder as kept by the daemon serving `socket`, unless it already
-/// names one (the first daemon that opens it keeps it).
-pub fn claim_default_dir(dir: &Path, socket: &Path) -> std::io::Result<()> {
+/// [`default_dir_for`] for the daemon about to open it: when the default folder names no
+/// socket yet, it is claimed for `socket` first (created with its [`OWNER_FILE`] at once,
+/// `O_EXCL`), so two daemons starting together never both take it.
+pub fn claim_default_dir_for(socket: &Path) -> std::io::Result<PathBuf> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let socket = std::path::absolute(socket).unwrap_or_else(|_| socket.to_path_buf());
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let shared = default_dir();
+    let socket = absolute(socket);
+    std::fs::create_dir_all(&shared)?;
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o700))?;
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(dir.join(OWNER_FILE))
+        .open(shared.join(OWNER_FILE))
     {
         Ok(mut file) => {
             file.write_all(socket.as_os_str().as_encoded_bytes())?;
-            file.write_all(b"\n")
+            file.write_all(b"\n")?;
+            Ok(shared)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let owner = std::fs::read(shared.join(OWNER_FILE))?;
+            Ok(
+                if owner.trim_ascii_end() == socket.as_os_str().as_encoded_bytes()
+                    || owner.trim_ascii_end().is_empty()
+                {
+                    shared
+                } else {
+                    own_dir(&shared, &socket)
+                },
+            )
+        }
         Err(e) => Err(e),
     }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn own_dir(shared: &Path, socket: &Path) -> PathBuf {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(socket.as_os_str().as_encoded_bytes());
+    let id: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    shared.with_file_name("journals").join(id)
 }
 
 /// Whether prompt texts are kept.

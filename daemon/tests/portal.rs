@@ -1,4 +1,4 @@
-//! OS injection through the desktop portal, through the real daemon, on a pretend GNOME Wayland session: a private session bus with a stand-in portal (this test's own: it records keysyms and clipboard calls, asks "consent", honours or revokes restore tokens, plays the focused window), WAYLAND_DISPLAY set and no SWAYSOCK, and a scripted plugin window whose focus reports are the only focus Koru can verify. A drive lands exactly once with the clipboard restored; consent is asked once and remembered across daemons; a revoked token asks again and a refusal says `consent_pending`; focus lost before submit stops the drive at `pasted`; a window without a plugin is `focus_unverifiable`; doctor names each case.
+//! OS injection through the desktop portal, through the real daemon, on a pretend GNOME Wayland session: a private session bus with a stand-in portal (this test's own: it records keysyms and clipboard calls, asks "consent", honours or revokes restore tokens, plays the focused window), WAYLAND_DISPLAY set and no SWAYSOCK, and a scripted plugin window whose focus reports are the only focus Koru can verify. A drive lands exactly once with the clipboard restored; consent is asked once and remembered across daemons; a revoked token asks again and a refusal says `consent_pending`; focus lost before submit stops the drive at `pasted`; a window without a plugin is `focus_unverifiable`; a portal that restarted gets a new session on the next drive; doctor names each case.
 
 mod support;
 
@@ -430,4 +430,62 @@ async fn a_cursor_drive_on_wayland_is_submitted_by_one_return_through_the_portal
         "one Return, nothing else"
     );
     assert_eq!(desktop.portal.typed(), "\n");
+}
+
+/// The portal restarted under a running daemon (an update, a crash of
+/// xdg-desktop-portal): the daemon's session is gone with it. The drive that meets the
+/// dead session fails with the bus's word for it and types nothing; the session is over,
+/// so the next drive starts a new one with the new portal (no dialog: the restore token
+/// still holds) and lands once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_portal_that_restarted_gets_a_new_session_on_the_next_drive() {
+    let mut desktop = Desktop::start().await;
+    let daemon = desktop.daemon();
+    let (_plugin, workspace) = desktop.window("restart");
+    let (output, stderr) = desktop.send(&workspace, "before the restart").await;
+    assert!(
+        output.status.success(),
+        "{stderr}\ndaemon log:\n{}",
+        daemon.log_text()
+    );
+    assert_eq!(
+        desktop.portal.state.lock().unwrap().started_sessions.len(),
+        1
+    );
+    let tokens = desktop.portal.state.lock().unwrap().valid_tokens.clone();
+
+    // The old portal leaves the bus; a new one takes its name, knowing the same grants.
+    desktop
+        .portal
+        .connection
+        .release_name("org.freedesktop.portal.Desktop")
+        .await
+        .unwrap();
+    let restarted = StandInPortal::serve(&desktop.bus.address).await;
+    restarted.state.lock().unwrap().valid_tokens = tokens;
+    restarted.state.lock().unwrap().owner = Owner::Other("the user's clipboard".into());
+    desktop.portal = restarted;
+
+    let (output, stderr) = desktop.send(&workspace, "into the old session").await;
+    assert!(!output.status.success(), "{stderr}");
+    assert_eq!(desktop.portal.typed(), "", "nothing reached the new portal");
+
+    let (output, stderr) = desktop.send(&workspace, "after the restart").await;
+    assert!(
+        output.status.success(),
+        "{stderr}\ndaemon log:\n{}",
+        daemon.log_text()
+    );
+    assert!(stderr.contains("os_injector_portal"), "{stderr}");
+    assert_eq!(desktop.portal.typed(), "after the restart\n");
+    assert_eq!(
+        desktop.portal.state.lock().unwrap().started_sessions.len(),
+        1,
+        "one new session with the new portal"
+    );
+    assert_eq!(
+        desktop.portal.dialogs(),
+        0,
+        "the restore token spared the dialog"
+    );
 }

@@ -426,10 +426,14 @@ impl Session {
         outcome.map_err(|error| {
             let gone = match &error {
                 BusError::Failed { .. } => true,
-                BusError::Refused { name, .. } => {
+                BusError::Refused { name, detail, .. } => {
                     name.ends_with(".UnknownObject")
                         || name.ends_with(".ServiceUnknown")
                         || name.ends_with(".NoReply")
+                        // xdg-desktop-portal's answer for a handle it does not know (a
+                        // session of the portal before it restarted).
+                        || (name.ends_with(".AccessDenied")
+                            && detail.as_deref().is_some_and(|d| d.contains("Invalid session")))
                 }
                 _ => false,
             };
@@ -450,7 +454,7 @@ impl Session {
             Some(_) => vec![TEXT, "text/plain"],
             None => Vec::new(),
         };
-        call_on::<_, ()>(
+        let set = call_on::<_, ()>(
             &self.connection,
             portal_call(CLIPBOARD, "SetSelection"),
             &(
@@ -459,8 +463,8 @@ impl Session {
             ),
             self.timeout,
         )
-        .await?;
-        Ok(())
+        .await;
+        self.settle(set).map(|_| ())
     }
 
     /// The clipboard's text now (`None`: it holds no text, or more than Koru restores).

@@ -57,6 +57,18 @@ pub struct State {
     pub on_paste: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
+impl State {
+    /// Whether `session` is one this portal started.
+    fn known_session(&self, session: &OwnedObjectPath) -> bool {
+        self.started_sessions.contains(&session.to_string())
+    }
+}
+
+/// xdg-desktop-portal's answer to a session handle it does not know.
+fn invalid_session() -> zbus::fdo::Error {
+    zbus::fdo::Error::AccessDenied("Invalid session".into())
+}
+
 impl Default for State {
     fn default() -> Self {
         State {
@@ -229,19 +241,20 @@ impl RemoteDesktop {
         keysym: i32,
         state: u32,
         #[zbus(connection)] connection: &zbus::Connection,
-    ) {
+    ) -> zbus::fdo::Result<()> {
         let keysym = keysym as u32;
         let pressed = state == 1;
         let (paste, gate) = {
             let mut shared = self.state.lock().unwrap();
-            assert!(
-                shared.started_sessions.contains(&session.to_string()),
-                "a key for a session that was not started"
-            );
+            if !shared.started_sessions.contains(&session.to_string()) {
+                // What xdg-desktop-portal answers for a handle it does not know (a
+                // session of the portal before a restart, say).
+                return Err(invalid_session());
+            }
             shared.keysyms.push((keysym, pressed));
             if !pressed {
                 shared.held.remove(&keysym);
-                return;
+                return Ok(());
             }
             shared.held.insert(keysym);
             let ctrl = shared.held.contains(&CONTROL_L);
@@ -262,7 +275,7 @@ impl RemoteDesktop {
             }
         };
         if !paste {
-            return;
+            return Ok(());
         }
         if let Some(gate) = gate {
             // Within the daemon's time limit for one portal call.
@@ -276,6 +289,7 @@ impl RemoteDesktop {
                 state.lock().unwrap().typed.push_str(&text);
             }
         });
+        Ok(())
     }
 
     /// Named as the portal names it (zbus would say `Version`).
@@ -368,18 +382,34 @@ pub struct Clipboard {
 
 #[zbus::interface(name = "org.freedesktop.portal.Clipboard")]
 impl Clipboard {
-    fn request_clipboard(&self, session: OwnedObjectPath, _options: HashMap<String, OwnedValue>) {
+    fn request_clipboard(
+        &self,
+        session: OwnedObjectPath,
+        _options: HashMap<String, OwnedValue>,
+    ) -> zbus::fdo::Result<()> {
+        // Asked before Start, for a session this portal created.
         let mut state = self.state.lock().unwrap();
+        if !state.selected.contains_key(&session.to_string()) {
+            return Err(invalid_session());
+        }
         state.clipboard_calls.push("RequestClipboard".into());
         state.clipboard_sessions.insert(session.to_string());
+        Ok(())
     }
 
-    fn set_selection(&self, session: OwnedObjectPath, options: HashMap<String, OwnedValue>) {
+    fn set_selection(
+        &self,
+        session: OwnedObjectPath,
+        options: HashMap<String, OwnedValue>,
+    ) -> zbus::fdo::Result<()> {
         let types: Vec<String> = options
             .get("mime_types")
             .and_then(|v| Vec::<String>::try_from(v.clone()).ok())
             .unwrap_or_default();
         let mut state = self.state.lock().unwrap();
+        if !state.known_session(&session) {
+            return Err(invalid_session());
+        }
         state
             .clipboard_calls
             .push(format!("SetSelection {}", types.join(",")));
@@ -388,6 +418,7 @@ impl Clipboard {
         } else {
             Owner::Session(session.to_string(), types)
         };
+        Ok(())
     }
 
     fn selection_write(

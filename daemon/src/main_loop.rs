@@ -96,7 +96,15 @@ pub async fn run_daemon(
     let mut config = config;
     let mut http_task = None;
     if let Some(addr) = args.http {
-        check_http_address(addr, args.http_allow_remote)?;
+        let tls = match (&args.http_tls_cert, &args.http_tls_key) {
+            (Some(cert), Some(key)) => Some(
+                crate::http::tls::server_config(cert, key)
+                    .context("cannot serve HTTPS with the given certificate and key")?,
+            ),
+            _ => None,
+        };
+        check_http_address(addr, args.http_allow_remote, tls.is_some())?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let token_file = crate::http::token::token_path();
         let token = crate::http::token::load_or_create(&token_file)
             .context("cannot set up the HTTP bearer token")?;
@@ -105,7 +113,7 @@ pub async fn run_daemon(
             .with_context(|| format!("cannot listen on {addr}"))?;
         let bound = listener.local_addr()?;
         config.http = Some(koru_protocol::HttpStatus {
-            mcp_url: format!("http://{bound}/mcp"),
+            mcp_url: format!("{scheme}://{bound}/mcp"),
             token: token.clone(),
             token_file: token_file.display().to_string(),
         });
@@ -119,6 +127,7 @@ pub async fn run_daemon(
         );
         let http_config = crate::http::HttpConfig {
             token,
+            tokens: crate::access::tokens::tokens_path(),
             socket: config.socket_path.clone(),
             layers: config.registry_paths.clone(),
             event_buffer: args
@@ -126,6 +135,7 @@ pub async fn run_daemon(
                 .unwrap_or(crate::http::events::DEFAULT_BUFFER)
                 .max(1),
             mcp: axum::Router::new().fallback_service(mcp),
+            tls,
         };
         let stop = shutdown.clone();
         http_task = Some(tokio::spawn(async move {
@@ -215,18 +225,27 @@ fn open_journal(
 
 /// The `--http` binding rule: loopback, unless `--http-allow-remote` says otherwise (then
 /// with a warning, since others on the network can reach the port).
-pub fn check_http_address(addr: std::net::SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
+pub fn check_http_address(
+    addr: std::net::SocketAddr,
+    allow_remote: bool,
+    tls: bool,
+) -> anyhow::Result<()> {
     if addr.ip().is_loopback() {
         return Ok(());
     }
+    if !tls {
+        bail!(
+            "--http {addr} is not a loopback address, and the bearer token must not cross the network in clear: give --http-tls-cert FILE and --http-tls-key FILE (with --http-allow-remote) to serve HTTPS, or keep --http on 127.0.0.1 and reach it with SSH forwarding (`ssh -L 8765:127.0.0.1:8765 host`)"
+        );
+    }
     if !allow_remote {
         bail!(
-            "--http {addr} is not a loopback address; pass --http-allow-remote to serve it anyway"
+            "--http {addr} is not a loopback address; pass --http-allow-remote to serve it (over HTTPS) anyway"
         );
     }
     tracing::warn!(
         %addr,
-        "serving HTTP on a non-loopback address (--http-allow-remote): others on the network can reach it; the bearer token still guards it, but travels unencrypted"
+        "serving HTTPS on a non-loopback address (--http-allow-remote): others on the network can reach it; the bearer tokens guard it"
     );
     Ok(())
 }

@@ -17,6 +17,7 @@ const LEVELS: &[(&str, &[&str])] = &[
             "workspace_ref",
             "recovery",
             "desktop",
+            "access",
         ],
     ),
     ("domain", &["registry", "observe", "drive", "journal"]),

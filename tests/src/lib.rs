@@ -212,6 +212,19 @@ impl Sandbox {
         }
     }
 
+    /// The running daemon's HTTP base URL (`http://127.0.0.1:PORT`, or `https://…`) and its
+    /// default bearer token, from `koru status --json`.
+    pub fn http_endpoint(&self) -> (String, String) {
+        let status = stdout_json(&self.run(&["status", "--json"]));
+        let base = status["http"]["mcp_url"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the daemon serves no HTTP: {status}"))
+            .trim_end_matches("/mcp")
+            .to_string();
+        let token = status["http"]["token"].as_str().unwrap_or_default();
+        (base, token.to_string())
+    }
+
     /// The ids `koru sessions --json` lists.
     pub fn session_ids(&self) -> Vec<String> {
         let output = self.run(&["sessions", "--json"]);

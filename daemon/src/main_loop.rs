@@ -42,6 +42,8 @@ pub struct DaemonConfig {
     pub observe: Option<crate::observe::watcher::ObserveConfig>,
     /// The drive journal (`None`: `--no-journal`).
     pub journal: Option<crate::journal::JournalConfig>,
+    /// The HTTP and MCP faces' `forbidden_role` refusals, journaled as `access_refused`.
+    pub access_refusals: Option<crate::access::RefusalInbox>,
 }
 
 impl DaemonConfig {
@@ -63,6 +65,7 @@ impl DaemonConfig {
             http: None,
             observe: Some(crate::observe::watcher::ObserveConfig::default()),
             journal: None,
+            access_refusals: None,
         }
     }
 }
@@ -117,12 +120,15 @@ pub async fn run_daemon(
             token: token.clone(),
             token_file: token_file.display().to_string(),
         });
+        let (refusals, inbox) = crate::access::RefusalSink::channel();
+        config.access_refusals = Some(inbox);
         // MCP over HTTP: the MCP face, mounted at /mcp by the HTTP face.
         let mcp = crate::mcp::http_service(
             config.socket_path.clone(),
             config.registry_paths.clone(),
             crate::http::allowed_hosts(bound),
             crate::http::MAX_BODY_BYTES,
+            Some(refusals.clone()),
             shutdown.child_token(),
         );
         let http_config = crate::http::HttpConfig {
@@ -136,6 +142,7 @@ pub async fn run_daemon(
                 .max(1),
             mcp: axum::Router::new().fallback_service(mcp),
             tls,
+            refusals: Some(refusals),
         };
         let stop = shutdown.clone();
         http_task = Some(tokio::spawn(async move {
@@ -406,6 +413,26 @@ pub async fn run(
             announced_rx,
             shutdown.clone(),
         ));
+    }
+    if let Some(mut refusals) = config.access_refusals.as_ref().and_then(|i| i.take()) {
+        // The faces' `forbidden_role` refusals, into the state machine that owns the journal.
+        let events = events_tx.clone();
+        let stop = shutdown.clone();
+        tracker.spawn(async move {
+            loop {
+                let refusal = tokio::select! {
+                    refusal = refusals.recv() => refusal,
+                    _ = stop.cancelled() => None,
+                };
+                let Some(refusal) = refusal else { break };
+                let event = DaemonEvent::AccessRefused {
+                    refusal: Box::new(refusal),
+                };
+                if events.send(event).await.is_err() {
+                    break;
+                }
+            }
+        });
     }
     tracker.spawn(crate::registry::watch::run(
         registry_watch,

@@ -33,6 +33,20 @@ fn create_token(sandbox: &Sandbox, role: &str, name: &str) -> (String, String) {
     )
 }
 
+/// The journal's `access_refused` entries, once there are `count` (the state machine
+/// writes them a moment after the refusal).
+fn refusals_journaled(sandbox: &Sandbox, count: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut found = sandbox.journal_entries();
+        found.retain(|entry| entry["kind"] == "access_refused");
+        if found.len() >= count || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 async fn send(
     http: &reqwest::Client,
     method: reqwest::Method,
@@ -122,6 +136,24 @@ async fn an_observe_token_reads_but_may_not_act_and_a_revoked_token_is_refused()
         );
         assert_eq!(refusal["detail"]["token"], observer_id.as_str());
     }
+    // Each refusal is in the journal, whose chain still verifies.
+    let journaled = refusals_journaled(&sandbox, 5);
+    assert_eq!(journaled.len(), 5, "{journaled:?}");
+    let first = &journaled[0];
+    assert_eq!(first["door"], "http_api");
+    assert_eq!(first["token_id"], observer_id.as_str());
+    assert_eq!(first["token_name"], "watcher");
+    assert_eq!(
+        (&first["held"], &first["needed"]),
+        (&json!("observe"), &json!("drive"))
+    );
+    assert_eq!(first["asked"], "POST /api/v1/drives");
+    assert!(
+        !first.to_string().contains(&observer),
+        "no secret in the journal"
+    );
+    let verified = sandbox.run(&["verify"]);
+    assert!(verified.status.success(), "{verified:?}");
     // The default token still drives.
     let (status, created) = send(
         &http,
@@ -222,6 +254,11 @@ async fn mcp_over_http_offers_an_observe_token_only_the_read_tools() {
         "{refusal}"
     );
     client.cancel().await.unwrap();
+    let journaled = refusals_journaled(&sandbox, 1);
+    assert_eq!(journaled.len(), 1, "{journaled:?}");
+    assert_eq!(journaled[0]["door"], "mcp_http");
+    assert_eq!(journaled[0]["token_name"], "llm");
+    assert_eq!(journaled[0]["asked"], "the MCP tool send_prompt");
 
     // The default token (drive) is offered every tool.
     let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(default_token);

@@ -60,6 +60,62 @@ pub struct Grant {
     pub token_name: Option<String>,
 }
 
+/// A request refused with `forbidden_role`, for the journal (`access_refused`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Where it came in: `http_api` or `mcp_http`.
+    pub door: &'static str,
+    pub token_id: String,
+    pub token_name: Option<String>,
+    pub held: Role,
+    pub needed: Role,
+    /// What was asked: `POST /api/v1/drives`, `the MCP tool send_prompt`.
+    pub asked: String,
+}
+
+/// Where the faces hand refusals to the daemon core: bounded, and never waited on (a
+/// flood of refusals is dropped past the bound and logged, rather than slowing the door).
+#[derive(Debug, Clone)]
+pub struct RefusalSink(tokio::sync::mpsc::Sender<Refusal>);
+
+impl RefusalSink {
+    /// How many refusals may wait for the core.
+    pub const CAPACITY: usize = 256;
+
+    /// A sink and the inbox the core reads it from.
+    pub fn channel() -> (RefusalSink, RefusalInbox) {
+        let (sender, receiver) = tokio::sync::mpsc::channel(Self::CAPACITY);
+        (
+            RefusalSink(sender),
+            RefusalInbox(std::sync::Arc::new(std::sync::Mutex::new(Some(receiver)))),
+        )
+    }
+
+    pub fn report(&self, refusal: Refusal) {
+        if self.0.try_send(refusal).is_err() {
+            tracing::warn!(
+                "an access refusal was not journaled: too many at once, or the daemon is stopping"
+            );
+        }
+    }
+}
+
+/// The receiving end of a [`RefusalSink`], carried in the daemon's configuration until the
+/// main loop takes it (once).
+#[derive(Debug, Clone)]
+pub struct RefusalInbox(
+    std::sync::Arc<std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<Refusal>>>>,
+);
+
+impl RefusalInbox {
+    pub fn take(&self) -> Option<tokio::sync::mpsc::Receiver<Refusal>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
 /// The MCP tools that only read. Every other tool acts and needs [`Role::Drive`]: a tool
 /// added later is refused to observers until it is named here.
 pub const MCP_READ_TOOLS: &[&str] = &[

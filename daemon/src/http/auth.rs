@@ -367,6 +367,8 @@ pub struct Auth {
     scoped: Mutex<TokenWatch>,
     allowed: Vec<String>,
     scheme: &'static str,
+    /// Where `forbidden_role` refusals go to be journaled.
+    pub refusals: Option<crate::access::RefusalSink>,
     codes: Mutex<CodeStore>,
     sessions: Mutex<SessionStore>,
 }
@@ -385,6 +387,7 @@ impl Auth {
             scoped: Mutex::new(TokenWatch::new(tokens)),
             allowed,
             scheme,
+            refusals: None,
             codes: Mutex::default(),
             sessions: Mutex::default(),
         }
@@ -436,6 +439,27 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The journal's record of a `forbidden_role` refusal (from its detail), else `None`.
+fn refusal_of(error: &ApiError, request: &Request) -> Option<crate::access::Refusal> {
+    if error.code() != koru_protocol::ErrorCode::ForbiddenRole.as_str() {
+        return None;
+    }
+    let detail = error.body.detail.as_ref()?;
+    let role = |key: &str| match detail[key].as_str()? {
+        "observe" => Some(Role::Observe),
+        "drive" => Some(Role::Drive),
+        _ => None,
+    };
+    Some(crate::access::Refusal {
+        door: "http_api",
+        token_id: detail["token"].as_str()?.to_string(),
+        token_name: detail["token_name"].as_str().map(str::to_string),
+        held: role("held")?,
+        needed: role("needed")?,
+        asked: format!("{} {}", request.method(), request.uri().path()),
+    })
+}
+
 /// The middleware in front of every route: refuses, or lets the request through with its
 /// [`Caller`] in the request's extensions.
 pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
@@ -462,6 +486,9 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
             next.run(request).await
         }
         Err(error) => {
+            if let (Some(sink), Some(refusal)) = (&auth.refusals, refusal_of(&error, &request)) {
+                sink.report(refusal);
+            }
             tracing::warn!(
                 status = %error.status,
                 method = %request.method(),
@@ -659,7 +686,7 @@ mod tests {
         assert_eq!(
             refusal.body.detail,
             Some(
-                serde_json::json!({"needed": "drive", "held": "observe", "token": "tok_observer-secret"})
+                serde_json::json!({"needed": "drive", "held": "observe", "token": "tok_observer-secret", "token_name": "ci"})
             )
         );
     }

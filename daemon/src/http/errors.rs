@@ -52,18 +52,26 @@ impl ApiError {
     }
 
     /// The caller's role is below what the request needs: 403 `forbidden_role`, naming both
-    /// roles; `detail` = `{"needed", "held", "token"}`.
+    /// roles; `detail` = `{"needed", "held", "token", "token_name"?}`.
     pub fn forbidden_role(what: &str, needed: Role, caller: &Caller) -> Self {
         ApiError::new(
             StatusCode::FORBIDDEN,
             ErrorCode::ForbiddenRole.as_str(),
             crate::access::forbidden_message(what, needed, caller.role),
         )
-        .with_detail(serde_json::json!({
-            "needed": needed.as_str(),
-            "held": caller.role.as_str(),
-            "token": caller.token_id,
-        }))
+        .with_detail(match &caller.token_name {
+            Some(name) => serde_json::json!({
+                "needed": needed.as_str(),
+                "held": caller.role.as_str(),
+                "token": caller.token_id,
+                "token_name": name,
+            }),
+            None => serde_json::json!({
+                "needed": needed.as_str(),
+                "held": caller.role.as_str(),
+                "token": caller.token_id,
+            }),
+        })
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {

@@ -56,6 +56,8 @@ pub struct HttpConfig {
     pub mcp: Router,
     /// Serve HTTPS with this configuration (`tls.rs`); plain HTTP when `None`.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Where `forbidden_role` refusals go to be journaled.
+    pub refusals: Option<crate::access::RefusalSink>,
 }
 
 impl HttpConfig {
@@ -102,12 +104,14 @@ pub fn router(
     shutdown: CancellationToken,
 ) -> Router {
     let allowed = allowed_authorities(addr);
-    let auth = Arc::new(Auth::new(
+    let mut auth = Auth::new(
         config.token.clone(),
         config.tokens.clone(),
         allowed,
         config.scheme(),
-    ));
+    );
+    auth.refusals = config.refusals.clone();
+    let auth = Arc::new(auth);
     let state = AppState {
         socket: config.socket.clone(),
         layers: config.layers.clone(),

@@ -57,12 +57,14 @@ pub async fn serve_stdio(
 /// MCP over streamable HTTP, one MCP session per client, acting through the daemon at
 /// `socket`: requests must name one of `allowed_hosts` and carry at most `max_body_bytes`;
 /// sessions end with `shutdown`. Each request holds the role its bearer token was granted
-/// (`access::Grant`, put there by the HTTP guard).
+/// (`access::Grant`, put there by the HTTP guard); refusals go to `refusals`, to be
+/// journaled.
 pub fn http_service(
     socket: PathBuf,
     layers: LayerPaths,
     allowed_hosts: Vec<String>,
     max_body_bytes: usize,
+    refusals: Option<crate::access::RefusalSink>,
     shutdown: CancellationToken,
 ) -> StreamableHttpService<server::KoruMcp, LocalSessionManager> {
     let config = StreamableHttpServerConfig::default()
@@ -72,11 +74,10 @@ pub fn http_service(
     let backend = backend::Backend::new(socket);
     StreamableHttpService::new(
         move || {
-            Ok(server::KoruMcp::new(
-                backend.clone(),
-                layers.clone(),
-                Role::Drive,
-            ))
+            Ok(
+                server::KoruMcp::new(backend.clone(), layers.clone(), Role::Drive)
+                    .with_refusals(refusals.clone()),
+            )
         },
         Arc::new(LocalSessionManager::default()),
         config,

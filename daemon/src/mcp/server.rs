@@ -16,7 +16,7 @@ use super::backend::{
     Backend, HostPick, SendRequest, ToolError, ToolErrorCode, WaitFor, MAX_PROMPT_BYTES,
 };
 use super::format;
-use crate::access::{mcp_tool_role, Grant, Role};
+use crate::access::{mcp_tool_role, Grant, Refusal, RefusalSink, Role};
 use crate::registry::{load_layers, LayerPaths};
 
 /// Tool arguments that, when they do not fit, say which field is wrong (`prompt: invalid
@@ -186,9 +186,17 @@ pub struct KoruMcp {
     backend: Backend,
     layers: LayerPaths,
     role: Role,
+    /// Where refusals of a caller that came over HTTP go to be journaled.
+    refusals: Option<RefusalSink>,
 }
 
 impl KoruMcp {
+    /// Journals this server's `forbidden_role` refusals of HTTP callers through `sink`.
+    pub fn with_refusals(mut self, sink: Option<RefusalSink>) -> Self {
+        self.refusals = sink;
+        self
+    }
+
     /// The role a request holds: this server's, lowered to the bearer token's when the
     /// request came over HTTP (an HTTP request without a grant holds observe: fail closed).
     pub fn role_of(&self, extensions: &rmcp::model::Extensions) -> (Role, Option<Grant>) {
@@ -230,6 +238,7 @@ impl KoruMcp {
             backend,
             layers,
             role,
+            refusals: None,
         }
     }
 
@@ -579,10 +588,18 @@ impl ServerHandler for KoruMcp {
                 %role,
                 "MCP tool call refused: it needs the {needed} role"
             );
-            let error = ToolError::new(
-                ToolErrorCode::ForbiddenRole,
-                crate::access::forbidden_message(&what, needed, role),
-            );
+            let message = crate::access::forbidden_message(&what, needed, role);
+            if let (Some(sink), Some(grant)) = (&self.refusals, &grant) {
+                sink.report(Refusal {
+                    door: "mcp_http",
+                    token_id: grant.token_id.clone(),
+                    token_name: grant.token_name.clone(),
+                    held: role,
+                    needed,
+                    asked: what,
+                });
+            }
+            let error = ToolError::new(ToolErrorCode::ForbiddenRole, message);
             return Ok(CallToolResult::error(vec![ContentBlock::text(error.render())]).into());
         }
         let router = Self::router_for(role);

@@ -126,7 +126,12 @@ pub async fn run_daemon(
         let mcp = crate::mcp::http_service(
             config.socket_path.clone(),
             config.registry_paths.clone(),
-            crate::http::allowed_hosts(bound),
+            crate::http::allowed_hosts(
+                bound,
+                tls.as_ref()
+                    .map(|tls| tls.names.as_slice())
+                    .unwrap_or_default(),
+            ),
             crate::http::MAX_BODY_BYTES,
             Some(refusals.clone()),
             shutdown.child_token(),

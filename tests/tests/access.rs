@@ -319,8 +319,12 @@ fn a_non_loopback_listener_without_tls_refuses_to_start() {
 /// A self-signed certificate for `localhost` and 127.0.0.1, written as PEM files; returns
 /// the certificate's DER for a client to trust.
 fn self_signed(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, Vec<u8>) {
-    let certified =
-        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec![
+        "localhost".into(),
+        "127.0.0.1".into(),
+        "koru.test".into(),
+    ])
+    .unwrap();
     let cert = dir.join("cert.pem");
     let key = dir.join("key.pem");
     std::fs::write(&cert, certified.cert.pem()).unwrap();
@@ -328,9 +332,20 @@ fn self_signed(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, Vec<u8>) 
     (cert, key, certified.cert.der().to_vec())
 }
 
-/// One HTTPS request over a fresh connection with `roots` trusted; the status and body, or
-/// the TLS failure.
+/// One HTTPS request to `localhost` over a fresh connection with `roots` trusted; the status
+/// and body, or the TLS failure.
 fn https(port: u16, roots: &rustls::RootCertStore, head: &str) -> Result<(u16, String), String> {
+    https_as(port, roots, "localhost", head)
+}
+
+/// [`https`] for the server name `host` (SNI, certificate check and `Host`), connecting to
+/// 127.0.0.1 whatever the name.
+fn https_as(
+    port: u16,
+    roots: &rustls::RootCertStore,
+    host: &str,
+    head: &str,
+) -> Result<(u16, String), String> {
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -338,14 +353,14 @@ fn https(port: u16, roots: &rustls::RootCertStore, head: &str) -> Result<(u16, S
     .unwrap()
     .with_root_certificates(roots.clone())
     .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let name = rustls::pki_types::ServerName::try_from(host.to_string()).unwrap();
     let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
     let socket = TcpStream::connect(("127.0.0.1", port)).unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let mut stream = rustls::StreamOwned::new(connection, socket);
-    let request = format!("{head}Host: localhost:{port}\r\nConnection: close\r\n\r\n");
+    let request = format!("{head}Host: {host}:{port}\r\nConnection: close\r\n\r\n");
     stream
         .write_all(request.as_bytes())
         .map_err(|e| e.to_string())?;
@@ -409,6 +424,25 @@ fn https_with_a_certificate_the_client_trusts_and_not_with_one_it_does_not() {
         status, 403,
         "an http:// Origin is not this https server: {body}"
     );
+
+    // Any DNS name of the certificate may name the server; another name may not.
+    let bearer = format!("GET /api/v1/sessions HTTP/1.1\r\nAuthorization: Bearer {token}\r\n");
+    let (status, body) = https_as(port, &trusted, "koru.test", &bearer).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = https(
+        port,
+        &trusted,
+        &format!("{bearer}Origin: https://koru.test:{port}\r\n"),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = https(
+        port,
+        &trusted,
+        &format!("{bearer}Origin: https://evil.test:{port}\r\n"),
+    )
+    .unwrap();
+    assert_eq!(status, 403);
 
     // A client that does not trust the certificate gets no answer.
     let stranger = rcgen::generate_simple_self_signed(vec!["localhost".into()])

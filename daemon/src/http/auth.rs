@@ -116,9 +116,10 @@ pub fn access(method: &Method, path: &str) -> Access {
     Access::Open
 }
 
-/// The `host:port` authorities that name this server: the bound address, and
-/// `localhost`/`127.0.0.1`/`[::1]` when it is a loopback address.
-pub fn allowed_authorities(addr: SocketAddr) -> Vec<String> {
+/// The `host:port` authorities that name this server: the bound address,
+/// `localhost`/`127.0.0.1`/`[::1]` when it is a loopback address, and each of `names` (the
+/// TLS certificate's DNS names) with the port.
+pub fn allowed_authorities(addr: SocketAddr, certified: &[String]) -> Vec<String> {
     let port = addr.port();
     let mut names = vec![match addr {
         SocketAddr::V4(v4) => format!("{}:{port}", v4.ip()),
@@ -130,6 +131,12 @@ pub fn allowed_authorities(addr: SocketAddr) -> Vec<String> {
             if !names.contains(&name) {
                 names.push(name);
             }
+        }
+    }
+    for host in certified {
+        let name = format!("{host}:{port}");
+        if !names.contains(&name) {
+            names.push(name);
         }
     }
     names
@@ -520,7 +527,7 @@ mod tests {
         path: &str,
         pairs: &[(&'static str, &str)],
     ) -> Result<Option<Via>, u16> {
-        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap());
+        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap(), &[]);
         authorize(
             &method,
             path,
@@ -552,7 +559,7 @@ mod tests {
 
     #[test]
     fn loopback_servers_answer_to_their_local_names_only() {
-        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap());
+        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap(), &[]);
         assert_eq!(allowed, ["127.0.0.1:8765", "localhost:8765", "[::1]:8765"]);
         let host = ("host", "localhost:8765");
         let bearer = ("authorization", "Bearer t0ken-t0ken-t0ken");
@@ -667,7 +674,7 @@ mod tests {
             ),
             Err(401)
         );
-        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap());
+        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap(), &[]);
         let refusal = authorize(
             &Method::POST,
             "/api/v1/recovery",
@@ -693,7 +700,7 @@ mod tests {
 
     #[test]
     fn under_https_the_origin_must_say_https() {
-        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap());
+        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap(), &[]);
         let check = |origin: &str, scheme: &str| {
             check_host_and_origin(
                 &headers(&[("host", "127.0.0.1:8765"), ("origin", origin)]),
@@ -707,7 +714,24 @@ mod tests {
         assert!(!check("http://127.0.0.1:8765", "https"));
         assert!(!check("https://127.0.0.1:8765", "http"));
         assert!(check("http://127.0.0.1:8765", "http"));
-        let remote = allowed_authorities("192.0.2.7:8443".parse().unwrap());
+        let remote =
+            allowed_authorities("192.0.2.7:8443".parse().unwrap(), &["box.example".into()]);
+        assert_eq!(remote, ["192.0.2.7:8443", "box.example:8443"]);
+        assert!(check_host_and_origin(
+            &headers(&[
+                ("host", "box.example:8443"),
+                ("origin", "https://box.example:8443")
+            ]),
+            &remote,
+            "https"
+        )
+        .is_ok());
+        assert!(check_host_and_origin(
+            &headers(&[("host", "evil.example:8443")]),
+            &remote,
+            "https"
+        )
+        .is_err());
         assert!(check_host_and_origin(
             &headers(&[
                 ("host", "192.0.2.7:8443"),

@@ -55,7 +55,7 @@ pub struct HttpConfig {
     /// not import the MCP face). Behind the same guard as the rest: bearer token only.
     pub mcp: Router,
     /// Serve HTTPS with this configuration (`tls.rs`); plain HTTP when `None`.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub tls: Option<tls::TlsSetup>,
     /// Where `forbidden_role` refusals go to be journaled.
     pub refusals: Option<crate::access::RefusalSink>,
 }
@@ -72,9 +72,10 @@ impl HttpConfig {
 }
 
 /// The host names (no port) requests to a server bound at `addr` may name, for servers
-/// mounted beside the API that check Host themselves (MCP over HTTP).
-pub fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
-    allowed_authorities(addr)
+/// mounted beside the API that check Host themselves (MCP over HTTP); `names` are the TLS
+/// certificate's DNS names, if any.
+pub fn allowed_hosts(addr: SocketAddr, names: &[String]) -> Vec<String> {
+    allowed_authorities(addr, names)
         .iter()
         .map(|a| {
             a.rsplit_once(':')
@@ -103,7 +104,12 @@ pub fn router(
     hub: EventsHub,
     shutdown: CancellationToken,
 ) -> Router {
-    let allowed = allowed_authorities(addr);
+    let names = config
+        .tls
+        .as_ref()
+        .map(|tls| tls.names.as_slice())
+        .unwrap_or_default();
+    let allowed = allowed_authorities(addr, names);
     let mut auth = Auth::new(
         config.token.clone(),
         config.tokens.clone(),
@@ -183,7 +189,7 @@ pub async fn serve(
             });
             let served = axum_server::tls_rustls::from_tcp_rustls(
                 listener.into_std()?,
-                axum_server::tls_rustls::RustlsConfig::from_config(tls),
+                axum_server::tls_rustls::RustlsConfig::from_config(tls.config),
             )?
             .handle(handle)
             .serve(app.into_make_service())

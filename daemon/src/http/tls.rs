@@ -1,4 +1,4 @@
-//! HTTPS for the HTTP face (`--http-tls-cert FILE --http-tls-key FILE`): the user's PEM certificate chain and private key read into a rustls server configuration (the ring provider, TLS 1.2 and 1.3, HTTP/1.1), each problem named with its file.
+//! HTTPS for the HTTP face (`--http-tls-cert FILE --http-tls-key FILE`): the user's PEM certificate chain and private key read into a rustls server configuration (the ring provider, TLS 1.2 and 1.3, HTTP/1.1), each problem named with its file, and the DNS names the certificate is for (which requests may then name as Host).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +20,7 @@ pub enum TlsError {
         "the TLS certificate file {0} holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)"
     )]
     NoCertificate(PathBuf),
-    #[error("the TLS certificate file {path} is not valid PEM: {message}")]
+    #[error("the TLS certificate file {path} holds no usable certificate: {message}")]
     BadCertificate { path: PathBuf, message: String },
     #[error("the TLS key file {path} holds no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {message}")]
     BadKey { path: PathBuf, message: String },
@@ -32,9 +32,20 @@ pub enum TlsError {
     },
 }
 
+/// What the HTTP face serves HTTPS with.
+#[derive(Debug, Clone)]
+pub struct TlsSetup {
+    pub config: Arc<rustls::ServerConfig>,
+    /// The DNS names of the leaf certificate's subjectAltName. A client reached this server
+    /// under one of them only if it accepted the certificate for it, so a page whose own
+    /// host name merely resolves here (DNS rebinding) never gets a request through: these
+    /// names may stand in `Host` and `Origin` beside the bound address.
+    pub names: Vec<String>,
+}
+
 /// The server configuration for `cert` (a PEM chain, leaf first) and `key` (its PEM
 /// private key).
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+pub fn server_config(cert: &Path, key: &Path) -> Result<TlsSetup, TlsError> {
     let cert_pem = std::fs::read(cert).map_err(|source| TlsError::Unreadable {
         what: "certificate",
         path: cert.to_path_buf(),
@@ -59,6 +70,14 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
             path: key.to_path_buf(),
             message: error.to_string(),
         })?;
+    let names = webpki::EndEntityCert::try_from(&chain[0])
+        .map_err(|error| TlsError::BadCertificate {
+            path: cert.to_path_buf(),
+            message: format!("{error:?}"),
+        })?
+        .valid_dns_names()
+        .map(str::to_ascii_lowercase)
+        .collect();
     let mismatch = |message: String| TlsError::Mismatch {
         cert: cert.to_path_buf(),
         key: key.to_path_buf(),
@@ -73,7 +92,10 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
     .with_single_cert(chain, private_key)
     .map_err(|error| mismatch(error.to_string()))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Ok(TlsSetup {
+        config: Arc::new(config),
+        names,
+    })
 }
 
 #[cfg(test)]
@@ -110,6 +132,17 @@ mod tests {
         let error = server_config(&cert, &key).unwrap_err().to_string();
         assert!(
             error.contains("key.pem") && error.contains("private key"),
+            "{error}"
+        );
+        // A well-formed key (PKCS#8 framing) under a certificate whose DER is garbage.
+        std::fs::write(
+            &key,
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let error = server_config(&cert, &key).unwrap_err().to_string();
+        assert!(
+            error.contains("cert.pem") && error.contains("no usable certificate"),
             "{error}"
         );
     }

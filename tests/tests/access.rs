@@ -425,6 +425,19 @@ fn https_with_a_certificate_the_client_trusts_and_not_with_one_it_does_not() {
         "an http:// Origin is not this https server: {body}"
     );
 
+    // The dashboard's login links say https.
+    let (status, body) = https(
+        port,
+        &trusted,
+        &format!("POST /api/v1/dashboard/codes HTTP/1.1\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\n"),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(&format!("\"url\":\"https://localhost:{port}/login?code=")),
+        "{body}"
+    );
+
     // Any DNS name of the certificate may name the server; another name may not.
     let bearer = format!("GET /api/v1/sessions HTTP/1.1\r\nAuthorization: Bearer {token}\r\n");
     let (status, body) = https_as(port, &trusted, "koru.test", &bearer).unwrap();

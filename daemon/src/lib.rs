@@ -29,7 +29,8 @@ pub mod doctor;
 pub mod drive;
 /// What the `koru` binary runs: the command line handed to each command's room.
 pub mod entry;
-/// The loopback HTTP server: REST API, event stream, dashboard, MCP over HTTP (a face).
+/// The HTTP server (loopback, or HTTPS off loopback): REST API, event stream, dashboard, MCP
+/// over HTTP (a face).
 pub mod http;
 pub mod journal;
 /// Where the daemon's log lines go (buffered while the state machine handles a run of events).

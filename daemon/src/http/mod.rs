@@ -1,10 +1,11 @@
-//! The daemon's HTTP side (`koru daemon --http ADDR`): one loopback port serving MCP at `/mcp` (the MCP face's service, mounted here by the main loop), the JSON API at `/api/v1` with live events, and the embedded web dashboard; every request passes the guard in `auth.rs` first.
+//! The daemon's HTTP side (`koru daemon --http ADDR`): one port — loopback, or HTTPS anywhere — serving MCP at `/mcp` (the MCP face's service, mounted here by the main loop), the JSON API at `/api/v1` with live events, and the embedded web dashboard; every request passes the guard in `auth.rs` first.
 //!
 //! Rooms: `auth.rs` (Host/Origin, bearer tokens, login codes, session cookies), `roles.rs` (the role each route needs), `api.rs` (the
 //! endpoints; each opens a controller connection to the daemon's socket), `events.rs` (the
 //! events hub: one subscription to the daemon, a ring buffer, SSE and WebSocket), `assets.rs`
 //! (the dashboard's files, `/`, `/login`), `body.rs` (bodies read within the size limit), `errors.rs` (the error shape), `recovery.rs` (the
-//! recovery actions' table), `openapi.rs` (docs/openapi.json), `token.rs` (the token file).
+//! recovery actions' table), `openapi.rs` (docs/openapi.json), `token.rs` (the default token's file), `tls.rs` (the
+//! certificate and key for HTTPS).
 
 pub mod api;
 pub mod assets;

@@ -67,7 +67,9 @@ pub fn main() -> ExitCode {
                     crate::registry::LayerPaths::discover(None, cli.registry.as_deref());
                 crate::main_loop::run_daemon(socket, args, daemon_layers).await
             }
-            Command::Mcp(args) => crate::mcp::serve_stdio(hosts, args.all_hosts, layers).await,
+            Command::Mcp(args) => {
+                crate::mcp::serve_stdio(hosts, args.all_hosts, args.role, layers).await
+            }
             Command::Dev(DevCommand::FakePlugin(args)) => {
                 crate::dev::fake_plugin::run(&socket, *args).await
             }

@@ -1,11 +1,13 @@
 //! koru-daemon: the daemon (socket server, sessions, drives) and the `koru` command line that talks to it.
 //!
 //! Rooms, from the bottom up (docs/architecture.md; `tests/rooms.rs` keeps the order): base
-//! helpers (among them `desktop/`, the desktop's D-Bus services); the domain rooms `registry/`, `observe/`, `drive/`; `control/` (the client side of
+//! helpers (among them `desktop/`, the desktop's D-Bus services, and `access/`, roles and scoped tokens); the domain rooms `registry/`, `observe/`, `drive/`; `control/` (the client side of
 //! the protocol under every face); `doctor/`; `app/` (the single state machine fed by one
 //! closed event enum); `server/` (the socket); `dev/` (the reference fake plugin); the faces
 //! `cli/`, `http/`, `mcp/`, `notify/`; `main_loop.rs` (the wiring); `entry.rs` (the binary).
 
+/// Who may do what from outside the user's shell: roles and scoped bearer tokens.
+pub mod access;
 /// The state machine: sessions, drives, chats, recovery, fed by one closed event enum.
 pub mod app;
 /// Folder watches that hear only names appearing (and the folder going away), not writes.
@@ -29,7 +31,8 @@ pub mod doctor;
 pub mod drive;
 /// What the `koru` binary runs: the command line handed to each command's room.
 pub mod entry;
-/// The loopback HTTP server: REST API, event stream, dashboard, MCP over HTTP (a face).
+/// The HTTP server (loopback, or HTTPS off loopback): REST API, event stream, dashboard, MCP
+/// over HTTP (a face).
 pub mod http;
 pub mod journal;
 /// Where the daemon's log lines go (buffered while the state machine handles a run of events).

@@ -42,6 +42,8 @@ pub struct DaemonConfig {
     pub observe: Option<crate::observe::watcher::ObserveConfig>,
     /// The drive journal (`None`: `--no-journal`).
     pub journal: Option<crate::journal::JournalConfig>,
+    /// The HTTP and MCP faces' `forbidden_role` refusals, journaled as `access_refused`.
+    pub access_refusals: Option<crate::access::RefusalInbox>,
 }
 
 impl DaemonConfig {
@@ -63,6 +65,7 @@ impl DaemonConfig {
             http: None,
             observe: Some(crate::observe::watcher::ObserveConfig::default()),
             journal: None,
+            access_refusals: None,
         }
     }
 }
@@ -96,7 +99,15 @@ pub async fn run_daemon(
     let mut config = config;
     let mut http_task = None;
     if let Some(addr) = args.http {
-        check_http_address(addr, args.http_allow_remote)?;
+        let tls = match (&args.http_tls_cert, &args.http_tls_key) {
+            (Some(cert), Some(key)) => Some(
+                crate::http::tls::server_config(cert, key)
+                    .context("cannot serve HTTPS with the given certificate and key")?,
+            ),
+            _ => None,
+        };
+        check_http_address(addr, args.http_allow_remote, tls.is_some())?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let token_file = crate::http::token::token_path();
         let token = crate::http::token::load_or_create(&token_file)
             .context("cannot set up the HTTP bearer token")?;
@@ -105,20 +116,29 @@ pub async fn run_daemon(
             .with_context(|| format!("cannot listen on {addr}"))?;
         let bound = listener.local_addr()?;
         config.http = Some(koru_protocol::HttpStatus {
-            mcp_url: format!("http://{bound}/mcp"),
+            mcp_url: format!("{scheme}://{bound}/mcp"),
             token: token.clone(),
             token_file: token_file.display().to_string(),
         });
+        let (refusals, inbox) = crate::access::RefusalSink::channel();
+        config.access_refusals = Some(inbox);
         // MCP over HTTP: the MCP face, mounted at /mcp by the HTTP face.
         let mcp = crate::mcp::http_service(
             config.socket_path.clone(),
             config.registry_paths.clone(),
-            crate::http::allowed_hosts(bound),
+            crate::http::allowed_hosts(
+                bound,
+                tls.as_ref()
+                    .map(|tls| tls.names.as_slice())
+                    .unwrap_or_default(),
+            ),
             crate::http::MAX_BODY_BYTES,
+            Some(refusals.clone()),
             shutdown.child_token(),
         );
         let http_config = crate::http::HttpConfig {
             token,
+            tokens: crate::access::tokens::tokens_path(),
             socket: config.socket_path.clone(),
             layers: config.registry_paths.clone(),
             event_buffer: args
@@ -126,6 +146,8 @@ pub async fn run_daemon(
                 .unwrap_or(crate::http::events::DEFAULT_BUFFER)
                 .max(1),
             mcp: axum::Router::new().fallback_service(mcp),
+            tls,
+            refusals: Some(refusals),
         };
         let stop = shutdown.clone();
         http_task = Some(tokio::spawn(async move {
@@ -228,18 +250,27 @@ fn open_journal(
 
 /// The `--http` binding rule: loopback, unless `--http-allow-remote` says otherwise (then
 /// with a warning, since others on the network can reach the port).
-pub fn check_http_address(addr: std::net::SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
+pub fn check_http_address(
+    addr: std::net::SocketAddr,
+    allow_remote: bool,
+    tls: bool,
+) -> anyhow::Result<()> {
     if addr.ip().is_loopback() {
         return Ok(());
     }
+    if !tls {
+        bail!(
+            "--http {addr} is not a loopback address, and the bearer token must not cross the network in clear: give --http-tls-cert FILE and --http-tls-key FILE (with --http-allow-remote) to serve HTTPS, or keep --http on 127.0.0.1 and reach it with SSH forwarding (`ssh -L 8765:127.0.0.1:8765 host`)"
+        );
+    }
     if !allow_remote {
         bail!(
-            "--http {addr} is not a loopback address; pass --http-allow-remote to serve it anyway"
+            "--http {addr} is not a loopback address; pass --http-allow-remote to serve it (over HTTPS) anyway"
         );
     }
     tracing::warn!(
         %addr,
-        "serving HTTP on a non-loopback address (--http-allow-remote): others on the network can reach it; the bearer token still guards it, but travels unencrypted"
+        "serving HTTPS on a non-loopback address (--http-allow-remote): others on the network can reach it; the bearer tokens guard it"
     );
     Ok(())
 }
@@ -400,6 +431,26 @@ pub async fn run(
             announced_rx,
             shutdown.clone(),
         ));
+    }
+    if let Some(mut refusals) = config.access_refusals.as_ref().and_then(|i| i.take()) {
+        // The faces' `forbidden_role` refusals, into the state machine that owns the journal.
+        let events = events_tx.clone();
+        let stop = shutdown.clone();
+        tracker.spawn(async move {
+            loop {
+                let refusal = tokio::select! {
+                    refusal = refusals.recv() => refusal,
+                    _ = stop.cancelled() => None,
+                };
+                let Some(refusal) = refusal else { break };
+                let event = DaemonEvent::AccessRefused {
+                    refusal: Box::new(refusal),
+                };
+                if events.send(event).await.is_err() {
+                    break;
+                }
+            }
+        });
     }
     tracker.spawn(crate::registry::watch::run(
         registry_watch,

@@ -18,6 +18,7 @@ const LEVELS: &[(&str, &[&str])] = &[
             "recovery",
             "desktop",
             "appear_watch",
+            "access",
         ],
     ),
     ("domain", &["registry", "observe", "drive", "journal"]),

@@ -61,6 +61,11 @@ pub enum ErrorCode {
     /// connection already has `--max-requests-in-flight` requests the daemon has not
     /// handled yet: wait for their answers first.
     QueueFull,
+    /// The caller's role does not allow the request: an observe-only bearer token (or
+    /// `koru mcp --role observe`) asked for something that acts (send, cancel, recover, …).
+    /// The message names the role needed and the role held. Sent by the HTTP API (status
+    /// 403) and the MCP tools, not on the socket, whose peers are the daemon's own user.
+    ForbiddenRole,
     /// A code this build does not know (sent by a newer peer).
     #[serde(other)]
     Unknown,
@@ -91,6 +96,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::JournalUnavailable => "journal_unavailable",
             ErrorCode::QueueFull => "queue_full",
+            ErrorCode::ForbiddenRole => "forbidden_role",
             ErrorCode::Unknown => "unknown",
         }
     }

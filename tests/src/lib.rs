@@ -212,6 +212,43 @@ impl Sandbox {
         }
     }
 
+    /// The running daemon's HTTP base URL (`http://127.0.0.1:PORT`, or `https://…`) and its
+    /// default bearer token, from `koru status --json`.
+    pub fn http_endpoint(&self) -> (String, String) {
+        let status = stdout_json(&self.run(&["status", "--json"]));
+        let base = status["http"]["mcp_url"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the daemon serves no HTTP: {status}"))
+            .trim_end_matches("/mcp")
+            .to_string();
+        let token = status["http"]["token"].as_str().unwrap_or_default();
+        (base, token.to_string())
+    }
+
+    /// Every entry of the drive journal in its default folder (`$XDG_STATE_HOME/koru/journal`),
+    /// segment by segment, in order; a line not (yet wholly) written is skipped.
+    pub fn journal_entries(&self) -> Vec<Value> {
+        let dir = self.path().join("state").join("koru").join("journal");
+        let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|entries| entries.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        segments.retain(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("seg-"))
+        });
+        segments.sort();
+        segments
+            .iter()
+            .flat_map(|segment| {
+                std::fs::read_to_string(segment)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// The ids `koru sessions --json` lists.
     pub fn session_ids(&self) -> Vec<String> {
         let output = self.run(&["sessions", "--json"]);

@@ -1250,27 +1250,16 @@ fn koru_dashboard_prints_a_login_link_and_never_waits_for_the_browser() {
 }
 
 #[test]
-fn http_refuses_a_non_loopback_address_unless_allowed_and_then_warns() {
+fn http_refuses_a_non_loopback_address_without_tls_even_when_allowed() {
+    // With TLS it serves: tests/tests/access.rs.
     let sandbox = Sandbox::new();
     let output = sandbox.run(&["daemon", "--http", "0.0.0.0:0"]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("not a loopback address; pass --http-allow-remote"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
     let output = sandbox.run(&["daemon", "--http", "[::]:0"]);
     assert!(!output.status.success());
-
-    let mut daemon = sandbox.start_daemon(&["--http", "0.0.0.0:0", "--http-allow-remote"]);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !daemon.log_text().contains("non-loopback address") {
-        assert!(
-            Instant::now() < deadline,
-            "no warning: {}",
-            daemon.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    daemon.terminate(Duration::from_secs(5));
+    let output = sandbox.run(&["daemon", "--http", "0.0.0.0:0", "--http-allow-remote"]);
+    assert!(!output.status.success(), "plain HTTP off loopback");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--http-tls-cert"));
 }

@@ -397,23 +397,9 @@ fn verify_exits_0_1_2_and_a_keyed_journal_needs_its_key() {
 
 /// Every journal entry about `drive_id`, in order, as (kind, the entry).
 fn entries_of(sandbox: &Sandbox, drive_id: &str) -> Vec<(String, Value)> {
-    let dir = journal_dir(sandbox);
-    let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
-        .collect();
-    segments.sort();
-    segments
-        .iter()
-        .flat_map(|segment| {
-            std::fs::read_to_string(segment)
-                .unwrap()
-                .lines()
-                .map(|line| serde_json::from_str::<Value>(line).unwrap())
-                .collect::<Vec<_>>()
-        })
+    sandbox
+        .journal_entries()
+        .into_iter()
         .filter(|entry| entry["drive_id"] == drive_id)
         .map(|entry| (entry["kind"].as_str().unwrap().to_string(), entry))
         .collect()

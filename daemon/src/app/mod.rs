@@ -136,6 +136,11 @@ pub enum DaemonEvent {
         ticket: RecoveryTicket,
         done: Box<RecoveryDone>,
     },
+    /// The HTTP or MCP face refused a request with `forbidden_role` (journaled as
+    /// `access_refused`).
+    AccessRefused {
+        refusal: Box<crate::access::Refusal>,
+    },
     /// Periodic: heartbeats and deadlines.
     Tick,
 }
@@ -342,10 +347,33 @@ impl<C: Clock> App<C> {
             DaemonEvent::RecoveryFinished { ticket, done } => {
                 self.on_recovery_finished(ticket, *done)
             }
+            DaemonEvent::AccessRefused { refusal } => self.on_access_refused(*refusal),
             DaemonEvent::Tick => self.on_tick(),
             DaemonEvent::Observed { events, replay } => self.on_observed(events, replay),
             DaemonEvent::ObserverHealth { observers } => self.observers = observers,
         }
+    }
+
+    /// Records a refusal of the HTTP or MCP face in the journal: the door, the token, the
+    /// role it held and needed, and what it asked for.
+    fn on_access_refused(&mut self, refusal: crate::access::Refusal) {
+        let mut fields = serde_json::Map::new();
+        fields.insert("door".into(), refusal.door.into());
+        fields.insert("token_id".into(), refusal.token_id.clone().into());
+        if let Some(name) = &refusal.token_name {
+            fields.insert("token_name".into(), name.clone().into());
+        }
+        fields.insert("held".into(), refusal.held.as_str().into());
+        fields.insert("needed".into(), refusal.needed.as_str().into());
+        fields.insert("asked".into(), refusal.asked.clone().into());
+        let by = crate::journal::Asker {
+            door: refusal.door.to_string(),
+            client: refusal.token_id,
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: None,
+            uid: nix::unistd::getuid().as_raw(),
+        };
+        self.journal_event(crate::journal::KIND_ACCESS_REFUSED, fields, Some(by));
     }
 
     /// Applies a reloaded registry when it is clean; otherwise keeps the last good one and

@@ -22,6 +22,13 @@ pub async fn run(socket: &Path, args: DashboardArgs) -> anyhow::Result<ExitCode>
             status.socket
         );
     };
+    if http.mcp_url.starts_with("https://") {
+        bail!(
+            "the daemon serves HTTPS ({}); `koru dashboard` mints login links over plain HTTP only: mint one with `curl --cacert CERT -H 'Authorization: Bearer <token>' -X POST {}/api/v1/dashboard/codes`",
+            http.mcp_url,
+            http.mcp_url.trim_end_matches("/mcp")
+        );
+    }
     let authority = authority_of(&http.mcp_url)
         .with_context(|| format!("cannot read the daemon's HTTP address {:?}", http.mcp_url))?;
     let code = tokio::time::timeout(HTTP_TIMEOUT, mint_login_code(&authority, &http.token))

@@ -9,6 +9,7 @@ mod host_cmd;
 mod journal_cmd;
 mod recover_cmd;
 pub mod registry_cmd;
+mod token_cmd;
 mod views;
 
 use std::path::PathBuf;
@@ -106,6 +107,10 @@ pub enum Command {
     /// Named hosts for `--host NAME` (kept in $XDG_CONFIG_HOME/koru/hosts.yaml)
     #[command(subcommand)]
     Host(HostCommand),
+    /// Scoped bearer tokens for the HTTP API and MCP over HTTP, each with a role (observe:
+    /// read only; drive: also act), kept as digests in $XDG_STATE_HOME/koru/tokens.json
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Bridge standard input and output to this machine's daemon socket, byte for byte
     /// (what `koru --host ssh://…` runs on the far side of ssh)
     DialStdio,
@@ -139,6 +144,39 @@ pub struct McpArgs {
     /// were given with --host
     #[arg(long)]
     pub all_hosts: bool,
+    /// What the controller may do: observe offers only the read tools (list_sessions,
+    /// get_drive, wait_for_reply, doctor, verify_journal, list_interfaces) and refuses the
+    /// others with forbidden_role; drive offers every tool
+    #[arg(long, value_enum, default_value = "drive")]
+    pub role: crate::access::Role,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a new token and print it, once (only its SHA-256 is kept)
+    Create {
+        /// observe: read only (sessions, drives, chats, events, doctor, journal verify);
+        /// drive: also send, cancel, retry and recover
+        #[arg(long, value_enum)]
+        role: crate::access::Role,
+        /// A name to list and revoke it by (letters, digits, `.`, `_`, `-`)
+        #[arg(long)]
+        name: Option<String>,
+        /// Print `{"id", "name", "role", "token"}`
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the tokens (the default one and the scoped ones), never their secrets
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a scoped token, by id (`tok_…`) or name; a running daemon refuses it from its
+    /// next request on
+    Revoke {
+        #[arg(value_name = "ID|NAME")]
+        which: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -224,9 +262,17 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
     /// Allow --http on an address that is not loopback (others on the network can then
-    /// reach the endpoint; the token still guards it)
+    /// reach the endpoint; the token still guards it); it needs --http-tls-cert and
+    /// --http-tls-key, so the token never crosses the network in clear
     #[arg(long)]
     pub http_allow_remote: bool,
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --http-tls-key.
+    /// Required off loopback; allowed on loopback too
+    #[arg(long, value_name = "FILE", requires = "http_tls_key")]
+    pub http_tls_cert: Option<PathBuf>,
+    /// The PEM private key of --http-tls-cert
+    #[arg(long, value_name = "FILE", requires = "http_tls_cert")]
+    pub http_tls_key: Option<PathBuf>,
     /// How many events the HTTP server keeps for clients that resume (tests make it small)
     /// [default: the HTTP server's own, 1024]
     #[arg(long, value_name = "EVENTS", hide = true)]
@@ -485,6 +531,7 @@ pub async fn run(
     let socket = hosts.socket.as_path();
     match command {
         Command::Host(command) => host_cmd::run(command, hosts),
+        Command::Token(command) => token_cmd::run(command),
         Command::DialStdio => dial_cmd::run(socket).await,
         Command::Doctor(args) => doctor_cmd::run(hosts, args, layers).await,
         Command::Registry(RegistryCommand::Validate { file }) => {

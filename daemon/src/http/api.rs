@@ -134,7 +134,7 @@ impl FromRequestParts<AppState> for Daemon {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let caller = parts.extensions.get::<Caller>().copied().ok_or_else(|| {
+        let caller = parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
             ApiError::unauthorized("this endpoint needs the bearer token or the dashboard cookie")
         })?;
         Ok(Daemon {
@@ -567,7 +567,7 @@ async fn dashboard_code(
         .map(|d| d.as_millis() as u64)
         .unwrap_or_default();
     Ok(Json(LoginCode {
-        url: format!("http://{host}/login?code={code}"),
+        url: format!("{}://{host}/login?code={code}", state.scheme),
         expires_at_ms: now_ms + CODE_LIFETIME.as_millis() as u64,
     }))
 }

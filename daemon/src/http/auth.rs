@@ -12,6 +12,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::errors::ApiError;
 use super::MAX_BODY_BYTES;
+use crate::access::tokens::{TokenRecord, TokenWatch};
+use crate::access::Role;
 
 /// The dashboard's session cookie.
 pub const SESSION_COOKIE: &str = "koru_session";
@@ -26,19 +28,62 @@ pub const MAX_CODES: usize = 32;
 
 /// How a request proved who it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Caller {
+pub enum Via {
     /// `Authorization: Bearer <token>`: a program.
     Bearer,
     /// The dashboard's session cookie: a person in a browser.
     Cookie,
 }
 
+/// Who a request is: how it proved it, the role it holds, and which token that was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub via: Via,
+    pub role: Role,
+    /// `default` (the token of `koru status`), a scoped token's id (`tok_…`), or `dashboard`
+    /// for the session cookie.
+    pub token_id: String,
+    /// The scoped token's name, when it has one.
+    pub token_name: Option<String>,
+}
+
 impl Caller {
+    /// The default token: role drive.
+    pub fn default_token() -> Self {
+        Caller {
+            via: Via::Bearer,
+            role: Role::Drive,
+            token_id: "default".into(),
+            token_name: None,
+        }
+    }
+
+    /// A scoped token from the token file.
+    pub fn scoped(record: &TokenRecord) -> Self {
+        Caller {
+            via: Via::Bearer,
+            role: record.role,
+            token_id: record.id.clone(),
+            token_name: record.name.clone(),
+        }
+    }
+
+    /// A dashboard session: drive, as the login code that opened it could only be minted
+    /// with a drive token.
+    pub fn dashboard() -> Self {
+        Caller {
+            via: Via::Cookie,
+            role: Role::Drive,
+            token_id: "dashboard".into(),
+            token_name: None,
+        }
+    }
+
     /// The controller name the daemon sees (and logs recovery actions with).
-    pub fn client_name(self) -> &'static str {
-        match self {
-            Caller::Bearer => "api",
-            Caller::Cookie => "dashboard",
+    pub fn client_name(&self) -> &'static str {
+        match self.via {
+            Via::Bearer => "api",
+            Via::Cookie => "dashboard",
         }
     }
 }
@@ -71,9 +116,10 @@ pub fn access(method: &Method, path: &str) -> Access {
     Access::Open
 }
 
-/// The `host:port` authorities that name this server: the bound address, and
-/// `localhost`/`127.0.0.1`/`[::1]` when it is a loopback address.
-pub fn allowed_authorities(addr: SocketAddr) -> Vec<String> {
+/// The `host:port` authorities that name this server: the bound address,
+/// `localhost`/`127.0.0.1`/`[::1]` when it is a loopback address, and each of `names` (the
+/// TLS certificate's DNS names) with the port.
+pub fn allowed_authorities(addr: SocketAddr, certified: &[String]) -> Vec<String> {
     let port = addr.port();
     let mut names = vec![match addr {
         SocketAddr::V4(v4) => format!("{}:{port}", v4.ip()),
@@ -85,6 +131,12 @@ pub fn allowed_authorities(addr: SocketAddr) -> Vec<String> {
             if !names.contains(&name) {
                 names.push(name);
             }
+        }
+    }
+    for host in certified {
+        let name = format!("{host}:{port}");
+        if !names.contains(&name) {
+            names.push(name);
         }
     }
     names
@@ -102,8 +154,13 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
         == 0
 }
 
-/// Refuses a foreign Host, or an Origin that is not this server. Pure, for tests.
-pub fn check_host_and_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(), ApiError> {
+/// Refuses a foreign Host, or an Origin that is not this server (`scheme://` and one of
+/// `allowed`). Pure, for tests.
+pub fn check_host_and_origin(
+    headers: &HeaderMap,
+    allowed: &[String],
+    scheme: &str,
+) -> Result<(), ApiError> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     if !host.is_some_and(|host| allowed.iter().any(|a| a.eq_ignore_ascii_case(host))) {
         return Err(ApiError::forbidden(
@@ -111,7 +168,7 @@ pub fn check_host_and_origin(headers: &HeaderMap, allowed: &[String]) -> Result<
         ));
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
-        if !origin_is_ours(origin.to_str().unwrap_or(""), allowed) {
+        if !origin_is_ours(origin.to_str().unwrap_or(""), allowed, scheme) {
             return Err(ApiError::forbidden(
                 "requests from this Origin are not allowed",
             ));
@@ -120,8 +177,11 @@ pub fn check_host_and_origin(headers: &HeaderMap, allowed: &[String]) -> Result<
     Ok(())
 }
 
-fn origin_is_ours(origin: &str, allowed: &[String]) -> bool {
-    let authority = origin.strip_prefix("http://").unwrap_or("");
+fn origin_is_ours(origin: &str, allowed: &[String], scheme: &str) -> bool {
+    let authority = origin
+        .strip_prefix(scheme)
+        .and_then(|rest| rest.strip_prefix("://"))
+        .unwrap_or("");
     allowed.iter().any(|a| a.eq_ignore_ascii_case(authority))
 }
 
@@ -139,31 +199,63 @@ pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Decides who a request is, or why it is refused. `Ok(None)`: an open path, no
-/// credentials needed. `is_session` says whether a cookie value is a live session. Pure, for
-/// tests.
+/// credentials needed. `is_session` says whether a cookie value is a live session; `scoped`
+/// finds the scoped token a presented secret belongs to. A caller whose role is below what
+/// the route needs (`roles.rs`) is refused with `forbidden_role`. Pure, for tests.
 pub fn authorize(
     method: &Method,
     path: &str,
     headers: &HeaderMap,
     token: &str,
-    allowed: &[String],
+    (allowed, scheme): (&[String], &str),
     is_session: impl FnOnce(&str) -> bool,
+    scoped: impl FnOnce(&str) -> Option<TokenRecord>,
 ) -> Result<Option<Caller>, ApiError> {
-    check_host_and_origin(headers, allowed)?;
+    check_host_and_origin(headers, allowed, scheme)?;
     let access = access(method, path);
     if access == Access::Open {
         return Ok(None);
     }
+    let caller = identify(method, headers, token, access, is_session, scoped)?;
+    let needed = super::roles::needed_role(method, path);
+    if !caller.role.allows(needed) {
+        return Err(ApiError::forbidden_role(
+            &format!("{method} {path}"),
+            needed,
+            &caller,
+        ));
+    }
+    Ok(Some(caller))
+}
+
+/// The caller behind a request's bearer token or cookie.
+fn identify(
+    method: &Method,
+    headers: &HeaderMap,
+    token: &str,
+    access: Access,
+    is_session: impl FnOnce(&str) -> bool,
+    scoped: impl FnOnce(&str) -> Option<TokenRecord>,
+) -> Result<Caller, ApiError> {
     let presented = headers
         .get(header::AUTHORIZATION)
         .map(|value| value.to_str().unwrap_or("").strip_prefix("Bearer "));
     match presented {
-        Some(Some(given)) if same_secret(given.trim().as_bytes(), token.as_bytes()) => {
-            return Ok(Some(Caller::Bearer))
+        Some(Some(given)) => {
+            let given = given.trim();
+            if same_secret(given.as_bytes(), token.as_bytes()) {
+                return Ok(Caller::default_token());
+            }
+            return match scoped(given) {
+                Some(record) => Ok(Caller::scoped(&record)),
+                None => Err(ApiError::unauthorized(
+                    "wrong or revoked bearer token (`koru status` shows the default one; `koru token ls` lists the scoped ones)",
+                )),
+            };
         }
-        Some(_) => {
+        Some(None) => {
             return Err(ApiError::unauthorized(
-                "wrong bearer token (`koru status` shows the right one)",
+                "the Authorization header must be `Bearer <token>` (`koru status` shows the token)",
             ))
         }
         None => {}
@@ -181,7 +273,7 @@ pub fn authorize(
                     "a dashboard request that changes something must carry this server's Origin",
                 ));
             }
-            return Ok(Some(Caller::Cookie));
+            return Ok(Caller::dashboard());
         }
     }
     Err(ApiError::unauthorized(
@@ -279,16 +371,30 @@ impl SessionStore {
 #[derive(Debug)]
 pub struct Auth {
     token: String,
+    scoped: Mutex<TokenWatch>,
     allowed: Vec<String>,
+    scheme: &'static str,
+    /// Where `forbidden_role` refusals go to be journaled.
+    pub refusals: Option<crate::access::RefusalSink>,
     codes: Mutex<CodeStore>,
     sessions: Mutex<SessionStore>,
 }
 
 impl Auth {
-    pub fn new(token: String, allowed: Vec<String>) -> Self {
+    /// `tokens` is the scoped token file, read again whenever it changes.
+    /// `scheme` (`http` or `https`) is what a request's Origin must start with.
+    pub fn new(
+        token: String,
+        tokens: std::path::PathBuf,
+        allowed: Vec<String>,
+        scheme: &'static str,
+    ) -> Self {
         Auth {
             token,
+            scoped: Mutex::new(TokenWatch::new(tokens)),
             allowed,
+            scheme,
+            refusals: None,
             codes: Mutex::default(),
             sessions: Mutex::default(),
         }
@@ -326,8 +432,9 @@ impl Auth {
             request.uri().path(),
             request.headers(),
             &self.token,
-            &self.allowed,
+            (&self.allowed, self.scheme),
             |id| lock(&self.sessions).touch(id, Instant::now()),
+            |presented| lock(&self.scoped).lookup(presented),
         )
     }
 }
@@ -337,6 +444,27 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The journal's record of a `forbidden_role` refusal (from its detail), else `None`.
+fn refusal_of(error: &ApiError, request: &Request) -> Option<crate::access::Refusal> {
+    if error.code() != koru_protocol::ErrorCode::ForbiddenRole.as_str() {
+        return None;
+    }
+    let detail = error.body.detail.as_ref()?;
+    let role = |key: &str| match detail[key].as_str()? {
+        "observe" => Some(Role::Observe),
+        "drive" => Some(Role::Drive),
+        _ => None,
+    };
+    Some(crate::access::Refusal {
+        door: "http_api",
+        token_id: detail["token"].as_str()?.to_string(),
+        token_name: detail["token_name"].as_str().map(str::to_string),
+        held: role("held")?,
+        needed: role("needed")?,
+        asked: format!("{} {}", request.method(), request.uri().path()),
+    })
 }
 
 /// The middleware in front of every route: refuses, or lets the request through with its
@@ -355,11 +483,19 @@ pub async fn guard(State(auth): State<Arc<Auth>>, mut request: Request, next: Ne
                 return ApiError::body_too_large(MAX_BODY_BYTES).into_response();
             }
             if let Some(caller) = caller {
+                request.extensions_mut().insert(crate::access::Grant {
+                    role: caller.role,
+                    token_id: caller.token_id.clone(),
+                    token_name: caller.token_name.clone(),
+                });
                 request.extensions_mut().insert(caller);
             }
             next.run(request).await
         }
         Err(error) => {
+            if let (Some(sink), Some(refusal)) = (&auth.refusals, refusal_of(&error, &request)) {
+                sink.report(refusal);
+            }
             tracing::warn!(
                 status = %error.status,
                 method = %request.method(),
@@ -390,25 +526,48 @@ mod tests {
         method: Method,
         path: &str,
         pairs: &[(&'static str, &str)],
-    ) -> Result<Option<Caller>, u16> {
-        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap());
-        authorize(&method, path, &headers(pairs), TOKEN, &allowed, |id| {
-            id == "live"
-        })
+    ) -> Result<Option<Via>, u16> {
+        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap(), &[]);
+        authorize(
+            &method,
+            path,
+            &headers(pairs),
+            TOKEN,
+            (&allowed, "http"),
+            |id| id == "live",
+            scoped,
+        )
+        .map(|caller| caller.map(|c| c.via))
         .map_err(|e| e.status.as_u16())
+    }
+
+    /// The scoped tokens of these tests: `observer-secret` (observe), `driver-secret` (drive).
+    fn scoped(presented: &str) -> Option<TokenRecord> {
+        let role = match presented {
+            "observer-secret" => Role::Observe,
+            "driver-secret" => Role::Drive,
+            _ => return None,
+        };
+        Some(TokenRecord {
+            id: format!("tok_{presented}"),
+            name: Some("ci".into()),
+            role,
+            sha256: crate::access::tokens::digest(presented),
+            created_ms: 0,
+        })
     }
 
     #[test]
     fn loopback_servers_answer_to_their_local_names_only() {
-        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap());
+        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap(), &[]);
         assert_eq!(allowed, ["127.0.0.1:8765", "localhost:8765", "[::1]:8765"]);
         let host = ("host", "localhost:8765");
         let bearer = ("authorization", "Bearer t0ken-t0ken-t0ken");
         let get = |pairs: &[(&'static str, &str)]| outcome(Method::POST, "/mcp", pairs);
-        assert_eq!(get(&[host, bearer]), Ok(Some(Caller::Bearer)));
+        assert_eq!(get(&[host, bearer]), Ok(Some(Via::Bearer)));
         assert_eq!(
             get(&[host, bearer, ("origin", "http://127.0.0.1:8765")]),
-            Ok(Some(Caller::Bearer))
+            Ok(Some(Via::Bearer))
         );
         assert_eq!(
             get(&[("host", "evil.example:8765"), bearer]),
@@ -445,7 +604,7 @@ mod tests {
         assert_eq!(outcome(Method::GET, "/api/v1/sessions", &[host]), Err(401));
         assert_eq!(
             outcome(Method::GET, "/api/v1/sessions", &[host, cookie]),
-            Ok(Some(Caller::Cookie))
+            Ok(Some(Via::Cookie))
         );
         assert_eq!(
             outcome(
@@ -461,7 +620,7 @@ mod tests {
         );
         assert_eq!(
             outcome(Method::POST, "/api/v1/drives", &[host, cookie, origin]),
-            Ok(Some(Caller::Cookie))
+            Ok(Some(Via::Cookie))
         );
         assert_eq!(
             outcome(
@@ -478,8 +637,110 @@ mod tests {
                 "/api/v1/dashboard/codes",
                 &[host, ("authorization", "Bearer t0ken-t0ken-t0ken")]
             ),
-            Ok(Some(Caller::Bearer))
+            Ok(Some(Via::Bearer))
         );
+    }
+
+    #[test]
+    fn scoped_tokens_act_within_their_role_and_unknown_ones_are_unauthorized() {
+        let host = ("host", "127.0.0.1:8765");
+        let observer = ("authorization", "Bearer observer-secret");
+        let driver = ("authorization", "Bearer driver-secret");
+        assert_eq!(
+            outcome(Method::GET, "/api/v1/sessions", &[host, observer]),
+            Ok(Some(Via::Bearer))
+        );
+        assert_eq!(
+            outcome(Method::POST, "/mcp", &[host, observer]),
+            Ok(Some(Via::Bearer))
+        );
+        assert_eq!(
+            outcome(Method::POST, "/api/v1/drives", &[host, observer]),
+            Err(403)
+        );
+        assert_eq!(
+            outcome(Method::POST, "/api/v1/dashboard/codes", &[host, observer]),
+            Err(403)
+        );
+        assert_eq!(
+            outcome(Method::POST, "/api/v1/drives", &[host, driver]),
+            Ok(Some(Via::Bearer))
+        );
+        assert_eq!(
+            outcome(
+                Method::GET,
+                "/api/v1/sessions",
+                &[host, ("authorization", "Bearer revoked-secret")]
+            ),
+            Err(401)
+        );
+        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap(), &[]);
+        let refusal = authorize(
+            &Method::POST,
+            "/api/v1/recovery",
+            &headers(&[host, observer]),
+            TOKEN,
+            (&allowed, "http"),
+            |_| false,
+            scoped,
+        )
+        .unwrap_err();
+        assert_eq!(refusal.code(), "forbidden_role");
+        assert_eq!(
+            refusal.body.message,
+            "POST /api/v1/recovery needs the drive role; this caller holds the observe role"
+        );
+        assert_eq!(
+            refusal.body.detail,
+            Some(
+                serde_json::json!({"needed": "drive", "held": "observe", "token": "tok_observer-secret", "token_name": "ci"})
+            )
+        );
+    }
+
+    #[test]
+    fn under_https_the_origin_must_say_https() {
+        let allowed = allowed_authorities("127.0.0.1:8765".parse().unwrap(), &[]);
+        let check = |origin: &str, scheme: &str| {
+            check_host_and_origin(
+                &headers(&[("host", "127.0.0.1:8765"), ("origin", origin)]),
+                &allowed,
+                scheme,
+            )
+            .is_ok()
+        };
+        assert!(check("https://127.0.0.1:8765", "https"));
+        assert!(check("https://localhost:8765", "https"));
+        assert!(!check("http://127.0.0.1:8765", "https"));
+        assert!(!check("https://127.0.0.1:8765", "http"));
+        assert!(check("http://127.0.0.1:8765", "http"));
+        let remote =
+            allowed_authorities("192.0.2.7:8443".parse().unwrap(), &["box.example".into()]);
+        assert_eq!(remote, ["192.0.2.7:8443", "box.example:8443"]);
+        assert!(check_host_and_origin(
+            &headers(&[
+                ("host", "box.example:8443"),
+                ("origin", "https://box.example:8443")
+            ]),
+            &remote,
+            "https"
+        )
+        .is_ok());
+        assert!(check_host_and_origin(
+            &headers(&[("host", "evil.example:8443")]),
+            &remote,
+            "https"
+        )
+        .is_err());
+        assert!(check_host_and_origin(
+            &headers(&[
+                ("host", "192.0.2.7:8443"),
+                ("origin", "https://192.0.2.7:8443")
+            ]),
+            &remote,
+            "https"
+        )
+        .is_ok());
     }
 
     #[test]

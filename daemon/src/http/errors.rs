@@ -8,6 +8,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use koru_protocol::ErrorCode;
 
+use super::auth::Caller;
+use crate::access::Role;
 use crate::control::ClientError;
 
 pub use crate::control::dashboard_login::ErrorBody;
@@ -47,6 +49,29 @@ impl ApiError {
 
     pub fn forbidden(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// The caller's role is below what the request needs: 403 `forbidden_role`, naming both
+    /// roles; `detail` = `{"needed", "held", "token", "token_name"?}`.
+    pub fn forbidden_role(what: &str, needed: Role, caller: &Caller) -> Self {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::ForbiddenRole.as_str(),
+            crate::access::forbidden_message(what, needed, caller.role),
+        )
+        .with_detail(match &caller.token_name {
+            Some(name) => serde_json::json!({
+                "needed": needed.as_str(),
+                "held": caller.role.as_str(),
+                "token": caller.token_id,
+                "token_name": name,
+            }),
+            None => serde_json::json!({
+                "needed": needed.as_str(),
+                "held": caller.role.as_str(),
+                "token": caller.token_id,
+            }),
+        })
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {

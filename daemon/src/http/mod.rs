@@ -1,10 +1,11 @@
-//! The daemon's HTTP side (`koru daemon --http ADDR`): one loopback port serving MCP at `/mcp` (the MCP face's service, mounted here by the main loop), the JSON API at `/api/v1` with live events, and the embedded web dashboard; every request passes the guard in `auth.rs` first.
+//! The daemon's HTTP side (`koru daemon --http ADDR`): one port — loopback, or HTTPS anywhere — serving MCP at `/mcp` (the MCP face's service, mounted here by the main loop), the JSON API at `/api/v1` with live events, and the embedded web dashboard; every request passes the guard in `auth.rs` first.
 //!
-//! Rooms: `auth.rs` (Host/Origin, bearer token, login codes, session cookies), `api.rs` (the
+//! Rooms: `auth.rs` (Host/Origin, bearer tokens, login codes, session cookies), `roles.rs` (the role each route needs), `api.rs` (the
 //! endpoints; each opens a controller connection to the daemon's socket), `events.rs` (the
 //! events hub: one subscription to the daemon, a ring buffer, SSE and WebSocket), `assets.rs`
 //! (the dashboard's files, `/`, `/login`), `body.rs` (bodies read within the size limit), `errors.rs` (the error shape), `recovery.rs` (the
-//! recovery actions' table), `openapi.rs` (docs/openapi.json), `token.rs` (the token file).
+//! recovery actions' table), `openapi.rs` (docs/openapi.json), `token.rs` (the default token's file), `tls.rs` (the
+//! certificate and key for HTTPS).
 
 pub mod api;
 pub mod assets;
@@ -14,6 +15,8 @@ pub mod errors;
 pub mod events;
 pub mod openapi;
 pub mod recovery;
+pub mod roles;
+pub mod tls;
 pub mod token;
 
 use std::net::SocketAddr;
@@ -39,8 +42,10 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// What the HTTP server needs from the daemon.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
-    /// The bearer token.
+    /// The default bearer token (role drive).
     pub token: String,
+    /// The scoped tokens' file (`access::tokens`), read again whenever it changes.
+    pub tokens: PathBuf,
     /// The daemon's socket, which every request talks to.
     pub socket: PathBuf,
     /// The registry layers (doctor, interfaces, MCP).
@@ -50,12 +55,28 @@ pub struct HttpConfig {
     /// What answers at `/mcp` (MCP over HTTP, mounted by the main loop; the HTTP face does
     /// not import the MCP face). Behind the same guard as the rest: bearer token only.
     pub mcp: Router,
+    /// Serve HTTPS with this configuration (`tls.rs`); plain HTTP when `None`.
+    pub tls: Option<tls::TlsSetup>,
+    /// Where `forbidden_role` refusals go to be journaled.
+    pub refusals: Option<crate::access::RefusalSink>,
+}
+
+impl HttpConfig {
+    /// `https` when TLS is on, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
 }
 
 /// The host names (no port) requests to a server bound at `addr` may name, for servers
-/// mounted beside the API that check Host themselves (MCP over HTTP).
-pub fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
-    allowed_authorities(addr)
+/// mounted beside the API that check Host themselves (MCP over HTTP); `names` are the TLS
+/// certificate's DNS names, if any.
+pub fn allowed_hosts(addr: SocketAddr, names: &[String]) -> Vec<String> {
+    allowed_authorities(addr, names)
         .iter()
         .map(|a| {
             a.rsplit_once(':')
@@ -73,6 +94,8 @@ pub struct AppState {
     pub hub: EventsHub,
     pub auth: Arc<Auth>,
     pub shutdown: CancellationToken,
+    /// `http` or `https`, for the links the server hands out.
+    pub scheme: &'static str,
 }
 
 /// The whole router: `/api/v1`, `/mcp`, the dashboard, behind the guard.
@@ -82,14 +105,27 @@ pub fn router(
     hub: EventsHub,
     shutdown: CancellationToken,
 ) -> Router {
-    let allowed = allowed_authorities(addr);
-    let auth = Arc::new(Auth::new(config.token.clone(), allowed));
+    let names = config
+        .tls
+        .as_ref()
+        .map(|tls| tls.names.as_slice())
+        .unwrap_or_default();
+    let allowed = allowed_authorities(addr, names);
+    let mut auth = Auth::new(
+        config.token.clone(),
+        config.tokens.clone(),
+        allowed,
+        config.scheme(),
+    );
+    auth.refusals = config.refusals.clone();
+    let auth = Arc::new(auth);
     let state = AppState {
         socket: config.socket.clone(),
         layers: config.layers.clone(),
         hub,
         auth: auth.clone(),
         shutdown,
+        scheme: config.scheme(),
     };
     let mut described = aide::openapi::OpenApi::default();
     api::routes()
@@ -121,24 +157,48 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     .into_response()
 }
 
-/// Serves HTTP on `listener` until `shutdown`, with the events hub feeding from the daemon.
+/// Serves HTTP (HTTPS when the config has TLS) on `listener` until `shutdown`, with the
+/// events hub feeding from the daemon.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: HttpConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
+    let scheme = config.scheme();
     let hub = EventsHub::new(config.event_buffer);
     let hub_task = tokio::spawn(hub.clone().run(config.socket.clone(), shutdown.clone()));
     let app = router(addr, &config, hub, shutdown.clone());
     tracing::info!(
-        mcp = %format!("http://{addr}/mcp"),
-        api = %format!("http://{addr}/api/v1"),
-        "serving HTTP (MCP, API, dashboard)"
+        mcp = %format!("{scheme}://{addr}/mcp"),
+        api = %format!("{scheme}://{addr}/api/v1"),
+        "serving {} (MCP, API, dashboard)",
+        scheme.to_uppercase()
     );
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await;
+    let served = match config.tls {
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await
+        }
+        Some(tls) => {
+            let handle = axum_server::Handle::new();
+            let stop = handle.clone();
+            let stopper = tokio::spawn(async move {
+                shutdown.cancelled().await;
+                stop.graceful_shutdown(Some(std::time::Duration::from_secs(2)));
+            });
+            let served = axum_server::tls_rustls::from_tcp_rustls(
+                listener.into_std()?,
+                axum_server::tls_rustls::RustlsConfig::from_config(tls.config),
+            )?
+            .handle(handle)
+            .serve(app.into_make_service())
+            .await;
+            stopper.abort();
+            served
+        }
+    };
     let _ = hub_task.await;
     served
 }

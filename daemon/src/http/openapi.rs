@@ -27,8 +27,7 @@ pub fn document() -> OpenApi {
             scheme: "bearer".into(),
             bearer_format: None,
             description: Some(
-                "The token in `$XDG_STATE_HOME/koru/http-token`, also shown by `koru status`"
-                    .into(),
+                "The default token in `$XDG_STATE_HOME/koru/http-token` (role drive), also shown by `koru status`, or a scoped token from `koru token create --role observe|drive`; an observe token may only read, and gets 403 `forbidden_role` on what acts (docs/access.md)".into(),
             ),
             extensions: Default::default(),
         }),

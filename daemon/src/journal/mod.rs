@@ -31,6 +31,8 @@ pub const KIND_RECOVERY: &str = "recovery_performed";
 pub const KIND_SESSION_CONNECTED: &str = "session_connected";
 pub const KIND_SESSION_DISCONNECTED: &str = "session_disconnected";
 pub const KIND_REGISTRY_RELOADED: &str = "registry_reloaded";
+/// The HTTP or MCP face refused a request with `forbidden_role`.
+pub const KIND_ACCESS_REFUSED: &str = "access_refused";
 /// A checkpoint: segments up to `through_seq` were pruned by retention.
 pub const KIND_PRUNED: &str = "journal_pruned";
 /// A cut last line (a crash in the middle of a write) was removed at start.

@@ -46,6 +46,9 @@ pub enum ToolErrorCode {
     Client(ClientErrorCode),
     /// A recovery action did not work: the blocker's code, from the registry's open set.
     Recovery(String),
+    /// The caller's role does not allow the tool (`koru mcp --role observe`, or an observe
+    /// bearer token over HTTP).
+    ForbiddenRole,
 }
 
 impl ToolErrorCode {
@@ -61,6 +64,7 @@ impl ToolErrorCode {
             ToolErrorCode::DoctorFailed => "doctor_failed",
             ToolErrorCode::Client(code) => code.as_str(),
             ToolErrorCode::Recovery(blocker) => blocker,
+            ToolErrorCode::ForbiddenRole => koru_protocol::ErrorCode::ForbiddenRole.as_str(),
         }
     }
 }

@@ -13,15 +13,18 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::access::Role;
 use crate::control::hosts::{HostChoice, HostsFile, LOCAL};
 use crate::registry::LayerPaths;
 
 /// `koru mcp`: an MCP server on stdin/stdout that acts through this machine's daemon, or
 /// through the hosts `--host` names (`all_hosts`: this machine and every named host), each
 /// over one kept connection.
+/// `role` bounds the tools offered: observe lists and runs only the read tools.
 pub async fn serve_stdio(
     choice: HostChoice,
     all_hosts: bool,
+    role: Role,
     layers: LayerPaths,
 ) -> anyhow::Result<ExitCode> {
     use rmcp::ServiceExt;
@@ -43,7 +46,7 @@ pub async fn serve_stdio(
     } else {
         backend::Backend::for_hosts(choice.socket.clone(), choice.resolve()?)
     };
-    let service = server::KoruMcp::new(backend, layers)
+    let service = server::KoruMcp::new(backend, layers, role)
         .serve(rmcp::transport::io::stdio_pipes())
         .await
         .context("the MCP client did not complete the handshake")?;
@@ -53,12 +56,15 @@ pub async fn serve_stdio(
 
 /// MCP over streamable HTTP, one MCP session per client, acting through the daemon at
 /// `socket`: requests must name one of `allowed_hosts` and carry at most `max_body_bytes`;
-/// sessions end with `shutdown`.
+/// sessions end with `shutdown`. Each request holds the role its bearer token was granted
+/// (`access::Grant`, put there by the HTTP guard); refusals go to `refusals`, to be
+/// journaled.
 pub fn http_service(
     socket: PathBuf,
     layers: LayerPaths,
     allowed_hosts: Vec<String>,
     max_body_bytes: usize,
+    refusals: Option<crate::access::RefusalSink>,
     shutdown: CancellationToken,
 ) -> StreamableHttpService<server::KoruMcp, LocalSessionManager> {
     let config = StreamableHttpServerConfig::default()
@@ -67,7 +73,12 @@ pub fn http_service(
         .with_max_request_body_bytes(max_body_bytes);
     let backend = backend::Backend::new(socket);
     StreamableHttpService::new(
-        move || Ok(server::KoruMcp::new(backend.clone(), layers.clone())),
+        move || {
+            Ok(
+                server::KoruMcp::new(backend.clone(), layers.clone(), Role::Drive)
+                    .with_refusals(refusals.clone()),
+            )
+        },
         Arc::new(LocalSessionManager::default()),
         config,
     )

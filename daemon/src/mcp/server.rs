@@ -16,6 +16,7 @@ use super::backend::{
     Backend, HostPick, SendRequest, ToolError, ToolErrorCode, WaitFor, MAX_PROMPT_BYTES,
 };
 use super::format;
+use crate::access::{mcp_tool_role, Grant, Refusal, RefusalSink, Role};
 use crate::registry::{load_layers, LayerPaths};
 
 /// Tool arguments that, when they do not fit, say which field is wrong (`prompt: invalid
@@ -177,11 +178,47 @@ pub struct ListInterfacesArgs {
     pub family: Option<String>,
 }
 
-/// Koru's MCP tools, acting through the daemon at the backend's socket.
+/// Koru's MCP tools, acting through the daemon at the backend's socket, within a role:
+/// `role` for stdio; over HTTP also the role of the request's bearer token (the lower of
+/// the two counts).
 #[derive(Clone)]
 pub struct KoruMcp {
     backend: Backend,
     layers: LayerPaths,
+    role: Role,
+    /// Where refusals of a caller that came over HTTP go to be journaled.
+    refusals: Option<RefusalSink>,
+}
+
+impl KoruMcp {
+    /// Journals this server's `forbidden_role` refusals of HTTP callers through `sink`.
+    pub fn with_refusals(mut self, sink: Option<RefusalSink>) -> Self {
+        self.refusals = sink;
+        self
+    }
+
+    /// The role a request holds: this server's, lowered to the bearer token's when the
+    /// request came over HTTP (an HTTP request without a grant holds observe: fail closed).
+    pub fn role_of(&self, extensions: &rmcp::model::Extensions) -> (Role, Option<Grant>) {
+        let Some(parts) = extensions.get::<axum::http::request::Parts>() else {
+            return (self.role, None);
+        };
+        match parts.extensions.get::<Grant>() {
+            Some(grant) => (self.role.min(grant.role), Some(grant.clone())),
+            None => (Role::Observe, None),
+        }
+    }
+
+    /// The tools `role` may call.
+    fn router_for(role: Role) -> rmcp::handler::server::router::tool::ToolRouter<Self> {
+        let mut router = Self::tool_router();
+        for tool in router.list_all() {
+            if !role.allows(mcp_tool_role(&tool.name)) {
+                router.remove_route(&tool.name);
+            }
+        }
+        router
+    }
 }
 
 fn ok(text: String) -> Result<CallToolResult, McpError> {
@@ -196,8 +233,13 @@ fn failed(error: ToolError) -> Result<CallToolResult, McpError> {
 
 #[tool_router]
 impl KoruMcp {
-    pub fn new(backend: Backend, layers: LayerPaths) -> Self {
-        KoruMcp { backend, layers }
+    pub fn new(backend: Backend, layers: LayerPaths, role: Role) -> Self {
+        KoruMcp {
+            backend,
+            layers,
+            role,
+            refusals: None,
+        }
     }
 
     #[tool(
@@ -526,8 +568,49 @@ impl KoruMcp {
     }
 }
 
-#[tool_handler]
+#[tool_handler(router = Self::router_for(self.role_of(&context.extensions).0))]
 impl ServerHandler for KoruMcp {
+    /// Runs a tool the caller's role allows; any other is refused with `forbidden_role` (a
+    /// tool result with `isError`, like every failure), even though `tools/list` did not
+    /// offer it.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, McpError> {
+        let (role, grant) = self.role_of(&context.extensions);
+        let needed = mcp_tool_role(&request.name);
+        if !role.allows(needed) {
+            let what = format!("the MCP tool {}", request.name);
+            tracing::warn!(
+                tool = %request.name,
+                token = grant.as_ref().map(|g| g.token_id.as_str()).unwrap_or("stdio"),
+                %role,
+                "MCP tool call refused: it needs the {needed} role"
+            );
+            let message = crate::access::forbidden_message(&what, needed, role);
+            if let (Some(sink), Some(grant)) = (&self.refusals, &grant) {
+                sink.report(Refusal {
+                    door: "mcp_http",
+                    token_id: grant.token_id.clone(),
+                    token_name: grant.token_name.clone(),
+                    held: role,
+                    needed,
+                    asked: what,
+                });
+            }
+            let error = ToolError::new(ToolErrorCode::ForbiddenRole, message);
+            return Ok(CallToolResult::error(vec![ContentBlock::text(error.render())]).into());
+        }
+        let router = Self::router_for(role);
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        router.call(call).await
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        Self::router_for(self.role).get(name).cloned()
+    }
+
     fn get_info(&self) -> ServerConfig {
         let mut instructions = format!(
             "Koru pushes prompts into the AI chats of IDE windows. list_sessions shows the windows; \

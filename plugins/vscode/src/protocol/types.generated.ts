@@ -179,6 +179,7 @@ export type ErrorCode =
   | "internal"
   | "journal_unavailable"
   | "queue_full"
+  | "forbidden_role"
   | "unknown";
 /**
  * What to do when the target chat is busy (replying or waiting for input).

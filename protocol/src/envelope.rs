@@ -243,6 +243,7 @@ impl Message {
             },
             heartbeat_ms,
             max_line_bytes,
+            scope: None,
         })
     }
 }

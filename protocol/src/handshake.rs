@@ -124,6 +124,34 @@ pub struct Hello {
     /// daemon sends drives as before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat: Option<ChatReadiness>,
+    /// Controllers: what this connection may do. `observe` limits it to reading; the
+    /// daemon refuses its acting requests (`drive.create`, `drive.cancel`,
+    /// `recovery.run`, `observe.report`) with `forbidden_role`. Absent: `drive` (everything
+    /// the daemon's user may do). A client can only narrow its own rights with it:
+    /// `koru mcp --role observe`, or `koru dial-stdio --role observe` as an SSH forced command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<AccessScope>,
+}
+
+/// What a controller's connection may do (`hello.scope`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessScope {
+    /// Sessions, drives, chats, events, status, journal verification.
+    Observe,
+    /// Also sending, cancelling, recovering.
+    Drive,
+}
+
+impl AccessScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessScope::Observe => "observe",
+            AccessScope::Drive => "drive",
+        }
+    }
 }
 
 /// Facts about the daemon a client talks to.
@@ -145,6 +173,11 @@ pub struct Welcome {
     pub heartbeat_ms: u64,
     /// The longest line the daemon accepts, newline excluded.
     pub max_line_bytes: usize,
+    /// The scope the daemon holds this connection to, when the hello declared one: a
+    /// client that narrowed itself checks it is echoed (a daemon that predates scopes
+    /// would not enforce it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<AccessScope>,
 }
 
 /// Why a `hello`'s version range cannot be served.

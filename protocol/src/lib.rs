@@ -28,8 +28,8 @@ pub use envelope::{
 };
 pub use error::{ErrorCode, ErrorMessage, Location};
 pub use handshake::{
-    negotiate, ChatReadiness, ClientInfo, DaemonInfo, Hello, IdeInfo, NegotiationError, Role,
-    VersionRange, Welcome, WindowInfo, WindowStorage,
+    negotiate, AccessScope, ChatReadiness, ClientInfo, DaemonInfo, Hello, IdeInfo,
+    NegotiationError, Role, VersionRange, Welcome, WindowInfo, WindowStorage,
 };
 pub use journal::{
     BlobCounts, JournalStatus, JournalVerify, JournalVerifyResult, VerifyProblem,

@@ -289,6 +289,67 @@ async fn koru_mcp_role_observe_offers_only_the_read_tools() {
     let refusal = refused_send(&client).await;
     assert!(refusal.contains("forbidden_role"), "{refusal}");
     client.cancel().await.unwrap();
+    // The daemon itself refused it (koru mcp's connection said scope observe), and
+    // journaled who asked.
+    let journaled = refusals_journaled(&sandbox, 1);
+    assert_eq!(journaled.len(), 1, "{journaled:?}");
+    assert_eq!(journaled[0]["door"], "mcp_stdio");
+    assert_eq!(journaled[0]["held"], "observe");
+    assert_eq!(journaled[0]["asked"], "drive.create");
+    let verified = sandbox.run(&["verify"]);
+    assert!(verified.status.success(), "{verified:?}");
+}
+
+/// `koru dial-stdio --role observe` (an SSH forced command for a key that may only watch):
+/// whatever the far client says in its hello, the connection is held to reading — the
+/// welcome says so, reads are answered, a drive is refused and journaled.
+#[test]
+fn dial_stdio_role_observe_holds_the_far_client_to_reading() {
+    use std::io::BufRead;
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let mut dial = sandbox
+        .koru()
+        .args(["dial-stdio", "--role", "observe"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("koru dial-stdio starts");
+    let mut input = dial.stdin.take().unwrap();
+    let mut output = std::io::BufReader::new(dial.stdout.take().unwrap());
+    let lines = [
+        json!({"v": 1, "type": "hello", "id": 1, "role": "controller", "scope": "drive",
+               "protocol": {"min": 1, "max": 1}, "client": {"name": "far-llm", "version": "0"}}),
+        json!({"v": 1, "type": "sessions.list", "id": 2}),
+        json!({"v": 1, "type": "drive.create", "id": 3, "target": "focused", "prompt": "no"}),
+    ];
+    for line in &lines {
+        writeln!(input, "{line}").unwrap();
+    }
+    let mut read = || {
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap()
+    };
+    let welcome = read();
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    assert_eq!(welcome["scope"], "observe", "{welcome}");
+    let listed = read();
+    assert_eq!(listed["type"], "sessions.list.result", "{listed}");
+    let refused = read();
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert_eq!(refused["code"], "forbidden_role", "{refused}");
+    assert_eq!(refused["ref"], 3, "{refused}");
+    drop(input);
+    let _ = dial.wait();
+    let journaled = refusals_journaled(&sandbox, 1);
+    assert_eq!(journaled.len(), 1, "{journaled:?}");
+    assert_eq!(journaled[0]["asked"], "drive.create");
+    assert_eq!(
+        journaled[0]["by"]["client"], "far-llm",
+        "{:?}",
+        journaled[0]
+    );
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! The requests a greeted peer sends after the handshake, dispatched by message type to the part of the state machine that answers them.
 
-use koru_protocol::{Envelope, Message, Role, SessionsListResult};
+use koru_protocol::{
+    AccessScope, Envelope, ErrorCode, ErrorMessage, Message, RequestId, Role, SessionsListResult,
+};
 
 use super::sessions::resolve_target;
 use crate::clock::Clock;
@@ -20,6 +22,16 @@ impl<C: Clock> App<C> {
         };
         self.touch(&session_id, now);
         let id = envelope.id;
+        let scope = self
+            .sessions
+            .get(&session_id)
+            .map_or(AccessScope::Drive, |s| s.scope);
+        if scope < AccessScope::Drive {
+            if let Some(asked) = acting_request(&envelope.message) {
+                self.refuse_scope(conn_id, id, scope, asked);
+                return;
+            }
+        }
         match envelope.message {
             Message::Ping {} => self.send(conn_id, Envelope::with_id(id, Message::Pong {})),
             Message::Pong {} => {}
@@ -152,5 +164,51 @@ impl<C: Clock> App<C> {
                 );
             }
         }
+    }
+}
+
+/// The request type of `message` when it acts (sends, cancels, recovers, feeds the
+/// observers) rather than reads: what a connection opened with scope `observe` may not do.
+fn acting_request(message: &Message) -> Option<&'static str> {
+    match message {
+        Message::DriveCreate(_)
+        | Message::DriveCancel(_)
+        | Message::RecoveryRun(_)
+        | Message::ObserveReport(_) => Some(message.type_name()),
+        _ => None,
+    }
+}
+
+impl<C: Clock> App<C> {
+    /// Refuses an acting request on a connection whose `hello.scope` does not allow it, and
+    /// journals the refusal (`access_refused`) with who asked through which door.
+    fn refuse_scope(
+        &mut self,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        held: AccessScope,
+        asked: &str,
+    ) {
+        let by = self.asker(conn_id);
+        let door = by.as_ref().map_or("socket".to_string(), |a| a.door.clone());
+        tracing::info!(%door, held = held.as_str(), asked, "refused: the connection's scope does not allow it");
+        let mut fields = serde_json::Map::new();
+        fields.insert("door".into(), door.clone().into());
+        fields.insert("token_id".into(), "scope".into());
+        fields.insert("held".into(), held.as_str().into());
+        fields.insert("needed".into(), AccessScope::Drive.as_str().into());
+        fields.insert("asked".into(), asked.into());
+        self.journal_event(crate::journal::KIND_ACCESS_REFUSED, fields, by);
+        self.send_error(
+            conn_id,
+            id,
+            ErrorMessage::new(
+                ErrorCode::ForbiddenRole,
+                format!(
+                    "{asked} needs scope drive; this connection said scope {} in its hello (it may only read)",
+                    held.as_str()
+                ),
+            ),
+        );
     }
 }

@@ -23,6 +23,7 @@ impl<C: Clock> App<C> {
             return;
         };
         let session_id = new_id("s_");
+        let declared_scope = hello.scope;
         let record = SessionRecord::from_hello(
             session_id.clone(),
             hello,
@@ -47,18 +48,16 @@ impl<C: Clock> App<C> {
         }
         self.sessions.insert(session_id.clone(), Box::new(record));
         self.session_conn.insert(session_id.clone(), conn_id);
-        self.send(
-            conn_id,
-            Envelope::with_id(
-                hello_id,
-                Message::welcome(
-                    protocol,
-                    session_id.clone(),
-                    self.config.heartbeat_ms,
-                    self.config.max_line_bytes,
-                ),
-            ),
+        let mut welcome = Message::welcome(
+            protocol,
+            session_id.clone(),
+            self.config.heartbeat_ms,
+            self.config.max_line_bytes,
         );
+        if let (Message::Welcome(welcome), Some(scope)) = (&mut welcome, declared_scope) {
+            welcome.scope = Some(scope);
+        }
+        self.send(conn_id, Envelope::with_id(hello_id, welcome));
         if role == Role::Plugin {
             let session = &self.sessions[&session_id];
             if let Some(storage) = &session.window.storage {

@@ -14,6 +14,8 @@ pub struct SessionRecord {
     pub session_id: String,
     pub role: Role,
     pub client: ClientInfo,
+    /// What a controller's connection may do (`hello.scope`; absent: drive).
+    pub scope: koru_protocol::AccessScope,
     pub ide: Option<IdeInfo>,
     pub window: WindowInfo,
     pub capabilities: Vec<Capability>,
@@ -54,6 +56,7 @@ impl SessionRecord {
             session_id,
             role: hello.role,
             client: hello.client,
+            scope: hello.scope.unwrap_or(koru_protocol::AccessScope::Drive),
             ide: hello.ide,
             focused_at_ms: if window.focused == Some(true) {
                 now_ms
@@ -319,6 +322,7 @@ mod tests {
             }),
             capabilities: vec![],
             chat: None,
+            scope: None,
         };
         SessionRecord::from_hello(id.into(), hello, 1, None, 1)
     }

@@ -276,6 +276,7 @@ fn controller_hello() -> Hello {
         window: None,
         capabilities: vec![],
         chat: None,
+        scope: None,
     }
 }
 

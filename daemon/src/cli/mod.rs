@@ -113,7 +113,7 @@ pub enum Command {
     Token(TokenCommand),
     /// Bridge standard input and output to this machine's daemon socket, byte for byte
     /// (what `koru --host ssh://…` runs on the far side of ssh)
-    DialStdio,
+    DialStdio(DialArgs),
     /// Tools for plugin authors and tests
     #[command(subcommand)]
     Dev(DevCommand),
@@ -136,6 +136,17 @@ impl Command {
                 | Command::Mcp(_)
         )
     }
+}
+
+/// `koru dial-stdio`'s flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DialArgs {
+    /// Hold the connection to this role: observe lets the far side read only (sessions,
+    /// drives, chats, events, doctor); the daemon refuses anything else with forbidden_role
+    /// and journals it. For an SSH key that may only watch, force it in authorized_keys:
+    /// `command="koru dial-stdio --role observe"`
+    #[arg(long, value_enum)]
+    pub role: Option<crate::access::Role>,
 }
 
 #[derive(Debug, Args)]
@@ -532,7 +543,7 @@ pub async fn run(
     match command {
         Command::Host(command) => host_cmd::run(command, hosts),
         Command::Token(command) => token_cmd::run(command),
-        Command::DialStdio => dial_cmd::run(socket).await,
+        Command::DialStdio(args) => dial_cmd::run(socket, args.role).await,
         Command::Doctor(args) => doctor_cmd::run(hosts, args, layers).await,
         Command::Registry(RegistryCommand::Validate { file }) => {
             registry_cmd::validate(file.as_deref(), &layers)

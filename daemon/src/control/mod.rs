@@ -136,6 +136,17 @@ pub struct Client {
     pub welcome: Welcome,
 }
 
+/// The scope every controller connection of this process declares, once narrowed
+/// ([`narrow_scope`]); unset: none declared (the daemon's default, drive).
+static PROCESS_SCOPE: std::sync::OnceLock<koru_protocol::AccessScope> = std::sync::OnceLock::new();
+
+/// Narrows every controller connection this process opens from now on to `scope`
+/// (`koru mcp --role observe`): the daemon, not only this process, then refuses what the
+/// scope does not allow, and journals the refusal. Set once; a later call is ignored.
+pub fn narrow_scope(scope: koru_protocol::AccessScope) {
+    let _ = PROCESS_SCOPE.set(scope);
+}
+
 /// The hello a controller sends.
 pub fn controller_hello(name: &str) -> Hello {
     Hello {
@@ -152,6 +163,7 @@ pub fn controller_hello(name: &str) -> Hello {
         window: None,
         capabilities: Vec::new(),
         chat: None,
+        scope: PROCESS_SCOPE.get().copied(),
     }
 }
 
@@ -213,8 +225,10 @@ impl Client {
                 },
                 heartbeat_ms: 0,
                 max_line_bytes: 0,
+                scope: None,
             },
         };
+        let declared_scope = hello.scope;
         // The daemon may refuse before reading (another user's peer): a failed write still
         // leaves its error line to read.
         let hello_id = RequestId::Text("hello".into());
@@ -248,6 +262,15 @@ impl Client {
                     return Err(ClientError::Unexpected(format!(
                         "a welcome for request {} (this hello was {hello_id})",
                         id.map(|id| id.to_string()).unwrap_or_default()
+                    )));
+                }
+                if declared_scope.is_some() && welcome.scope != declared_scope {
+                    // A daemon that predates scopes would let this connection do more
+                    // than it said it may.
+                    return Err(ClientError::Unexpected(format!(
+                        "the daemon (version {}) does not hold connections to a scope; upgrade it to use --role {}",
+                        welcome.daemon.version,
+                        declared_scope.map(|s| s.as_str()).unwrap_or_default()
                     )));
                 }
                 client.welcome = welcome;

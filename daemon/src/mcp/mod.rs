@@ -28,6 +28,11 @@ pub async fn serve_stdio(
     layers: LayerPaths,
 ) -> anyhow::Result<ExitCode> {
     use rmcp::ServiceExt;
+    if role == Role::Observe {
+        // Before any connection: the daemons, not only this process, refuse what observe
+        // may not do, and journal it.
+        crate::control::narrow_scope(koru_protocol::AccessScope::Observe);
+    }
     let backend = if all_hosts {
         if !choice.requested.is_empty() {
             anyhow::bail!("give either --all-hosts or --host, not both");

@@ -580,6 +580,15 @@ impl ServerHandler for KoruMcp {
     ) -> Result<rmcp::model::CallToolResponse, McpError> {
         let (role, grant) = self.role_of(&context.extensions);
         let needed = mcp_tool_role(&request.name);
+        if !role.allows(needed) && grant.is_none() {
+            // Stdio (`koru mcp --role observe`): every connection of this process declared
+            // scope observe and the handshake checked the daemon holds it to that, so the
+            // call goes on and the daemon refuses its request with forbidden_role and
+            // journals who asked.
+            let router = Self::router_for(Role::Drive);
+            let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+            return router.call(call).await;
+        }
         if !role.allows(needed) {
             let what = format!("the MCP tool {}", request.name);
             tracing::warn!(

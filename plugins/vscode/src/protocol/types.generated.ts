@@ -155,6 +155,10 @@ export type IdeProduct = string;
  */
 export type Role = "plugin" | "controller";
 /**
+ * What a controller's connection may do (`hello.scope`).
+ */
+export type AccessScope = "observe" | "drive";
+/**
  * Why a line or request was refused.
  */
 export type ErrorCode =
@@ -509,6 +513,14 @@ export interface Hello {
   protocol: VersionRange;
   role: Role;
   /**
+   * Controllers: what this connection may do. `observe` limits it to reading; the
+   * daemon refuses its acting requests (`drive.create`, `drive.cancel`,
+   * `recovery.run`, `observe.report`) with `forbidden_role`. Absent: `drive` (everything
+   * the daemon's user may do). A client can only narrow its own rights with it:
+   * `koru mcp --role observe`, or `koru dial-stdio --role observe` as an SSH forced command.
+   */
+  scope?: AccessScope | null;
+  /**
    * Required for plugins, absent for controllers.
    */
   window?: WindowInfo | null;
@@ -636,6 +648,12 @@ export interface Welcome {
    * The protocol version both sides will speak: the highest both support.
    */
   protocol: number;
+  /**
+   * The scope the daemon holds this connection to, when the hello declared one: a
+   * client that narrowed itself checks it is echoed (a daemon that predates scopes
+   * would not enforce it).
+   */
+  scope?: AccessScope | null;
   /**
    * This connection's session id (plugins are listed under it).
    */

@@ -195,6 +195,8 @@ public final class Messages {
         public List<Capability> capabilities;
         /** Plugins: whether the window's chat can take a request now; absent when the plugin cannot tell (drives are sent as before). */
         public ChatReadiness chat;
+        /** Controllers: {@code observe} holds the connection to reading; plugins leave it absent. */
+        public String scope;
 
         public Hello() {
             type = "hello";
@@ -213,6 +215,8 @@ public final class Messages {
         public DaemonInfo daemon;
         public Long heartbeatMs;
         public Long maxLineBytes;
+        /** The scope the daemon holds the connection to, when the hello declared one. */
+        public String scope;
     }
 
     /** {@code location} of an error. */

@@ -377,6 +377,11 @@ pub struct RouteAttempt {
     /// What an operator can do about the blocker (from the registry).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// Why the route ran other than the drive asked, when it did: a drive sent in a new
+    /// chat because nothing here can press the submit key of the route that would have
+    /// used the current one (`opened a new chat: …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

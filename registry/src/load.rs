@@ -179,6 +179,9 @@ pub struct PolicyEntry {
     /// `{class regex: chord}`: paste chords by window class (e.g. terminals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paste_chord_by_class: Option<BTreeMap<String, String>>,
+    /// Send in a new chat when the submit key cannot be pressed here (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_chat_when_key_unpressable: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub products: Option<BTreeMap<String, ProductPolicy>>,
     /// Desktop notifications: `{on: [events], actions: bool, burst: N, per_minute: N}`;
@@ -785,6 +788,9 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
     }
     if let Some(Value::Bool(allow)) = policy.get("allow_os_injection") {
         resolved_policy.allow_os_injection = *allow;
+    }
+    if let Some(Value::Bool(allow)) = policy.get("new_chat_when_key_unpressable") {
+        resolved_policy.new_chat_when_key_unpressable = *allow;
     }
     if let Some(Value::String(chord)) = policy.get("paste_chord") {
         resolved_policy.paste_chord = chord.clone();

@@ -447,6 +447,9 @@ pub struct ProductPolicy {
     /// OS injection only targets windows of this product whose title matches (regex).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_title: Option<String>,
+    /// Overrides `policy.new_chat_when_key_unpressable` for this product.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_chat_when_key_unpressable: Option<bool>,
 }
 
 /// Desktop notifications when a drive needs the person (`policy.notify`).
@@ -480,6 +483,10 @@ fn default_notify_on() -> Vec<NotifyEvent> {
     ]
 }
 
+fn default_true() -> bool {
+    true
+}
+
 fn default_notify_burst() -> u32 {
     3
 }
@@ -511,6 +518,12 @@ pub struct Policy {
     /// Paste chords for windows whose class matches a regular expression (terminals paste
     /// with ctrl+shift+v); the first match wins over `paste_chord`.
     pub paste_chord_by_class: BTreeMap<String, String>,
+    /// When a drive must submit and no OS injector can press a plugin route's submit key
+    /// here at all (no display, no injector, or OS input forbidden), run the product's
+    /// new-chat-only routes (steps `when: new_chat`) for it: the prompt is sent in a new
+    /// chat, reported on the drive, instead of being left pasted and unsent.
+    #[serde(default = "default_true")]
+    pub new_chat_when_key_unpressable: bool,
     /// Keyed by product name (`cursor`, `jetbrains-idea`, `vscode-family`, `jetbrains-*`).
     pub products: BTreeMap<String, ProductPolicy>,
     /// Desktop notifications when a drive needs the person.
@@ -530,6 +543,7 @@ impl Default for Policy {
             paste_chord: "ctrl+v".into(),
             submit_chord: "Return".into(),
             paste_chord_by_class: BTreeMap::new(),
+            new_chat_when_key_unpressable: true,
             products: BTreeMap::new(),
             notify: NotifyPolicy::default(),
         }

@@ -14,6 +14,8 @@ pub struct EffectivePolicy {
     pub paste_chord_by_class: Vec<(String, String)>,
     pub window_class: Option<String>,
     pub window_title: Option<String>,
+    /// Whether a drive whose submit key cannot be pressed here goes to a new chat instead.
+    pub new_chat_when_key_unpressable: bool,
 }
 
 /// Applies the per-product rules whose key matches `product`: broad patterns
@@ -34,6 +36,7 @@ pub fn effective_policy(registry: &Registry, product: &str) -> EffectivePolicy {
             .collect(),
         window_class: None,
         window_title: None,
+        new_chat_when_key_unpressable: policy.new_chat_when_key_unpressable,
     };
     let mut matching: Vec<(&String, &crate::ProductPolicy)> = policy
         .products
@@ -60,6 +63,9 @@ pub fn effective_policy(registry: &Registry, product: &str) -> EffectivePolicy {
         }
         if let Some(pattern) = &rules.window_title {
             effective.window_title = Some(pattern.clone());
+        }
+        if let Some(allow) = rules.new_chat_when_key_unpressable {
+            effective.new_chat_when_key_unpressable = allow;
         }
     }
     effective

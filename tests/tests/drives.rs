@@ -128,9 +128,16 @@ fn send_wait_delivers_a_prompt_through_every_stage_byte_exact() {
 #[test]
 fn a_cursor_drive_whose_submit_key_cannot_be_pressed_ends_failed_at_pasted_never_done() {
     // No display at all (the sandbox clears DISPLAY and WAYLAND_DISPLAY): the plugin pastes,
-    // and no injector can press Return for it.
+    // and no injector can press Return for it. The registry keeps the current chat (no
+    // new chat in its place).
     let sandbox = Sandbox::new();
-    let _daemon = sandbox.start_daemon(&[]);
+    let current_chat_only = sandbox.path().join("current-chat-only.yaml");
+    std::fs::write(
+        &current_chat_only,
+        "policy:\n  products:\n    cursor: {new_chat_when_key_unpressable: false}\n",
+    )
+    .unwrap();
+    let _daemon = sandbox.start_daemon(&["--registry", current_chat_only.to_str().unwrap()]);
     let workspace = sandbox.workspace("cursor-repo");
     let record = sandbox.path().join("received.jsonl");
     let _plugin = sandbox.start_fake_plugin(&[
@@ -193,6 +200,62 @@ fn a_cursor_drive_whose_submit_key_cannot_be_pressed_ends_failed_at_pasted_never
             .unwrap()
             .starts_with("Let Koru press Enter: The prompt is in Cursor's chat input, unsent"),
         "{drive}"
+    );
+}
+
+#[test]
+fn where_nothing_can_press_return_a_cursor_drive_is_sent_in_a_new_chat_and_says_so() {
+    // The shipped registry, no display (the sandbox clears DISPLAY and WAYLAND_DISPLAY):
+    // Cursor's new-chat command sends the prompt instead of a paste nobody can submit.
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let workspace = sandbox.workspace("cursor-repo");
+    let record = sandbox.path().join("received.jsonl");
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--product",
+        "cursor",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    let output = sandbox.run(&["send", "--ide", "cursor", "--wait", "Fix the bug ✓"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        stages_printed(&output),
+        ["queued", "sent", "received", "submitted", "done"]
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("via cursor_native_new_chat")
+            && stderr
+                .contains("opened a new chat: nothing here can press Return in the current one"),
+        "{stderr}"
+    );
+    // The plugin was asked to run Cursor's new-chat call with the prompt, submitting.
+    let received: Value =
+        serde_json::from_str(std::fs::read_to_string(&record).unwrap().trim()).unwrap();
+    assert_eq!(received["route"], "native_send");
+    assert_eq!(received["submit"], true);
+    assert_eq!(received["prompt"], "Fix the bug ✓");
+    assert_eq!(received["steps"], json!(["composer.createNew"]));
+    let drives = json_of(&sandbox.run(&["drives", "--json"]));
+    let drive = &drives[0];
+    assert_eq!(drive["state"], "done");
+    assert_eq!(drive["submit_evidence"], "command_returned");
+    assert_eq!(
+        drive["options"]["new_chat"], false,
+        "as the controller asked"
+    );
+    assert_eq!(drive["attempts"][0]["interface"], "cursor_native_new_chat");
+    assert_eq!(drive["attempts"][0]["outcome"], "succeeded");
+    let note = drive["attempts"][0]["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("opened a new chat: nothing here can press Return in the current one (")
+            && ["no_display", "injector_missing"]
+                .iter()
+                .any(|code| note.contains(code)),
+        "{note}"
     );
 }
 

@@ -453,6 +453,7 @@ function driveCard(d) {
       h('div', {}, h('strong', { text: a.route }), h('span', { class: 'muted', text: ` via ${a.interface}` }), ' ', h('span', { class: `badge outcome-${a.outcome}`, text: a.outcome.replace('_', ' ') }), a.reached ? h('span', { class: 'muted', text: ` · reached ${a.reached}` }) : null),
       a.blocker ? h('div', { class: 'blocker' }, h('code', { text: a.blocker.code }), a.blocker.detail ? ` ${a.blocker.detail}` : '') : null,
       a.hint ? h('div', { class: 'hint' }, h('span', { class: 'hint-label', text: 'Fix: ' }), a.hint) : null,
+      a.note ? h('div', { class: 'note' }, a.note) : null,
     );
   // Routes tried in full; the ones skipped (not usable now) folded, they are often several.
   const tried = (d.attempts || []).filter((a) => a.outcome !== 'skipped');

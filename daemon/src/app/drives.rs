@@ -130,6 +130,7 @@ impl DriveRecord {
             reached: None,
             blocker: candidate.usable.clone().err(),
             hint: candidate.hint.clone(),
+            note: None,
             started_at_ms: None,
             finished_at_ms: None,
         });
@@ -145,6 +146,7 @@ impl DriveRecord {
             reached: None,
             blocker: None,
             hint: None,
+            note: candidate.note.clone(),
             started_at_ms: Some(now_ms),
             finished_at_ms: None,
         });
@@ -198,6 +200,7 @@ impl DriveRecord {
                 reached: None,
                 blocker: None,
                 hint: None,
+                note: None,
                 started_at_ms: None,
                 finished_at_ms: None,
             });

@@ -406,8 +406,14 @@ impl Progress {
                     "not tried (the prompt may already be delivered)".to_string()
                 }
             };
+            let note = attempt
+                .note
+                .as_ref()
+                .filter(|_| index >= self.attempts_printed.len())
+                .map(|n| format!(" — {n}"))
+                .unwrap_or_default();
             eprintln!(
-                "koru: route {} via {}: {what}{blocker}{hint}",
+                "koru: route {} via {}: {what}{blocker}{hint}{note}",
                 attempt.route.as_str(),
                 attempt.interface
             );

@@ -261,6 +261,9 @@ pub struct FakeIde {
     pub chat_input: String,
     /// The prompts this fake chat was sent.
     pub sent: Vec<String>,
+    /// New chats opened (Cursor's `composer.createNew`): the chat before them is left as
+    /// it was, so `chat_input` then belongs to the new one.
+    pub chats_opened: usize,
 }
 
 /// VS Code's paste command: the executor puts the prompt on the clipboard around it.
@@ -320,6 +323,17 @@ impl FakeIde {
                 return Err(format!("no tool window {:?} in this IDE", tool_window()));
             }
             "koru.submit" => self.sent.push(std::mem::take(&mut self.chat_input)),
+            // Cursor's new-chat call: `{partialState: {text}, autoSubmit}` opens a new chat
+            // holding the text, and sends it when asked to.
+            "composer.createNew" => {
+                let options = args.first().cloned().unwrap_or_default();
+                let text = options["partialState"]["text"].as_str().unwrap_or_default();
+                self.chats_opened += 1;
+                self.chat_input = text.to_string();
+                if options["autoSubmit"] == serde_json::Value::Bool(true) {
+                    self.sent.push(std::mem::take(&mut self.chat_input));
+                }
+            }
             _ => {}
         }
         Ok(())
@@ -757,6 +771,40 @@ mod tests {
             });
         }
         (seen, last)
+    }
+
+    #[tokio::test]
+    async fn cursor_new_chat_opens_a_chat_and_sends_the_prompt_only_when_asked_to_submit() {
+        let ide = cursor();
+        let new_chat = |auto_submit: bool| DriveStep {
+            command: "composer.createNew".into(),
+            args: vec![serde_json::json!({
+                "partialState": {"text": "$prompt"},
+                "autoSubmit": auto_submit,
+            })],
+            proves: if auto_submit {
+                AckStage::Submitted
+            } else {
+                AckStage::Pasted
+            },
+        };
+        let sent = drive(Route::NativeSend, vec![new_chat(true)], true);
+        let (acks, last) = acks_for(&sent, &ide, AT_ONCE).await;
+        assert_eq!(acks, ["received", "submitted"]);
+        assert_eq!(last, Some(AckStage::Submitted));
+        {
+            let ide = ide.lock().unwrap();
+            assert_eq!(ide.chats_opened, 1);
+            assert_eq!(ide.sent, ["Fix it ✓\nline two"]);
+            assert_eq!(ide.chat_input, "");
+        }
+        let unsent = drive(Route::NativeSend, vec![new_chat(false)], false);
+        let (acks, _) = acks_for(&unsent, &ide, AT_ONCE).await;
+        assert_eq!(acks, ["received", "pasted"]);
+        let ide = ide.lock().unwrap();
+        assert_eq!(ide.chats_opened, 2);
+        assert_eq!(ide.sent.len(), 1, "not sent without autoSubmit");
+        assert_eq!(ide.chat_input, "Fix it ✓\nline two");
     }
 
     #[tokio::test]

@@ -899,6 +899,13 @@ fn session_paths(
         .unwrap_or_else(|| "other".into());
     let platform = facts.platform.unwrap_or(Platform::Linux);
     let policy = effective_policy(registry, &product);
+    // Whether a drive that must submit goes to a new chat here (the planner's rule): a
+    // route of the product submits with a key nothing here can press, and the policy says so.
+    let new_chat_stands_in = policy.new_chat_when_key_unpressable
+        && rank_routes(registry, &product, platform)
+            .iter()
+            .any(|i| i.submit_key.is_some())
+        && submit_key_blocker(registry, facts, environment, policy.allow_os_injection).is_some();
     // Routes that do not apply here at all (another display server) are not candidates:
     // the planner would not try them.
     let routes = rank_routes(registry, &product, platform)
@@ -955,7 +962,7 @@ fn session_paths(
                     }
                 }
             };
-            let note = route_note(interface);
+            let note = route_note(interface, new_chat_stands_in);
             RouteCheck {
                 rank: index + 1,
                 route: interface.route.map(|r| r.to_string()).unwrap_or_default(),
@@ -1046,15 +1053,16 @@ fn submit_key_blocker(
 }
 
 /// What a user should know about a plugin route beyond usable or not.
-fn route_note(interface: &koru_registry::Interface) -> Option<String> {
-    let only_new_chat = !interface.steps.is_empty()
-        && interface
-            .steps
-            .iter()
-            .all(|s| s.when == Some(koru_registry::StepCondition::NewChat));
+/// `new_chat_stands_in`: no OS injector can press the product's submit key here and the
+/// policy sends such drives to a new chat.
+fn route_note(interface: &koru_registry::Interface, new_chat_stands_in: bool) -> Option<String> {
     let mut notes = Vec::new();
-    if only_new_chat {
-        notes.push("only for drives that ask for a new chat (--new-chat)".to_string());
+    if crate::drive::planner::only_new_chat(interface) {
+        notes.push(if new_chat_stands_in {
+            "for drives that ask for a new chat (--new-chat), and here for every drive that must submit: no OS injector can press the submit key, so each opens a new chat (policy new_chat_when_key_unpressable)".to_string()
+        } else {
+            "only for drives that ask for a new chat (--new-chat)".to_string()
+        });
     }
     if let Some(key) = &interface.submit_key {
         notes.push(format!(
@@ -1143,9 +1151,12 @@ mod tests {
         };
         let new_chat = route("cursor_native_new_chat");
         assert!(new_chat.usable);
-        assert_eq!(
-            new_chat.note.as_deref(),
-            Some("only for drives that ask for a new chat (--new-chat)")
+        assert!(
+            new_chat.note.as_deref().unwrap().contains(
+                "here for every drive that must submit: no OS injector can press the submit key"
+            ),
+            "{:?}",
+            new_chat.note
         );
         let paste = route("cursor_plugin_drive");
         assert!(
@@ -1162,6 +1173,33 @@ mod tests {
             blocker.detail
         );
         assert!(paste.note.unwrap().contains("key press by the daemon"));
+
+        // With the policy switched off the new-chat route serves only --new-chat drives.
+        let off = koru_registry::load(&[
+            koru_registry::LayerSource::built_in(),
+            koru_registry::LayerSource {
+                layer: koru_registry::Layer::User,
+                name: "user.yaml".into(),
+                path: None,
+                text: "policy:\n  new_chat_when_key_unpressable: false\n".into(),
+            },
+        ]);
+        let paths = session_paths(
+            &cursor,
+            &off.registry,
+            None,
+            &Facts::default(),
+            &HashMap::new(),
+        );
+        let new_chat = paths
+            .routes
+            .iter()
+            .find(|r| r.interface == "cursor_native_new_chat")
+            .unwrap();
+        assert_eq!(
+            new_chat.note.as_deref(),
+            Some("only for drives that ask for a new chat (--new-chat)")
+        );
     }
 
     #[test]

@@ -138,6 +138,7 @@ mod tests {
             submit_key: None,
             usable,
             hint: None,
+            note: None,
             paste_chord: String::new(),
             submit_chord: String::new(),
             paste_chord_by_class: Vec::new(),
@@ -154,6 +155,7 @@ mod tests {
             reached: None,
             blocker,
             hint: None,
+            note: None,
             started_at_ms: None,
             finished_at_ms: None,
         }

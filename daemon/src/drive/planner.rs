@@ -20,6 +20,9 @@ pub struct Candidate {
     pub usable: Result<(), Blocker>,
     /// The registry's recovery hint for the blocker, if any.
     pub hint: Option<String>,
+    /// Why the route runs other than the drive asked (a new chat because the submit key
+    /// cannot be pressed here), recorded on the drive's attempt.
+    pub note: Option<String>,
     /// Chords for OS injection.
     pub paste_chord: String,
     pub submit_chord: String,
@@ -102,7 +105,20 @@ pub fn has_capability(capabilities: &[Capability], wanted: &str) -> bool {
 pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) -> Vec<Candidate> {
     let product = input.product.unwrap_or("other");
     let policy = effective_policy(input.registry, product);
-    rank_routes(input.registry, product, input.platform)
+    let ranked = rank_routes(input.registry, product, input.platform);
+    // A drive that must submit, on a machine where the submit key a plugin route relies on
+    // cannot be pressed at all, may go to a new chat instead (policy switch).
+    let key_unpressable = (input.submit
+        && !input.new_chat
+        && input.plugin_connected
+        && policy.new_chat_when_key_unpressable)
+        .then(|| ranked.iter().find_map(|i| i.submit_key.as_ref()))
+        .flatten()
+        .and_then(|chord| {
+            key_unpressable(input, product, policy.allow_os_injection, probe)
+                .map(|blocker| (chord.clone(), blocker))
+        });
+    ranked
         .into_iter()
         .filter(|interface| {
             input.product.is_some() || interface.route == Some(RouteKind::OsInjection)
@@ -156,7 +172,20 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
                     .first()
                     .map(|r| format!("{}: {}", r.label, r.does))
             });
-            let steps = steps_for(&interface.steps, input.submit, input.new_chat);
+            let stands_in = key_unpressable
+                .as_ref()
+                .filter(|_| only_new_chat(interface) && route != Route::OsInjection);
+            let steps = steps_for(
+                &interface.steps,
+                input.submit,
+                input.new_chat || stands_in.is_some(),
+            );
+            let note = stands_in.map(|(chord, blocker)| {
+                format!(
+                    "opened a new chat: nothing here can press {chord} in the current one ({}: {})",
+                    blocker.code, blocker.detail
+                )
+            });
             let usable = usable.and_then(|()| applies_to_drive(interface, &steps, input));
             let submit_key = interface
                 .submit_key
@@ -174,6 +203,7 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
                 submit_key,
                 usable,
                 hint,
+                note,
                 paste_chord: policy.paste_chord.clone(),
                 submit_chord: policy.submit_chord.clone(),
                 paste_chord_by_class: policy.paste_chord_by_class.clone(),
@@ -206,11 +236,7 @@ fn applies_to_drive(
         ));
     }
     if steps.is_empty() {
-        let only_new_chat = interface
-            .steps
-            .iter()
-            .all(|step| step.when == Some(StepCondition::NewChat));
-        let why = if only_new_chat && !input.new_chat {
+        let why = if only_new_chat(interface) && !input.new_chat {
             "its steps run only for drives that ask for a new chat (`koru send --new-chat`)"
         } else {
             "none of its steps applies to this drive's options"
@@ -221,6 +247,43 @@ fn applies_to_drive(
         ));
     }
     Ok(())
+}
+
+/// Whether every step of an interface runs only for drives that ask for a new chat.
+pub fn only_new_chat(interface: &koru_registry::Interface) -> bool {
+    !interface.steps.is_empty()
+        && interface
+            .steps
+            .iter()
+            .all(|step| step.when == Some(StepCondition::NewChat))
+}
+
+/// Why no OS injector can press a submit key here at all, or `None` when one can (as far
+/// as probing tells before the drive: focus and the screen lock are checked at the press).
+/// The telling reason is an injector for this desktop whose program is missing rather than
+/// one for a display the machine does not have.
+fn key_unpressable(
+    input: &PlanInput<'_>,
+    product: &str,
+    allow_os_injection: bool,
+    probe: &dyn Fn(&str) -> Result<(), Blocker>,
+) -> Option<Blocker> {
+    let injectors = match key_injectors(input, product, allow_os_injection) {
+        Ok(injectors) => injectors,
+        Err(blocker) => return Some(blocker),
+    };
+    let mut refusals = Vec::new();
+    for injector in &injectors {
+        match probe(injector) {
+            Ok(()) => return None,
+            Err(blocker) => refusals.push(blocker),
+        }
+    }
+    let telling = refusals
+        .iter()
+        .position(|b| b.code != koru_protocol::blocker::NO_DISPLAY)
+        .unwrap_or(0);
+    refusals.into_iter().nth(telling)
 }
 
 /// The OS-injection interfaces that may press a route's submit key for `product`, best
@@ -532,5 +595,106 @@ mod tests {
         );
         let key = forbidden[1].submit_key.as_ref().unwrap();
         assert_eq!(key.injectors.as_ref().unwrap_err().code, "policy_forbidden");
+    }
+
+    #[test]
+    fn a_cursor_drive_goes_to_a_new_chat_only_when_nothing_here_can_press_return() {
+        // The current chat: the new-chat route skipped, the paste route (and its key) used.
+        const CURRENT_CHAT: [&str; 2] = [
+            "cursor_native_new_chat capability_missing",
+            "cursor_plugin_drive ok",
+        ];
+        let registry = registry("");
+        let capabilities = ["composer.focusComposer", "composer.createNew"]
+            .map(|id| Capability::Command { id: id.into() });
+        let no_display = |interface: &str| {
+            Err(Blocker::new(
+                if interface == "os_injector_ydotool" {
+                    "injector_missing"
+                } else {
+                    "no_display"
+                },
+                format!("{interface}: not here"),
+            ))
+        };
+        let candidates = plan(
+            &cursor_input(&registry, &capabilities, true, false),
+            &no_display,
+        );
+        assert_eq!(
+            summary(&candidates)[..2],
+            ["cursor_native_new_chat ok", "cursor_plugin_drive ok"]
+        );
+        assert_eq!(
+            commands(&candidates[0])[0].split(' ').next(),
+            Some("composer.createNew")
+        );
+        assert_eq!(
+            candidates[0].note.as_deref(),
+            Some(
+                "opened a new chat: nothing here can press Return in the current one \
+                 (injector_missing: os_injector_ydotool: not here)"
+            ),
+            "the telling reason is the injector that is missing, not a display the machine lacks"
+        );
+        assert_eq!(candidates[1].note, None);
+
+        // One injector that works: the current chat, as before.
+        let one_works = |interface: &str| {
+            if interface == "os_injector_xdotool" {
+                Ok(())
+            } else {
+                no_display(interface)
+            }
+        };
+        let pressable = plan(
+            &cursor_input(&registry, &capabilities, true, false),
+            &one_works,
+        );
+        assert_eq!(summary(&pressable)[..2], CURRENT_CHAT);
+        assert!(pressable.iter().all(|c| c.note.is_none()));
+
+        // A drive left unsent needs no key: never a new chat it did not ask for.
+        let unsent = plan(
+            &cursor_input(&registry, &capabilities, false, false),
+            &no_display,
+        );
+        assert_eq!(summary(&unsent)[..2], CURRENT_CHAT);
+
+        // OS input forbidden for Cursor: the key is unpressable whatever the desktop.
+        let forbidden = super::tests::registry(
+            "policy:\n  products:\n    cursor: {allow_os_injection: false}\n",
+        );
+        let candidates = plan(
+            &cursor_input(&forbidden, &capabilities, true, false),
+            &|_| Ok(()),
+        );
+        assert!(candidates[0].usable.is_ok());
+        assert!(candidates[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("(policy_forbidden: the registry policy forbids OS injection for cursor"));
+
+        // The policy switch, globally or for the product, keeps the current chat.
+        for switch in [
+            "policy:\n  new_chat_when_key_unpressable: false\n",
+            "policy:\n  products:\n    cursor: {new_chat_when_key_unpressable: false}\n",
+        ] {
+            let off = super::tests::registry(switch);
+            let candidates = plan(&cursor_input(&off, &capabilities, true, false), &no_display);
+            assert_eq!(summary(&candidates)[..2], CURRENT_CHAT, "{switch}");
+        }
+
+        // Without Cursor's new-chat command nothing stands in: the paste route runs and
+        // its key press will fail with the reason.
+        let paste_only = [Capability::Command {
+            id: "composer.focusComposer".into(),
+        }];
+        let candidates = plan(
+            &cursor_input(&registry, &paste_only, true, false),
+            &no_display,
+        );
+        assert_eq!(summary(&candidates)[..2], CURRENT_CHAT);
     }
 }

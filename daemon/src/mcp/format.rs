@@ -147,6 +147,13 @@ pub fn drive(drive: &DriveInfo) -> String {
         }
     }
     for attempt in &drive.attempts {
+        if let Some(note) = &attempt.note {
+            text.push_str(&format!(
+                "\n- {} {}: {note}",
+                attempt.route.as_str(),
+                attempt.interface
+            ));
+        }
         if matches!(
             attempt.outcome,
             AttemptOutcome::Succeeded | AttemptOutcome::Running

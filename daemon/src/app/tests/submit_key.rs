@@ -1,4 +1,4 @@
-//! State-machine tests of a plugin route that pastes and leaves the submit to the daemon's key press (Cursor, Windsurf): the plugin is asked not to submit, the key is pressed once after `pasted`, and a key that cannot be pressed ends the drive failed at `pasted` with a hint, never `done`, never another route.
+//! State-machine tests of a plugin route that pastes and leaves the submit to the daemon's key press (Cursor, Windsurf): the plugin is asked not to submit, the key is pressed once after `pasted`, a key that cannot be pressed ends the drive failed at `pasted` with a hint, never `done`, never another route; and where no OS injector can press it at all, Cursor's new-chat command sends the drive instead (policy switch).
 
 use koru_protocol::{AckStage, DriveCreate, DriveOptions, DriveState, Message, Target};
 
@@ -68,7 +68,7 @@ fn history(h: &Harness, drive_id: &str) -> Vec<&'static str> {
 
 #[test]
 fn the_plugin_pastes_unsent_and_the_daemon_presses_the_submit_key_once() {
-    let mut h = Harness::new();
+    let mut h = Harness::with_registry("", &["os_injector_xdotool"]);
     let (mut plugin, _) = cursor(&mut h, Some(true));
     let mut controller = h.controller(64);
     let drive_id = create_with(&mut h, &mut controller, DriveOptions::default());
@@ -223,7 +223,7 @@ fn the_key_waits_for_the_keyboard_and_a_window_the_plugin_says_is_unfocused_is_n
 
 #[test]
 fn a_drive_left_unsent_or_asking_for_a_new_chat_gets_no_key_press() {
-    let mut h = Harness::new();
+    let mut h = Harness::with_registry("", &["os_injector_xdotool"]);
     let (mut plugin, _) = cursor(&mut h, Some(true));
     let mut controller = h.controller(64);
     let unsent = create_with(
@@ -263,4 +263,61 @@ fn a_drive_left_unsent_or_asking_for_a_new_chat_gets_no_key_press() {
         Some(koru_protocol::SubmitEvidence::CommandReturned)
     );
     assert!(h.injections.key_presses.lock().unwrap().is_empty());
+}
+
+#[test]
+fn where_nothing_can_press_return_a_cursor_drive_is_sent_in_a_new_chat_and_says_so() {
+    // No usable injector at all (the recording runner answers no_display).
+    let mut h = Harness::new();
+    let (mut plugin, _) = cursor(&mut h, Some(true));
+    let mut controller = h.controller(64);
+    let drive_id = create_with(&mut h, &mut controller, DriveOptions::default());
+    let sent = drive_sent(&mut plugin);
+    assert_eq!(sent.route, koru_protocol::Route::NativeSend);
+    assert!(sent.options.submit, "Cursor's own command submits");
+    assert_eq!(sent.steps.len(), 1);
+    assert_eq!(sent.steps[0].command, "composer.createNew");
+    assert_eq!(sent.steps[0].proves, AckStage::Submitted);
+    assert!(
+        !h.app.drives.get(&drive_id).unwrap().options.new_chat,
+        "the drive's own options are kept as asked"
+    );
+    h.ack(&plugin, &drive_id, AckStage::Received);
+    h.ack(&plugin, &drive_id, AckStage::Submitted);
+    let drive = h.app.drives.get(&drive_id).unwrap();
+    assert_eq!(drive.state, DriveState::Done);
+    assert_eq!(
+        drive.submit_evidence,
+        Some(koru_protocol::SubmitEvidence::CommandReturned)
+    );
+    assert!(h.injections.key_presses.lock().unwrap().is_empty());
+    let attempt = &drive.attempts[0];
+    assert_eq!(attempt.interface, "cursor_native_new_chat");
+    assert_eq!(
+        attempt.note.as_deref(),
+        Some("opened a new chat: nothing here can press Return in the current one (no_display: test: not usable)")
+    );
+    let info = drive.info();
+    assert_eq!(info.attempts[0].note, attempt.note, "controllers see it");
+
+    // Switched off in the registry: the current chat, pasted and left unsent.
+    let mut h = Harness::with_registry("policy:\n  new_chat_when_key_unpressable: false\n", &[]);
+    let (mut plugin, _) = cursor(&mut h, Some(true));
+    let mut controller = h.controller(64);
+    let drive_id = create_with(&mut h, &mut controller, DriveOptions::default());
+    let sent = drive_sent(&mut plugin);
+    assert_eq!(sent.route, koru_protocol::Route::PluginDrive);
+    for stage in [AckStage::Received, AckStage::Focused, AckStage::Pasted] {
+        h.ack(&plugin, &drive_id, stage);
+    }
+    h.finish_injection(&drive_id, Reached::Pasted, Some("no_display"));
+    assert_eq!(h.drive_state(&drive_id), DriveState::Failed);
+    assert!(h
+        .app
+        .drives
+        .get(&drive_id)
+        .unwrap()
+        .attempts
+        .iter()
+        .all(|a| a.note.is_none()));
 }

@@ -1165,6 +1165,12 @@ export interface RouteAttempt {
    * The registry interface.
    */
   interface: string;
+  /**
+   * Why the route ran other than the drive asked, when it did: a drive sent in a new
+   * chat because nothing here can press the submit key of the route that would have
+   * used the current one (`opened a new chat: …`).
+   */
+  note?: string | null;
   outcome: AttemptOutcome;
   /**
    * The last stage this route reached.

@@ -170,7 +170,9 @@ impl<C: Clock> App<C> {
             .map(|s| s.window.workspace_folders.clone())
             .unwrap_or_default();
         let drive_id = drive.drive_id.clone();
-        tracing::info!(
+        // One line per drive at info, when it ends (its route and time); the rest at debug
+        // (the journal, when on, records every stage).
+        tracing::debug!(
             drive_id = %drive_id,
             session_id = %session_id,
             prompt_chars = drive.prompt.chars().count(),
@@ -357,7 +359,7 @@ impl<C: Clock> App<C> {
                     route: candidate.route,
                     steps: candidate.steps.clone(),
                 };
-                tracing::info!(drive_id, route = candidate.route.as_str(), interface = %candidate.interface, "trying route");
+                tracing::debug!(drive_id, route = candidate.route.as_str(), interface = %candidate.interface, "trying route");
                 drive.begin_attempt(candidate, now);
                 drive.step_deadline_ms = Some(now + self.config.step_timeout_ms);
                 self.send(conn_id, Envelope::new(Message::Drive(order)));
@@ -699,7 +701,14 @@ impl<C: Clock> App<C> {
             AckOutcome::Finished => {
                 drive.verification = Verification::Acked;
                 drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
-                tracing::info!(drive_id = %ack.drive_id, state = %drive.state, "drive finished");
+                tracing::info!(
+                    drive_id = %ack.drive_id,
+                    state = %drive.state,
+                    route = drive.route.as_str(),
+                    interface = drive.current.as_ref().map_or("", |c| c.interface.as_str()),
+                    ms = now.saturating_sub(drive.created_at_ms),
+                    "drive finished"
+                );
                 self.release(session_id, &ack.drive_id);
                 self.publish_drive(&ack.drive_id);
                 if chat_became_busy {

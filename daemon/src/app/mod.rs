@@ -622,9 +622,34 @@ fn registry_status(loaded: &koru_registry::Loaded) -> RegistryStatus {
 /// The disconnect reason used when a plugin stops answering heartbeats.
 pub const HEARTBEAT_REASON: &str = "missed heartbeats";
 
+/// A new id: `prefix` and 12 hex digits (48 random bits). Drawn from a generator seeded
+/// once per thread from the OS (ids are names, not secrets: one `getrandom` per id was a
+/// system call on every drive).
 fn new_id(prefix: &str) -> String {
-    let hex = uuid::Uuid::new_v4().simple().to_string();
-    format!("{prefix}{}", &hex[..12])
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let mut seed = [0u8; 8];
+            // Without OS randomness, the clock and the pid still make ids unlikely to repeat.
+            if getrandom::fill(&mut seed).is_err() {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64);
+                seed = (nanos ^ (u64::from(std::process::id()) << 32)).to_le_bytes();
+            }
+            u64::from_le_bytes(seed)
+        });
+    }
+    // splitmix64: every 64-bit state is visited once per 2^64 steps.
+    let value = STATE.with(|state| {
+        let next = state.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
+        state.set(next);
+        let mut z = next;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    });
+    format!("{prefix}{:012x}", value >> 16)
 }
 
 #[cfg(test)]

@@ -1899,3 +1899,21 @@ fn a_plugin_that_goes_away_frees_the_bytes_of_the_drives_queued_for_it() {
     });
     assert_eq!(h.app.queued_prompt_bytes, 0);
 }
+
+#[test]
+fn ids_are_a_prefix_and_twelve_hex_digits_and_do_not_repeat() {
+    let ids: std::collections::HashSet<String> = (0..10_000).map(|_| new_id("d_")).collect();
+    assert_eq!(ids.len(), 10_000);
+    for id in ids.iter().take(100) {
+        let hex = id.strip_prefix("d_").unwrap();
+        assert_eq!(hex.len(), 12, "{id}");
+        assert!(
+            hex.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+            "{id}"
+        );
+    }
+    // Another thread draws from its own sequence.
+    let other = std::thread::spawn(|| new_id("s_")).join().unwrap();
+    assert!(!ids.contains(&other.replacen("s_", "d_", 1)));
+}

@@ -97,7 +97,6 @@ const MAX_NEWEST_OVER_OLD: f64 = 1.10;
 /// The journal's threads as `/proc` names them (15 bytes at most).
 const INDEX_THREAD: &str = "koru-journal-in";
 const SYNC_THREAD: &str = "koru-journal-sy";
-const BLOB_THREAD: &str = "koru-journal-bl";
 
 /// Prompts are this many characters (≈235 bytes of UTF-8), each made unique by its number.
 const PROMPT_CHARS: usize = 200;
@@ -382,20 +381,16 @@ impl RoundTripReport {
             );
         }
         println!("\nDaemon on-CPU time per drive, by thread:\n");
-        println!("| setting | event loop (main thread) | index (`koru-journal-in`) | blobs (`koru-journal-bl`) | sync (`koru-journal-sy`) | other threads | whole daemon |");
-        println!("|---|---:|---:|---:|---:|---:|---:|");
+        println!("| setting | event loop (main thread) | index (`koru-journal-in`) | sync (`koru-journal-sy`, also writes the prompt blobs) | other threads | whole daemon |");
+        println!("|---|---:|---:|---:|---:|---:|");
         for run in &self.settings {
             let thread = |name: &str| run.thread_cpu.get(name).copied().unwrap_or_default();
-            let named = thread(MAIN_THREAD)
-                + thread(INDEX_THREAD)
-                + thread(BLOB_THREAD)
-                + thread(SYNC_THREAD);
+            let named = thread(MAIN_THREAD) + thread(INDEX_THREAD) + thread(SYNC_THREAD);
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 run.label,
                 micros(thread(MAIN_THREAD)),
                 micros(thread(INDEX_THREAD)),
-                micros(thread(BLOB_THREAD)),
                 micros(thread(SYNC_THREAD)),
                 micros(run.process_cpu.saturating_sub(named)),
                 micros(run.process_cpu)

@@ -172,6 +172,19 @@ fn a_flood_cut_by_kill_9_loses_no_accepted_drive_and_sends_none_twice() {
     let (code, out) = verify(&sandbox, &[], &[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("✓ journal intact"), "{out}");
+    // Every accepted prompt's text was in a file when its drive was answered: the restart
+    // wrote the texts the kill left in the pending-text log to their blob files.
+    assert!(out.contains(" kept and matching, 0 absent"), "{out}");
+    let journal_dir = sandbox.path().join("state/koru/journal");
+    let blobs: Vec<String> = std::fs::read_dir(journal_dir.join("blobs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !blobs.iter().any(|name| name.starts_with("pending-")),
+        "the restart removed the pending-text logs it replayed: {blobs:?}"
+    );
     eprintln!(
         "{} drives accepted before kill -9: {states:?}",
         accepted.len()

@@ -309,7 +309,14 @@ fn prompt_of(dir: &Path, drive_id: &str, stretch: &Stretch) -> Result<Value, Jou
         .then(|| fs::read(blob_path(dir, digest)).ok())
         .flatten()
         // An empty blob was created and never written (the daemon stopped): no text.
-        .filter(|content| !content.is_empty() || bytes == Some(0));
+        .filter(|content| !content.is_empty() || bytes == Some(0))
+        // A text the daemon has not put in its blob file yet is in a pending-text log.
+        .or_else(|| {
+            (!digest.is_empty())
+                .then(|| super::pending::texts(dir).remove(digest))
+                .flatten()
+                .map(String::into_bytes)
+        });
     match kept {
         Some(content)
             if content.len() as u64 == bytes.unwrap_or(0) && sha256_hex(&content) == digest =>

@@ -59,26 +59,32 @@ struct SyncShared {
     wake: Condvar,
     /// Set by each write (no lock on the hot path); the sync thread turns it into `dirty`.
     written: std::sync::atomic::AtomicBool,
+    /// Prompt texts accepted since the last group commit, already in a pending-text log.
+    texts: Mutex<PendingTexts>,
+    /// The journal folder (the pending-text logs are in its `blobs/`).
+    dir: PathBuf,
 }
 
-/// Prompt texts waiting for the blob thread, which writes each to its file as soon as it
-/// comes (off the event loop: creating a file is the costliest thing the journal does),
-/// never held up by the disk flushes of the sync thread.
+/// Prompt texts on their way to their blob files. The event loop appends each text to the
+/// current pending-text log (`blobs/pending-<generation>`, one `write(2)`, no thread woken:
+/// the text is in a file the moment its drive is accepted) and queues it here; at each
+/// group commit the sync thread writes the queued texts to `blobs/sha256/<hex>`, flushes
+/// them with the segment, and removes the logs of the generations before the current one
+/// (all their texts were queued before the loop moved to a new log, which it does when the
+/// sync thread asks: `rotate`).
 #[derive(Default)]
-struct BlobQueue {
-    state: Mutex<(Vec<(PathBuf, String)>, bool)>,
-    wake: Condvar,
+struct PendingTexts {
+    queued: Vec<(PathBuf, String)>,
+    generation: u64,
+    rotate: bool,
 }
 
-/// Writes queued prompt texts to their blob files (one file per distinct text). Each is
-/// created under its digest's name and written with one `write(2)`, and kept open for the
-/// sync thread's `fdatasync` (no second lookup of the name in a folder of many blobs). A
-/// daemon stopped between the two leaves an empty blob, which readers count as absent,
-/// never as a different text (docs/journal.md).
-fn write_blobs(shared: &SyncShared, blobs: Vec<(PathBuf, String)>) {
-    if blobs.is_empty() {
-        return;
-    }
+/// Writes prompt texts to their blob files (one file per distinct text): each created
+/// under its digest's name and written with one `write(2)`, returned open for its
+/// `fdatasync`. A daemon stopped between the two leaves an empty blob, which readers count
+/// as absent, never as a different text (docs/journal.md); the pending-text log still holds
+/// the text, and the next start writes it.
+fn write_blob_files(blobs: Vec<(PathBuf, String)>) -> (Vec<(PathBuf, File)>, Option<String>) {
     let mut written: Vec<(PathBuf, File)> = Vec::new();
     let mut error = None;
     for (path, text) in blobs {
@@ -120,6 +126,15 @@ fn write_blobs(shared: &SyncShared, blobs: Vec<(PathBuf, String)>) {
     if let Some(error) = &error {
         tracing::error!(%error, "a prompt blob could not be written");
     }
+    (written, error)
+}
+
+/// [`write_blob_files`], the files handed to the group commit.
+fn write_blobs(shared: &SyncShared, blobs: Vec<(PathBuf, String)>) {
+    if blobs.is_empty() {
+        return;
+    }
+    let (written, error) = write_blob_files(blobs);
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(parent) = written.first().and_then(|(p, _)| p.parent()) {
         state.dirs.push(parent.to_path_buf());
@@ -136,7 +151,19 @@ fn write_blobs(shared: &SyncShared, blobs: Vec<(PathBuf, String)>) {
     }
 }
 
+/// The group commit: the queued prompt texts to their blob files, then every new file,
+/// the current segment and the folders whose listing changed to the disk; then the
+/// pending-text logs whose texts are all on the disk now are removed.
 fn sync_everything(shared: &SyncShared) {
+    let (texts, generation) = {
+        let mut pending = shared.texts.lock().unwrap_or_else(|e| e.into_inner());
+        let texts = std::mem::take(&mut pending.queued);
+        if !texts.is_empty() {
+            pending.rotate = true;
+        }
+        (texts, pending.generation)
+    };
+    write_blobs(shared, texts);
     let written = shared
         .written
         .swap(false, std::sync::atomic::Ordering::AcqRel);
@@ -175,12 +202,64 @@ fn sync_everything(shared: &SyncShared) {
     }
     if let Some(error) = &error {
         tracing::error!(%error, "the journal could not reach the disk");
+    } else {
+        remove_pending_logs(&shared.dir, generation);
     }
     shared
         .state
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .last_error = error;
+}
+
+/// Removes the pending-text logs of the generations before `generation` (their texts are
+/// in their blob files, on the disk).
+fn remove_pending_logs(dir: &Path, generation: u64) {
+    for (older, path) in super::pending::logs(dir) {
+        if older < generation {
+            if let Err(error) = fs::remove_file(&path) {
+                tracing::warn!(log = %path.display(), %error, "a pending-text log could not be removed");
+            }
+        }
+    }
+}
+
+/// At start, before anything reads the blobs: the texts a stopped run left in its
+/// pending-text logs are written to their blob files and flushed, and the logs removed.
+fn recover_pending_texts(dir: &Path) -> Result<(), JournalError> {
+    let logs = super::pending::logs(dir);
+    if logs.is_empty() {
+        return Ok(());
+    }
+    let texts: Vec<(PathBuf, String)> = super::pending::texts(dir)
+        .into_iter()
+        .map(|(digest, text)| (blob_path(dir, &digest), text))
+        .collect();
+    let count = texts.len();
+    create_private_dir(&dir.join("blobs").join("sha256"))?;
+    let (written, error) = write_blob_files(texts);
+    for (path, file) in written {
+        file.sync_data()
+            .map_err(JournalError::io("fdatasync", &path))?;
+    }
+    let folder = dir.join("blobs").join("sha256");
+    File::open(&folder)
+        .and_then(|f| f.sync_all())
+        .map_err(JournalError::io("fsync", &folder))?;
+    if let Some(why) = error {
+        return Err(JournalError::Unreadable {
+            dir: dir.to_path_buf(),
+            why: format!("a prompt text of the last run could not be kept: {why}"),
+        });
+    }
+    for (_, path) in logs {
+        fs::remove_file(&path).map_err(JournalError::io("remove", &path))?;
+    }
+    tracing::info!(
+        texts = count,
+        "prompt texts the last run had not put in their blob files yet are there now"
+    );
+    Ok(())
 }
 
 /// Entries waiting for the index thread, which takes them in batches (every 50 ms, or
@@ -218,8 +297,10 @@ pub struct Journal {
     head: String,
     sync: Arc<SyncShared>,
     sync_thread: Option<JoinHandle<()>>,
-    blob_queue: Arc<BlobQueue>,
-    blob_thread: Option<JoinHandle<()>>,
+    /// The current pending-text log and its generation (full prompts only).
+    pending_log: Option<(u64, File)>,
+    /// One record of it, reused.
+    pending_record: Vec<u8>,
     index_queue: Arc<IndexQueue>,
     index_thread: Option<JoinHandle<()>>,
     reader: IndexReader,
@@ -507,6 +588,7 @@ impl Journal {
             create_private_dir(&config.dir.join("blobs"))?;
             create_private_dir(&config.dir.join("blobs").join("sha256"))?;
         }
+        recover_pending_texts(&config.dir)?;
         let tail = read_tail(&config.dir)?;
         let segment_path = config.dir.join(segment_name(tail.segment_first_seq));
         let file = Arc::new(open_segment(&segment_path)?);
@@ -532,6 +614,8 @@ impl Journal {
             }),
             wake: Condvar::new(),
             written: std::sync::atomic::AtomicBool::new(false),
+            texts: Mutex::new(PendingTexts::default()),
+            dir: config.dir.clone(),
         });
         let mut journal = Journal {
             file,
@@ -541,8 +625,8 @@ impl Journal {
             head: tail.head.clone(),
             sync,
             sync_thread: None,
-            blob_queue: Arc::new(BlobQueue::default()),
-            blob_thread: None,
+            pending_log: None,
+            pending_record: Vec::new(),
             index_queue: Arc::new(IndexQueue::default()),
             index_thread: None,
             reader,
@@ -639,31 +723,6 @@ impl Journal {
                         if stop {
                             break;
                         }
-                    }
-                })
-                .expect("a thread can be started"),
-        );
-        let queue = self.blob_queue.clone();
-        let shared = self.sync.clone();
-        self.blob_thread = Some(
-            std::thread::Builder::new()
-                .name("koru-journal-blobs".into())
-                .spawn(move || loop {
-                    let (blobs, stop) = {
-                        let state = queue.state.lock().unwrap_or_else(|e| e.into_inner());
-                        let mut state = queue
-                            .wake
-                            .wait_while(state, |(blobs, stop)| blobs.is_empty() && !*stop)
-                            .unwrap_or_else(|e| e.into_inner());
-                        (std::mem::take(&mut state.0), state.1)
-                    };
-                    write_blobs(&shared, blobs);
-                    if stop {
-                        let rest = std::mem::take(
-                            &mut queue.state.lock().unwrap_or_else(|e| e.into_inner()).0,
-                        );
-                        write_blobs(&shared, rest);
-                        break;
                     }
                 })
                 .expect("a thread can be started"),
@@ -866,20 +925,53 @@ impl Journal {
     pub fn store_prompt_record(&mut self, text: &str) -> PromptRecord {
         let digest = sha256_hex(text.as_bytes());
         if self.config.prompts == PromptsMode::Full {
-            let path = blob_path(&self.config.dir, &digest);
-            let mut queue = self
-                .blob_queue
-                .state
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            queue.0.push((path, text.to_string()));
-            drop(queue);
-            self.blob_queue.wake.notify_one();
+            self.keep_text(&digest, text);
         }
         PromptRecord {
             sha256: digest,
             bytes: text.len(),
             chars: text.chars().count(),
+        }
+    }
+
+    /// Puts a prompt's text in the current pending-text log (a new one when the sync thread
+    /// asked) and queues it for its blob file at the next group commit.
+    fn keep_text(&mut self, digest: &str, text: &str) {
+        let generation = {
+            let mut pending = self.sync.texts.lock().unwrap_or_else(|e| e.into_inner());
+            if pending.rotate {
+                pending.rotate = false;
+                pending.generation += 1;
+            }
+            pending
+                .queued
+                .push((blob_path(&self.config.dir, digest), text.to_string()));
+            pending.generation
+        };
+        if self.pending_log.as_ref().map(|(g, _)| *g) != Some(generation) {
+            let path = super::pending::log_path(&self.config.dir, generation);
+            match OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(file) => self.pending_log = Some((generation, file)),
+                Err(error) => {
+                    // The text still reaches its blob file at the next group commit; only
+                    // a crash before it would lose it.
+                    tracing::error!(log = %path.display(), %error, "the pending-text log could not be opened");
+                    self.pending_log = None;
+                    return;
+                }
+            }
+        }
+        self.pending_record.clear();
+        super::pending::encode_record(&mut self.pending_record, digest, text);
+        if let Some((_, file)) = &mut self.pending_log {
+            if let Err(error) = file.write_all(&self.pending_record) {
+                tracing::error!(%error, "a prompt text could not be added to the pending-text log");
+            }
         }
     }
 
@@ -1085,26 +1177,14 @@ impl Journal {
 
     fn shut_down(&mut self) {
         let _ = self.flush();
-        // Every queued prompt text written before the last flush to the disk.
-        self.blob_queue
-            .state
+        // No text is added any more: the last group commit writes every queued one to its
+        // blob file and removes every pending-text log.
+        self.pending_log = None;
+        self.sync
+            .texts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .1 = true;
-        self.blob_queue.wake.notify_all();
-        if let Some(thread) = self.blob_thread.take() {
-            let _ = thread.join();
-        } else {
-            let blobs = std::mem::take(
-                &mut self
-                    .blob_queue
-                    .state
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0,
-            );
-            write_blobs(&self.sync, blobs);
-        }
+            .generation += 1;
         {
             let mut state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
             state.stop = true;
@@ -1130,7 +1210,7 @@ impl Journal {
 
 impl Drop for Journal {
     fn drop(&mut self) {
-        if self.sync_thread.is_some() || self.index_thread.is_some() || self.blob_thread.is_some() {
+        if self.sync_thread.is_some() || self.index_thread.is_some() {
             self.shut_down();
         }
     }
@@ -1442,6 +1522,114 @@ mod tests {
         let report = verify(&tmp.path().join("journal"), None);
         assert_eq!(report.verdict, VerifyVerdict::Intact);
         assert_eq!((report.blobs.referenced, report.blobs.absent), (1, 1));
+    }
+
+    #[test]
+    fn a_prompt_text_is_in_a_file_at_once_and_reaches_its_blob_at_the_group_commit_or_the_next_start(
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut config = config(tmp.path());
+        // No group commit during the test: what a `kill -9` right after the flush leaves.
+        config.fsync = Duration::from_secs(3600);
+        let dir = config.dir.clone();
+        let mut journal = Journal::open(config, 10, &daemon(), Map::new())
+            .unwrap()
+            .journal;
+        accept(&mut journal, "d_1", "first prompt ✓", 11);
+        accept(&mut journal, "d_2", "second\nprompt", 12);
+        journal.flush().unwrap();
+        let first = blob_path(&dir, &sha256_hex("first prompt ✓".as_bytes()));
+        assert!(!first.exists(), "blob files wait for the group commit");
+        let logs = super::super::pending::logs(&dir);
+        assert_eq!(logs.len(), 1, "both texts in one pending-text log");
+        assert_eq!(
+            std::fs::metadata(&logs[0].1).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        // The folder as a crash would leave it: verify finds both texts, intact.
+        let crashed = tmp.path().join("crashed");
+        copy_dir(&dir, &crashed);
+        let report = verify(&crashed, None);
+        assert_eq!(report.verdict, VerifyVerdict::Intact, "{report:?}");
+        assert_eq!((report.blobs.referenced, report.blobs.present), (2, 2));
+        // The next start writes them to their blob files and removes the log.
+        let mut reopened = config_for(tmp.path(), &crashed);
+        reopened.fsync = Duration::from_secs(3600);
+        Journal::open(reopened, 20, &daemon(), Map::new())
+            .unwrap()
+            .journal
+            .close();
+        assert_eq!(
+            std::fs::read_to_string(blob_path(&crashed, &sha256_hex(b"second\nprompt"))).unwrap(),
+            "second\nprompt"
+        );
+        assert!(super::super::pending::logs(&crashed).is_empty());
+        // The running journal's close is a last group commit: blobs written, logs gone.
+        journal.close();
+        assert_eq!(std::fs::read_to_string(&first).unwrap(), "first prompt ✓");
+        assert!(super::super::pending::logs(&dir).is_empty());
+        let report = verify(&dir, None);
+        assert_eq!((report.blobs.referenced, report.blobs.present), (2, 2));
+    }
+
+    #[test]
+    fn the_group_commit_writes_the_texts_and_removes_the_logs_behind_the_current_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut config = config(tmp.path());
+        config.fsync = Duration::from_millis(20);
+        let dir = config.dir.clone();
+        let mut journal = Journal::open(config, 10, &daemon(), Map::new())
+            .unwrap()
+            .journal;
+        let wait_for = |path: &Path| {
+            for _ in 0..500 {
+                if path.exists() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("{} never appeared", path.display());
+        };
+        accept(&mut journal, "d_1", "one", 11);
+        journal.flush().unwrap();
+        wait_for(&blob_path(&dir, &sha256_hex(b"one")));
+        // The next text goes to a new log; the commit after it removes the first one.
+        accept(&mut journal, "d_2", "two", 12);
+        journal.flush().unwrap();
+        wait_for(&blob_path(&dir, &sha256_hex(b"two")));
+        for _ in 0..500 {
+            if super::super::pending::logs(&dir).len() == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let logs: Vec<u64> = super::super::pending::logs(&dir)
+            .into_iter()
+            .map(|(generation, _)| generation)
+            .collect();
+        assert_eq!(logs, [1], "only the current log is left");
+        journal.close();
+        assert!(super::super::pending::logs(&dir).is_empty());
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap().flatten() {
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy_dir(&entry.path(), &target);
+            } else if entry.file_name() != ".lock" {
+                std::fs::copy(entry.path(), &target).unwrap();
+            }
+        }
+    }
+
+    /// The test configuration for a journal in `dir` (its index beside the others).
+    fn config_for(root: &Path, dir: &Path) -> JournalConfig {
+        let mut config = JournalConfig::new(dir.to_path_buf());
+        config.index_path = root.join("cache").join("crashed-index.sqlite3");
+        config.sealer = Sealer::Sha256;
+        config
     }
 
     fn walk(dir: &Path) -> Vec<PathBuf> {

@@ -197,9 +197,10 @@ test('a drive that fails with a blocker shows the registry hint, and Retry makes
 
 test('a retry the daemon refuses (the prompt may already be in the chat) shows its message', async () => {
   await withDaemon({ args: ['--step-timeout-ms', '1000', '--drive-timeout-ms', '3000'] }, async (daemon) => {
-    // Cursor's paste route: the plugin pastes, and the daemon cannot press Return into a
-    // window the fake plugin says has no focus, so the drive fails at pasted.
-    const plugin = await daemon.plugin({ name: 'delta-proj', product: 'cursor' });
+    // Cursor's paste route: the plugin pastes, and nothing here can press Return (no
+    // display; the fake plugin's window has no focus either), so the drive fails at
+    // pasted. This Cursor lacks composer.createNew, so no new chat stands in for the key.
+    const plugin = await daemon.plugin({ name: 'delta-proj', product: 'cursor', extra: ['--without-command', 'composer.createNew'] });
     const { page, context, problems } = await openDashboard(daemon);
     await page.locator(`#session-${plugin.sessionId}`).waitFor();
     await sendFromPage(page, plugin, 'Pasted then silence');
@@ -212,6 +213,28 @@ test('a retry the daemon refuses (the prompt may already be in the chat) shows i
     await result.waitFor({ timeout: 10_000 });
     assert.match(await result.textContent(), /not_retryable|already/i);
     assert.equal(plugin.drivesReceived().length, 1, 'the refused retry sent nothing');
+    noProblems(problems);
+    await context.close();
+  });
+});
+
+test("a Cursor drive where nothing can press Return goes to a new chat, and its card says so", async () => {
+  await withDaemon({}, async (daemon) => {
+    // No display here: no OS injector could press Return after a paste, so Cursor's own
+    // new-chat command sends the prompt (policy new_chat_when_key_unpressable, on by default).
+    const plugin = await daemon.plugin({ name: 'zeta-proj', product: 'cursor' });
+    const { page, context, problems } = await openDashboard(daemon);
+    await page.locator(`#session-${plugin.sessionId}`).waitFor();
+    await sendFromPage(page, plugin, 'Into a new chat');
+    const id = await driveIdFor(page, 'Into a new chat');
+    const card = page.locator(`#drive-${id}`);
+    await card.locator('.badge.state-done').waitFor({ timeout: 20_000 });
+    const note = card.locator('li.attempt[data-outcome=succeeded] .note');
+    await note.waitFor({ timeout: 10_000 });
+    assert.match(await note.textContent(), /^opened a new chat: nothing here can press Return in the current one \(/);
+    const received = plugin.drivesReceived();
+    assert.equal(received.length, 1);
+    assert.deepEqual(received[0].steps, ['composer.createNew']);
     noProblems(problems);
     await context.close();
   });

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// Reading MCP tool results in tests.
+pub mod mcp;
 /// Measuring helpers of the benchmarks.
 pub mod measure;
 /// A loopback OpenSSH server standing for a second machine.

@@ -1,5 +1,6 @@
 //! Who may do what, against the real daemon: scoped bearer tokens (`koru token create | ls | revoke`) with the observe and drive roles over the HTTP API and MCP over HTTP, `koru mcp --role observe` on stdio, the refusal of a non-loopback listener without TLS, and HTTPS with a self-signed certificate that one client trusts and another does not.
 
+use koru_system_tests::mcp::tool_text;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -204,15 +205,6 @@ fn tool_names(tools: &[rmcp::model::Tool]) -> Vec<String> {
     names
 }
 
-fn result_text(result: &rmcp::model::CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 async fn refused_send<S: rmcp::service::Service<rmcp::RoleClient>>(
     client: &rmcp::service::RunningService<rmcp::RoleClient, S>,
 ) -> String {
@@ -225,7 +217,7 @@ async fn refused_send<S: rmcp::service::Service<rmcp::RoleClient>>(
         .await
         .expect("a tool result, not a protocol error");
     assert_eq!(result.is_error, Some(true));
-    result_text(&result)
+    tool_text(&result)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,7 +239,7 @@ async fn mcp_over_http_offers_an_observe_token_only_the_read_tools() {
         .call_tool(CallToolRequestParams::new("list_sessions"))
         .await
         .unwrap();
-    assert_ne!(sessions.is_error, Some(true), "{}", result_text(&sessions));
+    assert_ne!(sessions.is_error, Some(true), "{}", tool_text(&sessions));
     let refusal = refused_send(&client).await;
     assert!(
         refusal.starts_with("error forbidden_role: the MCP tool send_prompt needs the drive role; this caller holds the observe role"),

@@ -1,5 +1,6 @@
 //! `koru mcp` (stdio) and the daemon's MCP streamable HTTP endpoint, driven by the rmcp client: tools and their schemas, send_prompt to the fake plugin with progress, every failure as a tool error, and the HTTP token, Origin and Host checks.
 
+use koru_system_tests::mcp::tool_text;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,15 +45,6 @@ async fn stdio_client(sandbox: &Sandbox) -> Client {
         .serve(transport)
         .await
         .expect("the MCP handshake with koru mcp")
-}
-
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 async fn call(client: &Client, tool: &'static str, arguments: Value) -> CallToolResult {
@@ -102,7 +94,7 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
 
     let sessions = call(client, "list_sessions", serde_json::json!({})).await;
     assert_eq!(sessions.is_error, Some(false));
-    let listing = text(&sessions);
+    let listing = tool_text(&sessions);
     assert!(
         listing.contains("vscodium") && listing.contains(workspace),
         "{label}: {listing}"
@@ -119,7 +111,7 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
         serde_json::json!({"target": workspace, "prompt": format!("hello over {label} ✓"), "wait": "submitted", "timeout_s": 15}),
     )
     .await;
-    let sent_text = text(&sent);
+    let sent_text = tool_text(&sent);
     assert_eq!(sent.is_error, Some(false), "{sent_text}");
     assert!(sent_text.starts_with("drive d_"), "{sent_text}");
     assert!(
@@ -135,7 +127,7 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
     )
     .await;
     assert_eq!(got.is_error, Some(false));
-    assert!(text(&got).contains(&format!("drive {drive_id} done")));
+    assert!(tool_text(&got).contains(&format!("drive {drive_id} done")));
 
     // Failures are tool results with isError and a code, never protocol errors.
     let finished = call(
@@ -144,11 +136,11 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
         serde_json::json!({"drive_id": drive_id}),
     )
     .await;
-    assert_eq!(finished.is_error, Some(true), "{}", text(&finished));
+    assert_eq!(finished.is_error, Some(true), "{}", tool_text(&finished));
     assert!(
-        text(&finished).starts_with("error drive_finished:"),
+        tool_text(&finished).starts_with("error drive_finished:"),
         "{}",
-        text(&finished)
+        tool_text(&finished)
     );
     // Recovery: a delivered drive is never sent twice; a reload answers with the registry.
     let retried = call(
@@ -157,11 +149,11 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
         serde_json::json!({"action": "retry_drive", "drive_id": drive_id}),
     )
     .await;
-    assert_eq!(retried.is_error, Some(true), "{}", text(&retried));
+    assert_eq!(retried.is_error, Some(true), "{}", tool_text(&retried));
     assert!(
-        text(&retried).starts_with("error not_retryable:"),
+        tool_text(&retried).starts_with("error not_retryable:"),
         "{}",
-        text(&retried)
+        tool_text(&retried)
     );
     let reloaded = call(
         client,
@@ -169,11 +161,11 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
         serde_json::json!({"action": "reload_registry"}),
     )
     .await;
-    assert_eq!(reloaded.is_error, Some(false), "{}", text(&reloaded));
+    assert_eq!(reloaded.is_error, Some(false), "{}", tool_text(&reloaded));
     assert!(
-        text(&reloaded).starts_with("registry reloaded:"),
+        tool_text(&reloaded).starts_with("registry reloaded:"),
         "{}",
-        text(&reloaded)
+        tool_text(&reloaded)
     );
     let unknown = call(
         client,
@@ -183,9 +175,9 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
     .await;
     assert_eq!(unknown.is_error, Some(true));
     assert!(
-        text(&unknown).starts_with("error unknown_drive:"),
+        tool_text(&unknown).starts_with("error unknown_drive:"),
         "{}",
-        text(&unknown)
+        tool_text(&unknown)
     );
     let nowhere = call(
         client,
@@ -195,9 +187,9 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
     .await;
     assert_eq!(nowhere.is_error, Some(true));
     assert!(
-        text(&nowhere).contains("/no/such/workspace"),
+        tool_text(&nowhere).contains("/no/such/workspace"),
         "{}",
-        text(&nowhere)
+        tool_text(&nowhere)
     );
     let huge = call(
         client,
@@ -207,11 +199,11 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
     .await;
     assert_eq!(huge.is_error, Some(true));
     assert!(
-        text(&huge).starts_with(
+        tool_text(&huge).starts_with(
             "error prompt_too_large: `prompt` is 307200 bytes of UTF-8; the limit is 262144 bytes"
         ),
         "{}",
-        text(&huge)
+        tool_text(&huge)
     );
     let bad_type = call(
         client,
@@ -219,11 +211,11 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
         serde_json::json!({"target": workspace, "prompt": 42}),
     )
     .await;
-    assert_eq!(bad_type.is_error, Some(true), "{}", text(&bad_type));
+    assert_eq!(bad_type.is_error, Some(true), "{}", tool_text(&bad_type));
     assert!(
-        text(&bad_type).contains("`prompt`: invalid type: integer `42`"),
+        tool_text(&bad_type).contains("`prompt`: invalid type: integer `42`"),
         "{}",
-        text(&bad_type)
+        tool_text(&bad_type)
     );
     let bad_wait = call(
         client,
@@ -231,7 +223,7 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
         serde_json::json!({"target": workspace, "prompt": "x", "wait": "forever"}),
     )
     .await;
-    assert_eq!(bad_wait.is_error, Some(true), "{}", text(&bad_wait));
+    assert_eq!(bad_wait.is_error, Some(true), "{}", tool_text(&bad_wait));
     let reply = call(
         client,
         "wait_for_reply",
@@ -240,9 +232,9 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
     .await;
     assert_eq!(reply.is_error, Some(true));
     assert!(
-        text(&reply).starts_with("error not_observable:"),
+        tool_text(&reply).starts_with("error not_observable:"),
         "{}",
-        text(&reply)
+        tool_text(&reply)
     );
 
     let interfaces = call(
@@ -252,15 +244,15 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
     )
     .await;
     assert_eq!(interfaces.is_error, Some(false));
-    assert!(text(&interfaces)
+    assert!(tool_text(&interfaces)
         .lines()
         .all(|l| l.split(' ').nth(1) == Some("observation")));
     let verified = call(client, "verify_journal", serde_json::json!({})).await;
-    assert_eq!(verified.is_error, Some(false), "{}", text(&verified));
+    assert_eq!(verified.is_error, Some(false), "{}", tool_text(&verified));
     assert!(
-        text(&verified).starts_with("✓ journal intact — "),
+        tool_text(&verified).starts_with("✓ journal intact — "),
         "{}",
-        text(&verified)
+        tool_text(&verified)
     );
     let detail = call(
         client,
@@ -268,15 +260,15 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
         serde_json::json!({"detail": true}),
     )
     .await;
-    let report: serde_json::Value = serde_json::from_str(&text(&detail)).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&tool_text(&detail)).unwrap();
     assert_eq!(report["verdict"], "intact", "{report}");
     assert!(report["entries"].as_u64().unwrap() > 1, "{report}");
     let doctor = call(client, "doctor", serde_json::json!({})).await;
-    assert_eq!(doctor.is_error, Some(false), "{}", text(&doctor));
+    assert_eq!(doctor.is_error, Some(false), "{}", tool_text(&doctor));
     assert!(
-        text(&doctor).contains("sessions with a drive path: 1"),
+        tool_text(&doctor).contains("sessions with a drive path: 1"),
         "{}",
-        text(&doctor)
+        tool_text(&doctor)
     );
 
     let unknown_tool = client
@@ -323,7 +315,7 @@ async fn without_a_daemon_every_tool_says_so_instead_of_failing_the_session() {
     ] {
         let result = call(&client, tool, arguments).await;
         assert_eq!(result.is_error, Some(true));
-        let message = text(&result);
+        let message = tool_text(&result);
         assert!(
             message.starts_with("error daemon_down: no daemon at ")
                 && message.ends_with("; start it with `koru daemon`"),
@@ -476,7 +468,7 @@ async fn http_endpoint_needs_the_token_refuses_foreign_origins_and_hosts_and_ser
     exercise(&client, &workspace, "http").await;
     // doctor (full report) sees the HTTP endpoint served.
     let report = call(&client, "doctor", serde_json::json!({"detail": true})).await;
-    let report: Value = serde_json::from_str(&text(&report)).unwrap();
+    let report: Value = serde_json::from_str(&tool_text(&report)).unwrap();
     let mcp_http = report["interfaces"]
         .as_array()
         .unwrap()
@@ -502,7 +494,7 @@ async fn http_endpoint_needs_the_token_refuses_foreign_origins_and_hosts_and_ser
     let ServerResult::CallToolResult(result) = handle.await_response().await.unwrap() else {
         panic!("send_prompt answered with something else")
     };
-    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    assert_eq!(result.is_error, Some(false), "{}", tool_text(&result));
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     while counter.load(Ordering::SeqCst) == before && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -547,7 +539,7 @@ async fn send_prompt_and_wait_for_reply_return_the_reply_the_chat_history_shows(
         serde_json::json!({"target": workspace, "prompt": "Plan the release", "wait": "replied", "timeout_s": 20}),
     )
     .await;
-    let body = text(&sent);
+    let body = tool_text(&sent);
     assert_eq!(sent.is_error, Some(false), "{body}");
     assert!(body.contains("chat history: replied in chat"), "{body}");
     assert!(
@@ -562,13 +554,13 @@ async fn send_prompt_and_wait_for_reply_return_the_reply_the_chat_history_shows(
         serde_json::json!({"drive_id": drive_id, "timeout_s": 5}),
     )
     .await;
-    assert_eq!(reply.is_error, Some(false), "{}", text(&reply));
+    assert_eq!(reply.is_error, Some(false), "{}", tool_text(&reply));
     assert!(
-        text(&reply).starts_with("reply (22 chars) in chat_history_claude_code_jsonl chat "),
+        tool_text(&reply).starts_with("reply (22 chars) in chat_history_claude_code_jsonl chat "),
         "{}",
-        text(&reply)
+        tool_text(&reply)
     );
-    assert!(text(&reply).ends_with(": Done: Plan the release"));
+    assert!(tool_text(&reply).ends_with(": Done: Plan the release"));
     client.cancel().await.unwrap();
 }
 
@@ -604,7 +596,7 @@ async fn wait_for_reply_follows_the_chats_outcome_reported_by_the_plugin_with_no
         serde_json::json!({"target": workspace, "prompt": "Plan the release", "wait": "replied", "timeout_s": 10}),
     )
     .await;
-    let body = text(&sent);
+    let body = tool_text(&sent);
     assert_eq!(sent.is_error, Some(false), "{body}");
     assert!(
         body.contains("submitted on evidence chat_running"),
@@ -620,18 +612,22 @@ async fn wait_for_reply_follows_the_chats_outcome_reported_by_the_plugin_with_no
         serde_json::json!({"target": workspace, "prompt": "Deploy it", "wait": "submitted", "timeout_s": 10}),
     )
     .await;
-    let drive_id = text(&sent).split_whitespace().nth(1).unwrap().to_string();
+    let drive_id = tool_text(&sent)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_string();
     let reply = call(
         &client,
         "wait_for_reply",
         serde_json::json!({"drive_id": drive_id, "timeout_s": 5}),
     )
     .await;
-    assert_eq!(reply.is_error, Some(true), "{}", text(&reply));
+    assert_eq!(reply.is_error, Some(true), "{}", tool_text(&reply));
     assert!(
-        text(&reply).contains("is needs_input in the window's chat (through its plugin): run_in_terminal waits for approval"),
+        tool_text(&reply).contains("is needs_input in the window's chat (through its plugin): run_in_terminal waits for approval"),
         "{}",
-        text(&reply)
+        tool_text(&reply)
     );
     client.cancel().await.unwrap();
     let _ = window.join();

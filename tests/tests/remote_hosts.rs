@@ -1,5 +1,6 @@
 //! Several machines: `koru dial-stdio` bridging to the daemon's socket, and `koru --host ssh://…` through a real loopback OpenSSH server in front of a second daemon (its own sandbox and runtime dir) with a fake plugin — listing and driving it, named hosts, ssh's refusals reported with exit 3.
 
+use koru_system_tests::mcp::tool_text;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -595,16 +596,6 @@ fn sessions_and_drives_merge_over_hosts_with_qualified_ids_and_a_down_host_hides
         .collect();
     assert!(reasons[0].contains("no daemon at"), "{reasons:?}");
     assert!(reasons[1].contains("Connection refused"), "{reasons:?}");
-}
-
-/// The text of a tool result.
-fn tool_text(result: &rmcp::model::CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 async fn call(

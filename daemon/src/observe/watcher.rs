@@ -142,10 +142,32 @@ fn mtime_ms(path: &Path) -> Option<u64> {
 
 /// The nearest folder above `path` that exists.
 fn nearest_existing_ancestor(path: &Path) -> Option<PathBuf> {
+    nearest_existing_ancestor_in(path, &mut FolderLookups::default())
+}
+
+/// [`nearest_existing_ancestor`], asking `lookups` (one pass over many roots shares their
+/// ancestors: the home folder, `~/.config`, … are looked up once, not once per root).
+fn nearest_existing_ancestor_in(path: &Path, lookups: &mut FolderLookups) -> Option<PathBuf> {
     path.ancestors()
         .skip(1)
-        .find(|a| a.is_dir())
+        .find(|a| lookups.is_dir(a))
         .map(Path::to_path_buf)
+}
+
+/// Whether folders exist, each looked up once in one pass (a pass takes microseconds; a
+/// folder that appears during it is seen by the next one, which its watch triggers).
+#[derive(Default)]
+struct FolderLookups(std::collections::HashMap<PathBuf, bool>);
+
+impl FolderLookups {
+    fn is_dir(&mut self, path: &Path) -> bool {
+        if let Some(&known) = self.0.get(path) {
+            return known;
+        }
+        let exists = path.is_dir();
+        self.0.insert(path.to_path_buf(), exists);
+        exists
+    }
 }
 
 /// The folders under `root`, itself included (one inotify watch each when watched
@@ -500,11 +522,13 @@ impl<E: From<ObserverReport> + Send> State<E> {
     ) -> Vec<(Store, PathBuf)> {
         self.check_appeared();
         let mut armed = Vec::new();
+        // Folders looked up once for this pass (the roots here, their ancestors below).
+        let mut lookups = FolderLookups::default();
         if let Some(watcher) = watcher.as_mut() {
             let mut to_watch = Vec::new();
             for root in self.roots.iter().filter(|r| r.checked) {
                 let path = &root.path;
-                if self.notified(path) || !path.is_dir() {
+                if self.notified(path) || !lookups.is_dir(path) {
                     continue;
                 }
                 if self.unwatched.contains_key(path) && !retry_refused {
@@ -579,7 +603,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 }
             }
         }
-        self.watch_ancestors();
+        self.watch_ancestors(&mut lookups);
         if !armed.is_empty() {
             self.health_changed = true;
         }
@@ -590,15 +614,18 @@ impl<E: From<ObserverReport> + Send> State<E> {
     /// root, unless change notifications already reach that folder. It listens only for
     /// names appearing and the folder going away ([`AppearWatch`]): that folder is often a
     /// busy one (a home, a folder holding logs), whose writes are none of our business.
-    fn watch_ancestors(&mut self) {
+    fn watch_ancestors(&mut self, lookups: &mut FolderLookups) {
         let Some(appear) = self.appear.clone() else {
             return;
         };
         let wanted: BTreeSet<PathBuf> = self
             .roots
             .iter()
-            .filter(|r| !r.path.is_dir())
-            .filter_map(|r| nearest_existing_ancestor(&r.path))
+            .filter_map(|r| {
+                (!lookups.is_dir(&r.path))
+                    .then(|| nearest_existing_ancestor_in(&r.path, lookups))
+                    .flatten()
+            })
             .filter(|a| !self.notified(a))
             .collect();
         let gone: Vec<PathBuf> = self.ancestor_watches.difference(&wanted).cloned().collect();
@@ -673,21 +700,20 @@ impl<E: From<ObserverReport> + Send> State<E> {
         }
         // A root can appear while the watch on the folder above it is being moved down
         // (`mkdir -p` creates the chain in one go): no event tells, so look again.
+        let mut exists: Vec<bool> = Vec::new();
         for _ in 0..8 {
             for (store, root) in self.arm(watcher, retry_refused) {
                 self.scan(store, &root, &root).await;
             }
+            exists = self.roots.iter().map(|r| r.path.is_dir()).collect();
             let appeared_unseen = watcher.is_some()
-                && self.roots.iter().any(|r| {
-                    r.path.is_dir()
-                        && !self.notified(&r.path)
-                        && !self.unwatched.contains_key(&r.path)
+                && self.roots.iter().zip(&exists).any(|(r, &exists)| {
+                    exists && !self.notified(&r.path) && !self.unwatched.contains_key(&r.path)
                 });
             if !appeared_unseen {
                 break;
             }
         }
-        let exists: Vec<bool> = self.roots.iter().map(|r| r.path.is_dir()).collect();
         let reported: Vec<bool> = self.last_health.iter().map(|h| h.exists).collect();
         if exists != reported {
             self.health_changed = true;
@@ -836,7 +862,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
             self.problems
                 .retain(|_, (s, r, _)| !(*s == store && *r == path));
         }
-        self.watch_ancestors();
+        self.watch_ancestors(&mut FolderLookups::default());
     }
 }
 

@@ -77,8 +77,12 @@ pub fn logs(dir: &Path) -> Vec<(u64, PathBuf)> {
 /// Every text in the pending-text logs of `dir`, by digest (what a verifier reads when a
 /// blob file is absent or empty: the daemon had not turned it into its file yet).
 pub fn texts(dir: &Path) -> HashMap<String, String> {
-    logs(dir)
-        .into_iter()
+    texts_of(&logs(dir))
+}
+
+/// Every text in the given logs (as [`logs`] lists them), by digest.
+pub fn texts_of(logs: &[(u64, PathBuf)]) -> HashMap<String, String> {
+    logs.iter()
         .filter_map(|(_, path)| std::fs::read(path).ok())
         .flat_map(|bytes| decode_records(&bytes))
         .collect()

@@ -251,7 +251,7 @@ fn recover_pending_texts(dir: &Path) -> Result<(), JournalError> {
     if logs.is_empty() {
         return Ok(());
     }
-    let texts: Vec<(PathBuf, String)> = super::pending::texts(dir)
+    let texts: Vec<(PathBuf, String)> = super::pending::texts_of(&logs)
         .into_iter()
         .map(|(digest, text)| (blob_path(dir, &digest), text))
         .collect();
@@ -1275,10 +1275,29 @@ mod tests {
     use crate::journal::test_daemon as daemon;
 
     fn config(root: &Path) -> JournalConfig {
-        let mut config = JournalConfig::new(root.join("journal"));
-        config.index_path = root.join("cache").join("index.sqlite3");
+        config_for(
+            &root.join("journal"),
+            &root.join("cache").join("index.sqlite3"),
+        )
+    }
+
+    /// The test configuration for a journal in `dir` with its drive index at `index`.
+    fn config_for(dir: &Path, index: &Path) -> JournalConfig {
+        let mut config = JournalConfig::new(dir.to_path_buf());
+        config.index_path = index.to_path_buf();
         config.sealer = Sealer::Sha256;
         config
+    }
+
+    /// Waits up to 5 s for `done`.
+    fn wait_until(what: &str, done: impl Fn() -> bool) {
+        for _ in 0..500 {
+            if done() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("{what} never happened");
     }
 
     /// Accepts a drive the way the state machine does: blob, then `drive_accepted`.
@@ -1573,7 +1592,7 @@ mod tests {
         assert_eq!(report.verdict, VerifyVerdict::Intact, "{report:?}");
         assert_eq!((report.blobs.referenced, report.blobs.present), (2, 2));
         // The next start writes them to their blob files and removes the log.
-        let mut reopened = config_for(tmp.path(), &crashed);
+        let mut reopened = config_for(&crashed, &tmp.path().join("cache/crashed-index.sqlite3"));
         reopened.fsync = Duration::from_secs(3600);
         Journal::open(reopened, 20, &daemon(), Map::new())
             .unwrap()
@@ -1601,15 +1620,7 @@ mod tests {
         let mut journal = Journal::open(config, 10, &daemon(), Map::new())
             .unwrap()
             .journal;
-        let wait_for = |path: &Path| {
-            for _ in 0..500 {
-                if path.exists() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            panic!("{} never appeared", path.display());
-        };
+        let wait_for = |path: &Path| wait_until(&path.display().to_string(), || path.exists());
         accept(&mut journal, "d_1", "one", 11);
         journal.flush().unwrap();
         wait_for(&blob_path(&dir, &sha256_hex(b"one")));
@@ -1617,12 +1628,9 @@ mod tests {
         accept(&mut journal, "d_2", "two", 12);
         journal.flush().unwrap();
         wait_for(&blob_path(&dir, &sha256_hex(b"two")));
-        for _ in 0..500 {
-            if super::super::pending::logs(&dir).len() == 1 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until("the first log's removal", || {
+            super::super::pending::logs(&dir).len() == 1
+        });
         let logs: Vec<u64> = super::super::pending::logs(&dir)
             .into_iter()
             .map(|(generation, _)| generation)
@@ -1665,14 +1673,6 @@ mod tests {
                 std::fs::copy(entry.path(), &target).unwrap();
             }
         }
-    }
-
-    /// The test configuration for a journal in `dir` (its index beside the others).
-    fn config_for(root: &Path, dir: &Path) -> JournalConfig {
-        let mut config = JournalConfig::new(dir.to_path_buf());
-        config.index_path = root.join("cache").join("crashed-index.sqlite3");
-        config.sealer = Sealer::Sha256;
-        config
     }
 
     fn walk(dir: &Path) -> Vec<PathBuf> {

@@ -42,6 +42,8 @@ pub mod log_lines;
 pub mod main_loop;
 /// The MCP server for a controller LLM (a face).
 pub mod mcp;
+/// Returning freed heap pages to the system after start-up and reloads.
+pub mod memory;
 /// Desktop notifications when a drive needs the person, whose buttons run recovery actions
 /// (a face).
 pub mod notify;

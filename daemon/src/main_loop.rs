@@ -464,6 +464,9 @@ pub async fn run(
             shutdown.clone(),
         ));
     }
+    // Start-up is over: the registry's parse trees and the journal's recovery buffers are
+    // freed; their pages go back to the system instead of staying resident while idle.
+    crate::memory::return_freed_heap_pages();
     crate::server::accept_connections(
         &mut bound,
         &events_tx,

@@ -19,6 +19,7 @@ const LEVELS: &[(&str, &[&str])] = &[
             "desktop",
             "appear_watch",
             "access",
+            "memory",
         ],
     ),
     ("domain", &["registry", "observe", "drive", "journal"]),

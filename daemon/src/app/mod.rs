@@ -405,6 +405,8 @@ impl<C: Clock> App<C> {
             interfaces: self.registry.interfaces().len(),
             diagnostics,
         });
+        // The reload's parse trees and the replaced registry are freed by now.
+        crate::memory::return_freed_heap_pages();
     }
 
     /// Ends every running drive, says `bye` to every peer and closes every connection.

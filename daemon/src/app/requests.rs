@@ -151,8 +151,8 @@ impl<C: Clock> App<C> {
             }
             Message::RecoveryRun(run) => self.on_recovery_run(conn_id, id, run.action, now),
             Message::EventsSubscribe {} => {
-                if let Some(connection) = self.connections.get_mut(&conn_id) {
-                    connection.subscribed = true;
+                if self.connections.contains_key(&conn_id) {
+                    self.subscribers.insert(conn_id);
                 }
                 self.send(conn_id, Envelope::with_id(id, Message::EventsSubscribed {}));
             }

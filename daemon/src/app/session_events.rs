@@ -205,6 +205,7 @@ impl<C: Clock> App<C> {
         let Some(connection) = self.connections.remove(&conn_id) else {
             return;
         };
+        self.subscribers.remove(&conn_id);
         let Some(session_id) = connection.session_id else {
             tracing::debug!(conn_id, reason, "connection closed before hello");
             return;

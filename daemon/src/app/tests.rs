@@ -429,6 +429,38 @@ fn a_subscriber_whose_queue_is_full_is_disconnected_and_others_still_get_events(
 }
 
 #[test]
+fn events_go_to_the_connections_that_subscribed_and_stop_when_one_goes() {
+    let mut h = Harness::new();
+    let mut listening = h.controller(64);
+    h.request(&listening, 1, Message::EventsSubscribe {});
+    h.request(&listening, 2, Message::EventsSubscribe {});
+    assert_eq!(
+        listening.types(),
+        ["events.subscribed", "events.subscribed"]
+    );
+    let mut leaving = h.controller(64);
+    h.request(&leaving, 1, Message::EventsSubscribe {});
+    assert_eq!(leaving.types(), ["events.subscribed"]);
+    let mut not_subscribed = h.controller(64);
+    let (_plugin, _) = h.plugin("/a");
+    // Subscribing twice still means one copy of each event.
+    assert_eq!(listening.types(), ["stream"]);
+    assert_eq!(leaving.types(), ["stream"]);
+    assert!(not_subscribed.types().is_empty());
+    h.app.handle(DaemonEvent::Disconnected {
+        conn_id: leaving.conn_id,
+        reason: "closed".into(),
+    });
+    let (_plugin2, _) = h.plugin("/b");
+    assert_eq!(listening.types(), ["stream"]);
+    assert!(
+        leaving.types().is_empty(),
+        "a closed connection is no subscriber"
+    );
+    assert!(not_subscribed.types().is_empty());
+}
+
+#[test]
 fn shutdown_fails_running_drives_then_says_bye_to_everyone() {
     let mut h = Harness::new();
     let (mut plugin, session_id) = h.plugin("/w");

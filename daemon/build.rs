@@ -10,9 +10,11 @@
 //! stale list only costs locality, never correctness.
 //!
 //! The option is lld's (`--symbol-ordering-file`), which rustc uses by default for
-//! `x86_64-unknown-linux-gnu`. It is not passed when another linker is configured
-//! (`RUSTC_LINKER`, `-C linker`, `-C link-arg=-fuse-ld=…`, `-C linker-features`), for any other
-//! target, for debug builds, or when `KORU_SYMBOL_ORDER=0`.
+//! `x86_64-unknown-linux-gnu` since 1.90 (before, and with GNU ld, the option would fail the
+//! link). It is not passed with an older rustc, when another linker is configured
+//! (`RUSTC_LINKER`, `-C linker`, `-C link-arg=-fuse-ld=…`, `-C linker-features`,
+//! `-C link-self-contained`), for any other target, for debug builds, or when
+//! `KORU_SYMBOL_ORDER=0`.
 
 use std::path::PathBuf;
 
@@ -31,9 +33,15 @@ fn main() {
                     || flag.contains("linker-features")
                     || flag.contains("linker-flavor")
                     || flag.contains("fuse-ld")
+                    || flag.contains("link-self-contained")
             })
         });
-    if target != "x86_64-unknown-linux-gnu" || profile != "release" || opted_out || other_linker {
+    if target != "x86_64-unknown-linux-gnu"
+        || profile != "release"
+        || opted_out
+        || other_linker
+        || !rustc_links_with_lld_by_default()
+    {
         return;
     }
     let manifest_dir = PathBuf::from(
@@ -48,4 +56,21 @@ fn main() {
         order.display()
     );
     println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+}
+
+/// Whether the rustc building us is 1.90 or later, the first to link
+/// `x86_64-unknown-linux-gnu` with its own lld by default (`rustc -vV`'s `release:` line).
+fn rustc_links_with_lld_by_default() -> bool {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let Ok(output) = std::process::Command::new(rustc).arg("-vV").output() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&output.stdout);
+    let Some(release) = text.lines().find_map(|line| line.strip_prefix("release: ")) else {
+        return false;
+    };
+    let mut parts = release
+        .split(['.', '-'])
+        .map(|part| part.parse::<u32>().ok());
+    matches!((parts.next(), parts.next()), (Some(Some(1)), Some(Some(minor))) if minor >= 90)
 }

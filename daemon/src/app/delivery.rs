@@ -175,7 +175,7 @@ impl<C: Clock> App<C> {
         tracing::debug!(
             drive_id = %drive_id,
             session_id = %session_id,
-            prompt_chars = drive.prompt.chars().count(),
+            prompt_chars = drive.prompt_chars,
             routes = drive.candidates.len(),
             timeout_ms,
             "drive accepted"

@@ -39,6 +39,10 @@ pub struct DriveRecord {
     pub step_deadline_ms: Option<u64>,
     /// The prompt's digest, as the observers compute it for a recorded prompt.
     pub prompt_digest: String,
+    /// The prompt's length in characters and its excerpt for listings, worked out once
+    /// (every `drive_updated` carries them).
+    pub prompt_chars: usize,
+    pub prompt_excerpt: String,
     /// The target window's workspace folders when the drive was created (to match the
     /// chat the prompt shows up in).
     pub workspaces: Vec<String>,
@@ -86,6 +90,8 @@ impl DriveRecord {
         timeout_ms: u64,
     ) -> Self {
         let prompt_digest = crate::observe::prompt_digest(&prompt);
+        let prompt_chars = prompt.chars().count();
+        let prompt_excerpt = excerpt(&prompt);
         DriveRecord {
             drive_id,
             target,
@@ -107,6 +113,8 @@ impl DriveRecord {
             attempts: Vec::new(),
             verification: Verification::None,
             prompt_digest,
+            prompt_chars,
+            prompt_excerpt,
             workspaces: Vec::new(),
             observation: None,
             window: None,
@@ -311,8 +319,8 @@ impl DriveRecord {
             state: self.state,
             history: self.history.clone(),
             blocker: self.blocker.clone(),
-            prompt_chars: self.prompt.chars().count(),
-            prompt_excerpt: excerpt(&self.prompt),
+            prompt_chars: self.prompt_chars,
+            prompt_excerpt: self.prompt_excerpt.clone(),
             created_at_ms: self.created_at_ms,
             finished_at_ms: self.finished_at_ms,
             attempts: self.attempts.clone(),

@@ -193,7 +193,7 @@ impl<C: Clock> App<C> {
             retry_of: drive.retry_of.as_deref(),
         };
         let excerpt =
-            (journal.prompts() == PromptsMode::Full).then(|| super::drives::excerpt(&drive.prompt));
+            (journal.prompts() == PromptsMode::Full).then(|| drive.prompt_excerpt.clone());
         journal
             .append_durable(
                 now,

@@ -54,28 +54,53 @@ pub fn sealed_entry<T: Serialize + ?Sized>(
     entry: &T,
     sealer: &Sealer,
 ) -> Result<(Vec<u8>, String), CanonicalError> {
+    let mut line = Vec::with_capacity(1024);
+    let hash = sealed_entry_into(entry, sealer, &mut Vec::with_capacity(1024), &mut line)?;
+    Ok((line, hash))
+}
+
+/// [`sealed_entry`] appended to `out` (no newline), with `scratch` for the canonical body:
+/// the journal's writer reuses both, so sealing an entry allocates only its hash. On an
+/// error `out` is as it was.
+pub fn sealed_entry_into<T: Serialize + ?Sized>(
+    entry: &T,
+    sealer: &Sealer,
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> Result<String, CanonicalError> {
     const HASH_KEY: &str = "entry_hash";
-    let mut body = Vec::with_capacity(1024);
-    let members = write_canonical_of(entry, &mut body)?;
+    scratch.clear();
+    let body = scratch;
+    let members = write_canonical_of(entry, body)?;
     if body.first() != Some(&b'{') {
         return Err(serde::ser::Error::custom(
             "a journal entry must be an object",
         ));
     }
-    let hash = sealer.seal(&body);
+    let hash = sealer.seal(body);
     let next = members
         .iter()
-        .find(|(_, key)| key.as_bytes() > HASH_KEY.as_bytes());
-    let (at, member) = match next {
-        Some((start, _)) => (*start, format!("\"{HASH_KEY}\":\"{hash}\",")),
-        None if members.is_empty() => (body.len() - 1, format!("\"{HASH_KEY}\":\"{hash}\"")),
-        None => (body.len() - 1, format!(",\"{HASH_KEY}\":\"{hash}\"")),
+        .find(|member| member.key(body) > HASH_KEY.as_bytes());
+    let (at, comma_before, comma_after) = match next {
+        Some(member) => (member.start, false, true),
+        None if members.is_empty() => (body.len() - 1, false, false),
+        None => (body.len() - 1, true, false),
     };
-    let mut line = Vec::with_capacity(body.len() + member.len() + 1);
-    line.extend_from_slice(&body[..at]);
-    line.extend_from_slice(member.as_bytes());
-    line.extend_from_slice(&body[at..]);
-    Ok((line, hash))
+    out.reserve(body.len() + HASH_KEY.len() + hash.len() + 8);
+    out.extend_from_slice(&body[..at]);
+    if comma_before {
+        out.push(b',');
+    }
+    out.push(b'"');
+    out.extend_from_slice(HASH_KEY.as_bytes());
+    out.extend_from_slice(b"\":\"");
+    out.extend_from_slice(hash.as_bytes());
+    out.push(b'"');
+    if comma_after {
+        out.push(b',');
+    }
+    out.extend_from_slice(&body[at..]);
+    Ok(hash)
 }
 
 /// [`sealed_entry`] of a map of values (which always has canonical JSON).
@@ -172,6 +197,7 @@ mod tests {
             json!({"seq": 1, "kind": "x", "prev_hash": "p", "at_ms": 5}),
             json!({"zed": 1}),
             json!({"alpha": {"b": 1, "a": 2}}),
+            json!({"zz": 3, "a\"b": 1, "\u{1}": {"y": 0, "x": 1}, "entry": 0}),
             json!({}),
         ] {
             let map = object.as_object().unwrap();

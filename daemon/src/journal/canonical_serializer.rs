@@ -23,9 +23,41 @@ struct Member {
     end: usize,
 }
 
-/// Where the top-level object's members ended up, in canonical order: for each, the
-/// offset of its first byte (its key's opening quote) and its key.
-pub type TopLevel = Vec<(usize, String)>;
+/// A member of the outermost object, in canonical order: where it starts (its key's
+/// opening quote) and its key.
+#[derive(Debug, Clone)]
+pub struct TopMember {
+    pub start: usize,
+    /// The key's text inside the quotes, as offsets in the output.
+    raw: (usize, usize),
+    /// The key unescaped, only when its JSON text has escapes (then `raw` is not the key).
+    unescaped: Option<String>,
+}
+
+impl TopMember {
+    /// The key's UTF-8 bytes (unescaped), read from the output it was written to.
+    pub fn key<'o>(&'o self, out: &'o [u8]) -> &'o [u8] {
+        match &self.unescaped {
+            Some(text) => text.as_bytes(),
+            None => &out[self.raw.0..self.raw.1],
+        }
+    }
+}
+
+/// Where the top-level object's members ended up, in canonical order.
+pub type TopLevel = Vec<TopMember>;
+
+/// The output and the bookkeeping every object being written shares: one set of buffers
+/// for a whole value, not an allocation per object (the journal writes two entries per
+/// drive on the event loop).
+struct Scratch {
+    out: Vec<u8>,
+    /// The members of the objects open now, the innermost object's last.
+    members: Vec<Member>,
+    /// An out-of-order object's bytes while its members are put back in order.
+    spare: Vec<u8>,
+    top: TopLevel,
+}
 
 /// Appends `value`'s canonical JSON to `out`. When `value` is an object, also returns
 /// where each of its members starts (so a member can be inserted in its sorted place).
@@ -33,18 +65,25 @@ pub fn write_canonical_of<T: Serialize + ?Sized>(
     value: &T,
     out: &mut Vec<u8>,
 ) -> Result<TopLevel, CanonicalError> {
-    let mut top = TopLevel::new();
-    value.serialize(Canonical {
-        out,
-        top: Some(&mut top),
-    })?;
-    Ok(top)
+    let mut scratch = Scratch {
+        out: std::mem::take(out),
+        members: Vec::with_capacity(32),
+        spare: Vec::new(),
+        top: TopLevel::new(),
+    };
+    let written = value.serialize(Canonical {
+        s: &mut scratch,
+        top: true,
+    });
+    *out = scratch.out;
+    written.map(|()| scratch.top)
 }
 
-/// The serializer: writes into `out`; `top` is set only for the outermost value.
+/// The serializer: writes into the scratch's output; `top` is set only for the outermost
+/// value.
 struct Canonical<'a> {
-    out: &'a mut Vec<u8>,
-    top: Option<&'a mut TopLevel>,
+    s: &'a mut Scratch,
+    top: bool,
 }
 
 fn write_str(out: &mut Vec<u8>, text: &str) {
@@ -53,48 +92,58 @@ fn write_str(out: &mut Vec<u8>, text: &str) {
 
 /// An object being written.
 struct Object<'a> {
-    out: &'a mut Vec<u8>,
-    top: Option<&'a mut TopLevel>,
+    s: &'a mut Scratch,
+    top: bool,
     /// Offset of the `{`.
     open: usize,
-    members: Vec<Member>,
+    /// Where this object's members start in the scratch's member stack.
+    base: usize,
 }
 
 impl<'a> Object<'a> {
-    fn begin(out: &'a mut Vec<u8>, top: Option<&'a mut TopLevel>) -> Object<'a> {
-        let open = out.len();
-        out.push(b'{');
-        Object {
-            out,
-            top,
-            open,
-            members: Vec::new(),
-        }
+    fn begin(s: &'a mut Scratch, top: bool) -> Object<'a> {
+        let open = s.out.len();
+        s.out.push(b'{');
+        let base = s.members.len();
+        Object { s, top, open, base }
     }
 
-    /// Starts a member: the comma, then the key (already a JSON string's text).
-    fn key(&mut self, key: &str) {
-        if !self.members.is_empty() {
-            self.out.push(b',');
+    /// Starts a member: the comma; the key's JSON string is written next.
+    fn key_start(&mut self) -> usize {
+        if self.s.members.len() > self.base {
+            self.s.out.push(b',');
         }
-        let start = self.out.len();
-        write_str(self.out, key);
-        let key_end = self.out.len();
-        self.out.push(b':');
-        self.members.push(Member {
+        self.s.out.len()
+    }
+
+    /// Ends a member's key written since `start` (its JSON string) with the colon.
+    fn key_end(&mut self, start: usize) {
+        let key_end = self.s.out.len();
+        self.s.out.push(b':');
+        self.s.members.push(Member {
             start,
             key: (start + 1, key_end - 1),
             end: start,
         });
     }
 
+    /// Starts a member named `key`.
+    fn key(&mut self, key: &str) {
+        let start = self.key_start();
+        write_str(&mut self.s.out, key);
+        self.key_end(start);
+    }
+
     fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), CanonicalError> {
         value.serialize(Canonical {
-            out: self.out,
-            top: None,
+            s: &mut *self.s,
+            top: false,
         })?;
-        if let Some(member) = self.members.last_mut() {
-            member.end = self.out.len();
+        if self.s.members.len() > self.base {
+            let end = self.s.out.len();
+            if let Some(member) = self.s.members.last_mut() {
+                member.end = end;
+            }
         }
         Ok(())
     }
@@ -106,15 +155,17 @@ impl<'a> Object<'a> {
     }
 
     /// Closes the object (reordering its members when they came out of order) and gives
-    /// the output back.
-    fn finish(self) -> &'a mut Vec<u8> {
-        let Object {
+    /// the scratch back.
+    fn finish(self) -> &'a mut Scratch {
+        let Object { s, top, open, base } = self;
+        let Scratch {
             out,
-            top,
-            open,
-            members,
-        } = self;
+            members: stack,
+            spare,
+            top: top_list,
+        } = &mut *s;
         let (in_order, escaped) = {
+            let members = &stack[base..];
             let raw = |m: &Member| &out[m.key.0..m.key.1];
             (
                 members.windows(2).all(|w| raw(&w[0]) < raw(&w[1])),
@@ -124,79 +175,86 @@ impl<'a> Object<'a> {
             )
         };
         if in_order && !escaped {
-            if let Some(top) = top {
-                for member in &members {
-                    let key = &out[member.key.0..member.key.1];
-                    top.push((member.start, String::from_utf8_lossy(key).into_owned()));
-                }
+            if top {
+                top_list.extend(stack[base..].iter().map(|m| TopMember {
+                    start: m.start,
+                    raw: m.key,
+                    unescaped: None,
+                }));
             }
             out.push(b'}');
-            return out;
+            stack.truncate(base);
+            return s;
         }
         // Stable sorts: of members with the same key, the last one written wins (as a map
         // built from them keeps the last insert).
-        let mut sorted = members;
         let texts: Option<Vec<String>> = if escaped {
-            let texts: Vec<String> = sorted.iter().map(|m| Object::key_text(out, m)).collect();
-            let mut order: Vec<usize> = (0..sorted.len()).collect();
+            let texts: Vec<String> = stack[base..]
+                .iter()
+                .map(|m| Object::key_text(out, m))
+                .collect();
+            let mut order: Vec<usize> = (0..texts.len()).collect();
             order.sort_by(|&a, &b| texts[a].as_bytes().cmp(texts[b].as_bytes()));
-            let reordered: Vec<Member> = order.iter().map(|&i| sorted[i]).collect();
-            let texts = order.iter().map(|&i| texts[i].clone()).collect();
-            sorted = reordered;
-            Some(texts)
+            let reordered: Vec<Member> = order.iter().map(|&i| stack[base + i]).collect();
+            stack[base..].copy_from_slice(&reordered);
+            Some(order.iter().map(|&i| texts[i].clone()).collect())
         } else {
-            sorted.sort_by(|a, b| out[a.key.0..a.key.1].cmp(&out[b.key.0..b.key.1]));
+            stack[base..].sort_by(|a, b| out[a.key.0..a.key.1].cmp(&out[b.key.0..b.key.1]));
             None
         };
+        spare.clear();
+        spare.extend_from_slice(&out[open + 1..]);
+        out.truncate(open + 1);
+        let members = &stack[base..];
         let same_key = |i: usize, j: usize| match &texts {
             Some(texts) => texts[i] == texts[j],
-            None => out[sorted[i].key.0..sorted[i].key.1] == out[sorted[j].key.0..sorted[j].key.1],
+            None => {
+                let key = |m: &Member| &spare[m.key.0 - open - 1..m.key.1 - open - 1];
+                key(&members[i]) == key(&members[j])
+            }
         };
-        let kept: Vec<usize> = (0..sorted.len())
-            .filter(|&i| i + 1 == sorted.len() || !same_key(i, i + 1))
-            .collect();
-        let keys: Option<Vec<String>> = top.as_ref().map(|_| {
-            kept.iter()
-                .map(|&i| match &texts {
-                    Some(texts) => texts[i].clone(),
-                    None => {
-                        String::from_utf8_lossy(&out[sorted[i].key.0..sorted[i].key.1]).into_owned()
-                    }
-                })
-                .collect()
-        });
-        let written = out.split_off(open + 1);
-        let mut top = top;
-        for (n, &i) in kept.iter().enumerate() {
-            if n > 0 {
+        let mut first = true;
+        for i in 0..members.len() {
+            if i + 1 < members.len() && same_key(i, i + 1) {
+                continue;
+            }
+            if !first {
                 out.push(b',');
             }
-            if let (Some(top), Some(keys)) = (top.as_deref_mut(), keys.as_ref()) {
-                top.push((out.len(), keys[n].clone()));
+            first = false;
+            let member = members[i];
+            let start = out.len();
+            if top {
+                let key_len = member.key.1 - member.key.0;
+                top_list.push(TopMember {
+                    start,
+                    raw: (start + 1, start + 1 + key_len),
+                    unescaped: texts.as_ref().map(|texts| texts[i].clone()),
+                });
             }
-            let member = sorted[i];
-            out.extend_from_slice(&written[member.start - open - 1..member.end - open - 1]);
+            out.extend_from_slice(&spare[member.start - open - 1..member.end - open - 1]);
         }
         out.push(b'}');
-        out
+        stack.truncate(base);
+        s
     }
 }
 
 /// An array being written.
 struct Array<'a> {
-    out: &'a mut Vec<u8>,
+    s: &'a mut Scratch,
     first: bool,
 }
 
 impl Array<'_> {
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), CanonicalError> {
         if !self.first {
-            self.out.push(b',');
+            self.s.out.push(b',');
         }
         self.first = false;
         value.serialize(Canonical {
-            out: self.out,
-            top: None,
+            s: &mut *self.s,
+            top: false,
         })
     }
 }
@@ -217,11 +275,10 @@ pub struct VariantObject<'a> {
 }
 
 /// Opens `{"variant":` (one member: already in order).
-fn open_variant<'a>(out: &'a mut Vec<u8>, variant: &str) -> &'a mut Vec<u8> {
-    out.push(b'{');
-    write_str(out, variant);
-    out.push(b':');
-    out
+fn open_variant(s: &mut Scratch, variant: &str) {
+    s.out.push(b'{');
+    write_str(&mut s.out, variant);
+    s.out.push(b':');
 }
 
 impl<'a> ser::Serializer for Canonical<'a> {
@@ -236,7 +293,8 @@ impl<'a> ser::Serializer for Canonical<'a> {
     type SerializeStructVariant = VariantObject<'a>;
 
     fn serialize_bool(self, v: bool) -> Result<(), CanonicalError> {
-        self.out
+        self.s
+            .out
             .extend_from_slice(if v { b"true" } else { b"false" });
         Ok(())
     }
@@ -250,7 +308,8 @@ impl<'a> ser::Serializer for Canonical<'a> {
         self.serialize_i64(v.into())
     }
     fn serialize_i64(self, v: i64) -> Result<(), CanonicalError> {
-        self.out
+        self.s
+            .out
             .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
         Ok(())
     }
@@ -272,7 +331,8 @@ impl<'a> ser::Serializer for Canonical<'a> {
         self.serialize_u64(v.into())
     }
     fn serialize_u64(self, v: u64) -> Result<(), CanonicalError> {
-        self.out
+        self.s
+            .out
             .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
         Ok(())
     }
@@ -287,7 +347,7 @@ impl<'a> ser::Serializer for Canonical<'a> {
         self.serialize_f64(f64::from(v))
     }
     fn serialize_f64(self, v: f64) -> Result<(), CanonicalError> {
-        serde_json::to_writer(&mut *self.out, &serde_json::Value::from(v))
+        serde_json::to_writer(&mut self.s.out, &serde_json::Value::from(v))
             .expect("writing to a Vec cannot fail");
         Ok(())
     }
@@ -295,7 +355,7 @@ impl<'a> ser::Serializer for Canonical<'a> {
         self.serialize_str(v.encode_utf8(&mut [0; 4]))
     }
     fn serialize_str(self, v: &str) -> Result<(), CanonicalError> {
-        write_str(self.out, v);
+        write_str(&mut self.s.out, v);
         Ok(())
     }
     fn serialize_bytes(self, v: &[u8]) -> Result<(), CanonicalError> {
@@ -313,7 +373,7 @@ impl<'a> ser::Serializer for Canonical<'a> {
         value.serialize(self)
     }
     fn serialize_unit(self) -> Result<(), CanonicalError> {
-        self.out.extend_from_slice(b"null");
+        self.s.out.extend_from_slice(b"null");
         Ok(())
     }
     fn serialize_unit_struct(self, _name: &'static str) -> Result<(), CanonicalError> {
@@ -341,16 +401,16 @@ impl<'a> ser::Serializer for Canonical<'a> {
         variant: &'static str,
         value: &T,
     ) -> Result<(), CanonicalError> {
-        let mut object = Object::begin(self.out, self.top);
+        let mut object = Object::begin(self.s, self.top);
         object.key(variant);
         object.value(value)?;
         object.finish();
         Ok(())
     }
     fn serialize_seq(self, _len: Option<usize>) -> Result<Array<'a>, CanonicalError> {
-        self.out.push(b'[');
+        self.s.out.push(b'[');
         Ok(Array {
-            out: self.out,
+            s: self.s,
             first: true,
         })
     }
@@ -371,15 +431,18 @@ impl<'a> ser::Serializer for Canonical<'a> {
         variant: &'static str,
         _len: usize,
     ) -> Result<VariantArray<'a>, CanonicalError> {
-        let out = open_variant(self.out, variant);
-        out.push(b'[');
+        open_variant(self.s, variant);
+        self.s.out.push(b'[');
         Ok(VariantArray {
-            array: Array { out, first: true },
+            array: Array {
+                s: self.s,
+                first: true,
+            },
         })
     }
     fn serialize_map(self, _len: Option<usize>) -> Result<MapWriter<'a>, CanonicalError> {
         Ok(MapWriter {
-            object: Object::begin(self.out, self.top),
+            object: Object::begin(self.s, self.top),
         })
     }
     fn serialize_struct(
@@ -387,7 +450,7 @@ impl<'a> ser::Serializer for Canonical<'a> {
         _name: &'static str,
         _len: usize,
     ) -> Result<Object<'a>, CanonicalError> {
-        Ok(Object::begin(self.out, self.top))
+        Ok(Object::begin(self.s, self.top))
     }
     fn serialize_struct_variant(
         self,
@@ -396,9 +459,9 @@ impl<'a> ser::Serializer for Canonical<'a> {
         variant: &'static str,
         _len: usize,
     ) -> Result<VariantObject<'a>, CanonicalError> {
-        let out = open_variant(self.out, variant);
+        open_variant(self.s, variant);
         Ok(VariantObject {
-            object: Object::begin(out, None),
+            object: Object::begin(self.s, false),
         })
     }
 }
@@ -413,7 +476,7 @@ impl ser::SerializeSeq for Array<'_> {
         self.element(value)
     }
     fn end(self) -> Result<(), CanonicalError> {
-        self.out.push(b']');
+        self.s.out.push(b']');
         Ok(())
     }
 }
@@ -450,7 +513,7 @@ impl ser::SerializeTupleVariant for VariantArray<'_> {
         self.array.element(value)
     }
     fn end(self) -> Result<(), CanonicalError> {
-        self.array.out.extend_from_slice(b"]}");
+        self.array.s.out.extend_from_slice(b"]}");
         Ok(())
     }
 }
@@ -484,7 +547,7 @@ impl ser::SerializeStructVariant for VariantObject<'_> {
         self.object.value(value)
     }
     fn end(self) -> Result<(), CanonicalError> {
-        self.object.finish().push(b'}');
+        self.object.finish().out.push(b'}');
         Ok(())
     }
 }
@@ -493,8 +556,9 @@ impl ser::SerializeMap for MapWriter<'_> {
     type Ok = ();
     type Error = CanonicalError;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), CanonicalError> {
-        let key = key.serialize(KeyText)?;
-        self.object.key(&key);
+        let start = self.object.key_start();
+        key.serialize(KeyText(&mut self.object.s.out))?;
+        self.object.key_end(start);
         Ok(())
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), CanonicalError> {
@@ -508,75 +572,86 @@ impl ser::SerializeMap for MapWriter<'_> {
 
 /// A map key as the text `serde_json::to_value` makes of it: strings, chars, integers,
 /// booleans and unit variants; anything else is refused.
-struct KeyText;
+struct KeyText<'o>(&'o mut Vec<u8>);
+
+impl KeyText<'_> {
+    /// A key that is not a string in Rust, written as the JSON string of its text.
+    fn quoted(self, text: &str) -> Result<(), CanonicalError> {
+        self.0.push(b'"');
+        self.0.extend_from_slice(text.as_bytes());
+        self.0.push(b'"');
+        Ok(())
+    }
+}
 
 fn refused_key() -> CanonicalError {
     ser::Error::custom("key must be a string")
 }
 
-impl ser::Serializer for KeyText {
-    type Ok = String;
+impl ser::Serializer for KeyText<'_> {
+    type Ok = ();
     type Error = CanonicalError;
-    type SerializeSeq = ser::Impossible<String, CanonicalError>;
-    type SerializeTuple = ser::Impossible<String, CanonicalError>;
-    type SerializeTupleStruct = ser::Impossible<String, CanonicalError>;
-    type SerializeTupleVariant = ser::Impossible<String, CanonicalError>;
-    type SerializeMap = ser::Impossible<String, CanonicalError>;
-    type SerializeStruct = ser::Impossible<String, CanonicalError>;
-    type SerializeStructVariant = ser::Impossible<String, CanonicalError>;
+    type SerializeSeq = ser::Impossible<(), CanonicalError>;
+    type SerializeTuple = ser::Impossible<(), CanonicalError>;
+    type SerializeTupleStruct = ser::Impossible<(), CanonicalError>;
+    type SerializeTupleVariant = ser::Impossible<(), CanonicalError>;
+    type SerializeMap = ser::Impossible<(), CanonicalError>;
+    type SerializeStruct = ser::Impossible<(), CanonicalError>;
+    type SerializeStructVariant = ser::Impossible<(), CanonicalError>;
 
-    fn serialize_bool(self, v: bool) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    fn serialize_bool(self, v: bool) -> Result<(), CanonicalError> {
+        self.quoted(if v { "true" } else { "false" })
     }
-    fn serialize_i8(self, v: i8) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    fn serialize_i8(self, v: i8) -> Result<(), CanonicalError> {
+        self.quoted(itoa::Buffer::new().format(v))
     }
-    fn serialize_i16(self, v: i16) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    fn serialize_i16(self, v: i16) -> Result<(), CanonicalError> {
+        self.quoted(itoa::Buffer::new().format(v))
     }
-    fn serialize_i32(self, v: i32) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    fn serialize_i32(self, v: i32) -> Result<(), CanonicalError> {
+        self.quoted(itoa::Buffer::new().format(v))
     }
-    fn serialize_i64(self, v: i64) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    fn serialize_i64(self, v: i64) -> Result<(), CanonicalError> {
+        self.quoted(itoa::Buffer::new().format(v))
     }
-    fn serialize_u8(self, v: u8) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    fn serialize_u8(self, v: u8) -> Result<(), CanonicalError> {
+        self.quoted(itoa::Buffer::new().format(v))
     }
-    fn serialize_u16(self, v: u16) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    fn serialize_u16(self, v: u16) -> Result<(), CanonicalError> {
+        self.quoted(itoa::Buffer::new().format(v))
     }
-    fn serialize_u32(self, v: u32) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    fn serialize_u32(self, v: u32) -> Result<(), CanonicalError> {
+        self.quoted(itoa::Buffer::new().format(v))
     }
-    fn serialize_u64(self, v: u64) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    fn serialize_u64(self, v: u64) -> Result<(), CanonicalError> {
+        self.quoted(itoa::Buffer::new().format(v))
     }
-    fn serialize_f32(self, _v: f32) -> Result<String, CanonicalError> {
+    fn serialize_f32(self, _v: f32) -> Result<(), CanonicalError> {
         Err(refused_key())
     }
-    fn serialize_f64(self, _v: f64) -> Result<String, CanonicalError> {
+    fn serialize_f64(self, _v: f64) -> Result<(), CanonicalError> {
         Err(refused_key())
     }
-    fn serialize_char(self, v: char) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    fn serialize_char(self, v: char) -> Result<(), CanonicalError> {
+        self.serialize_str(v.encode_utf8(&mut [0; 4]))
     }
-    fn serialize_str(self, v: &str) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    fn serialize_str(self, v: &str) -> Result<(), CanonicalError> {
+        write_str(self.0, v);
+        Ok(())
     }
-    fn serialize_bytes(self, _v: &[u8]) -> Result<String, CanonicalError> {
+    fn serialize_bytes(self, _v: &[u8]) -> Result<(), CanonicalError> {
         Err(refused_key())
     }
-    fn serialize_none(self) -> Result<String, CanonicalError> {
+    fn serialize_none(self) -> Result<(), CanonicalError> {
         Err(refused_key())
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<String, CanonicalError> {
+    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<(), CanonicalError> {
         Err(refused_key())
     }
-    fn serialize_unit(self) -> Result<String, CanonicalError> {
+    fn serialize_unit(self) -> Result<(), CanonicalError> {
         Err(refused_key())
     }
-    fn serialize_unit_struct(self, _name: &'static str) -> Result<String, CanonicalError> {
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), CanonicalError> {
         Err(refused_key())
     }
     fn serialize_unit_variant(
@@ -584,14 +659,15 @@ impl ser::Serializer for KeyText {
         _name: &'static str,
         _index: u32,
         variant: &'static str,
-    ) -> Result<String, CanonicalError> {
-        Ok(variant.to_string())
+    ) -> Result<(), CanonicalError> {
+        write_str(self.0, variant);
+        Ok(())
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
         _name: &'static str,
         value: &T,
-    ) -> Result<String, CanonicalError> {
+    ) -> Result<(), CanonicalError> {
         value.serialize(self)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -600,7 +676,7 @@ impl ser::Serializer for KeyText {
         _index: u32,
         _variant: &'static str,
         _value: &T,
-    ) -> Result<String, CanonicalError> {
+    ) -> Result<(), CanonicalError> {
         Err(refused_key())
     }
     fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, CanonicalError> {
@@ -746,8 +822,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, br#"[{"a":1,"b":{"a":2,"z":1}}"#);
-        let starts: Vec<(usize, &str)> = top.iter().map(|(at, k)| (*at, k.as_str())).collect();
-        assert_eq!(starts, [(2, "a"), (8, "b")]);
+        let starts: Vec<(usize, &[u8])> = top.iter().map(|m| (m.start, m.key(&out))).collect();
+        assert_eq!(starts, [(2, &b"a"[..]), (8, &b"b"[..])]);
+        // Out of order, and a key with an escape: named by its text.
+        let mut out = Vec::new();
+        let top = write_canonical_of(
+            &serde_json::json!({"z": 1, "a\"q": 2, "m": {"y": 0, "b": 1}}),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, br#"{"a\"q":2,"m":{"b":1,"y":0},"z":1}"#);
+        let starts: Vec<(usize, &[u8])> = top.iter().map(|m| (m.start, m.key(&out))).collect();
+        assert_eq!(
+            starts,
+            [(1, &b"a\"q"[..]), (10, &b"m"[..]), (28, &b"z"[..])]
+        );
     }
 
     #[test]

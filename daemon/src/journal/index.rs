@@ -65,20 +65,103 @@ pub struct IndexedEntry {
     pub excerpt: Option<String>,
 }
 
-/// An entry as written (its line, without the newline), waiting for the index thread,
-/// which parses it there rather than on the event loop (and only when it needs to: a
-/// running drive's steps are not parsed at all).
+/// An entry as written, waiting for the index thread, which parses it there rather than
+/// on the event loop (and only when it needs to: a running drive's steps are not parsed
+/// at all). The event loop queues where the line is (`segment`, `offset`, `len`), not the
+/// line: the index thread reads the lines of a batch back from the segment with one read
+/// ([`read_lines`]). Memory the event loop allocated and another thread freed slowed the
+/// loop's own allocations down by a fifth (docs/benchmarks.md, "The journal's entries
+/// without their lines in the index's queue").
 #[derive(Debug, Clone)]
 pub struct QueuedEntry {
+    /// The line without its newline: empty until [`read_lines`] has read it (entries
+    /// written at start-up carry theirs).
     pub line: Vec<u8>,
+    /// The line's length in the segment, without the newline.
+    pub len: usize,
     pub seq: u64,
     pub at_ms: u64,
     pub kind: QueuedKind,
     /// The drive the entry is about, when the writer said so (else read from the line).
-    pub drive_id: Option<String>,
+    pub drive_id: Option<ShortId>,
     pub segment: u64,
     pub offset: u64,
     pub excerpt: Option<String>,
+}
+
+/// A drive id kept inline (no allocation to hand from the event loop to the index thread);
+/// a longer one is not kept and the index reads it from the line.
+#[derive(Clone, Copy)]
+pub struct ShortId {
+    len: u8,
+    bytes: [u8; ShortId::CAPACITY],
+}
+
+impl ShortId {
+    const CAPACITY: usize = 47;
+
+    pub fn new(id: &str) -> Option<ShortId> {
+        let len = id.len();
+        if len > ShortId::CAPACITY {
+            return None;
+        }
+        let mut bytes = [0; ShortId::CAPACITY];
+        bytes[..len].copy_from_slice(id.as_bytes());
+        Some(ShortId {
+            len: len as u8,
+            bytes,
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)])
+            .expect("a ShortId holds the bytes of a str")
+    }
+}
+
+impl std::fmt::Debug for ShortId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// Reads the lines of queued entries back from their segments in `dir` (in the order they
+/// were written: one read per segment the entries span). An entry whose line cannot be
+/// read (its segment gone) keeps an empty line, which the index skips.
+pub fn read_lines(dir: &Path, entries: &mut [QueuedEntry]) -> Result<(), JournalError> {
+    use std::os::unix::fs::FileExt;
+    let mut first = 0;
+    let mut result = Ok(());
+    while first < entries.len() {
+        let segment = entries[first].segment;
+        let mut end = first;
+        while end < entries.len() && entries[end].segment == segment {
+            end += 1;
+        }
+        let wanted: Vec<usize> = (first..end)
+            .filter(|&i| entries[i].line.is_empty() && entries[i].len > 0)
+            .collect();
+        if let (Some(&lo), Some(&hi)) = (wanted.first(), wanted.last()) {
+            let from = entries[lo].offset;
+            let to = entries[hi].offset + entries[hi].len as u64;
+            let path = dir.join(super::segments::segment_name(segment));
+            let mut bytes = vec![0; (to - from) as usize];
+            let read = std::fs::File::open(&path)
+                .and_then(|file| file.read_exact_at(&mut bytes, from))
+                .map_err(JournalError::io("read back", &path));
+            match read {
+                Ok(()) => {
+                    for i in wanted {
+                        let at = (entries[i].offset - from) as usize;
+                        entries[i].line = bytes[at..at + entries[i].len].to_vec();
+                    }
+                }
+                Err(error) => result = Err(error),
+            }
+        }
+        first = end;
+    }
+    result
 }
 
 /// What the index does with an entry, from its `kind`.
@@ -294,8 +377,8 @@ impl IndexWriter {
             if queued.kind == QueuedKind::Other {
                 continue;
             }
-            let drive_id = match queued.drive_id.clone() {
-                Some(id) => id,
+            let drive_id = match queued.drive_id {
+                Some(id) => id.as_str().to_string(),
                 None => match queued.kind {
                     QueuedKind::Pruned => String::new(),
                     _ => serde_json::from_slice::<Value>(&queued.line)

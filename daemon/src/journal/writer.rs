@@ -14,9 +14,10 @@ use koru_protocol::{blocker, Blocker, DriveInfo, DriveState, JournalStatus, Stag
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::canonical::{sealed_entry, sha256_hex, Sealer, GENESIS};
+use super::canonical::{sealed_entry_into, sha256_hex, Sealer, GENESIS};
 use super::index::{
-    prompt_excerpt, Applied, IndexReader, IndexWriter, IndexedEntry, QueuedEntry, QueuedKind,
+    prompt_excerpt, read_lines, Applied, IndexReader, IndexWriter, IndexedEntry, QueuedEntry,
+    QueuedKind, ShortId,
 };
 use super::segments::{self, segment_name, Lines};
 use super::{
@@ -328,6 +329,8 @@ pub struct Journal {
     /// Lines written since the last flush (one `write(2)` per event of the state machine,
     /// see [`Journal::flush`]), and their entries for the index.
     buffer: Vec<u8>,
+    /// Where an entry's canonical body is built before it is sealed into `buffer`.
+    scratch: Vec<u8>,
     unflushed: Vec<QueuedEntry>,
     /// `(last_seq, head, segment_bytes)` as of the last flush, to undo a failed one.
     flushed: (u64, String, u64),
@@ -652,6 +655,7 @@ impl Journal {
             reader,
             error: None,
             buffer: Vec::with_capacity(16 * 1024),
+            scratch: Vec::with_capacity(2048),
             unflushed: Vec::new(),
             flushed: (tail.last_seq, tail.head.clone(), tail.segment_len),
             _lock: lock,
@@ -702,6 +706,7 @@ impl Journal {
 
     fn start_threads(&mut self, mut index: IndexWriter, open: HashSet<String>) {
         let queue = self.index_queue.clone();
+        let dir = self.config.dir.clone();
         self.index_thread = Some(
             std::thread::Builder::new()
                 .name("koru-journal-index".into())
@@ -731,8 +736,11 @@ impl Journal {
                         // this thread's malloc arena kept afterwards.
                         let mut queued = entries.into_iter().peekable();
                         while queued.peek().is_some() {
-                            let batch: Vec<QueuedEntry> =
+                            let mut batch: Vec<QueuedEntry> =
                                 queued.by_ref().take(INDEX_BATCH).collect();
+                            if let Err(error) = read_lines(&dir, &mut batch) {
+                                tracing::error!(%error, "the drive index could not read entries back; they are left out of it");
+                            }
                             if let Err(error) = index.apply_live(batch, &mut open) {
                                 tracing::error!(%error, "the drive index could not be written");
                             }
@@ -770,9 +778,9 @@ impl Journal {
         );
     }
 
-    /// Writes one entry (sealed and linked) and returns it for the index. `fields` is the
-    /// entry's own part (an object): the envelope (`seq`, `at_ms`, `kind`, `prev_hash`,
-    /// `by`) is added around it.
+    /// Writes one entry (sealed and linked) and returns it for the index, its line with it
+    /// (start-up indexes these entries itself). `fields` is the entry's own part (an
+    /// object): the envelope (`seq`, `at_ms`, `kind`, `prev_hash`, `by`) is added around it.
     fn write<F: Serialize + ?Sized>(
         &mut self,
         at_ms: u64,
@@ -781,11 +789,15 @@ impl Journal {
         by: Option<&Asker>,
         excerpt: Option<String>,
     ) -> Result<QueuedEntry, JournalError> {
-        self.write_for(at_ms, kind, None, fields, by, excerpt)
+        self.write_entry(at_ms, kind, None, fields, by, excerpt, true)
     }
 
-    /// [`Journal::write`], telling the index which drive the entry is about.
-    fn write_for<F: Serialize + ?Sized>(
+    /// [`Journal::write`] of an entry about `drive_id` (when it is about a drive), with a
+    /// copy of the line in the returned entry only when `keep_line`: otherwise the line
+    /// goes straight into the buffer and the index thread reads it back from the segment
+    /// (no allocation of the event loop's is handed to another thread).
+    #[allow(clippy::too_many_arguments)]
+    fn write_entry<F: Serialize + ?Sized>(
         &mut self,
         at_ms: u64,
         kind: &str,
@@ -793,6 +805,7 @@ impl Journal {
         fields: &F,
         by: Option<&Asker>,
         excerpt: Option<String>,
+        keep_line: bool,
     ) -> Result<QueuedEntry, JournalError> {
         let seq = self.last_seq + 1;
         let entry = EntryEnvelope {
@@ -803,24 +816,34 @@ impl Journal {
             by,
             fields,
         };
-        let (mut line, hash) =
-            sealed_entry(&entry, &self.config.sealer).map_err(|error| JournalError::Entry {
-                kind: kind.to_string(),
-                error: error.to_string(),
-            })?;
-        line.push(b'\n');
+        let start = self.buffer.len();
+        let hash = sealed_entry_into(
+            &entry,
+            &self.config.sealer,
+            &mut self.scratch,
+            &mut self.buffer,
+        )
+        .map_err(|error| JournalError::Entry {
+            kind: kind.to_string(),
+            error: error.to_string(),
+        })?;
+        let len = self.buffer.len() - start;
+        self.buffer.push(b'\n');
         let offset = self.segment_bytes;
-        self.buffer.extend_from_slice(&line);
-        self.segment_bytes += line.len() as u64;
+        self.segment_bytes += len as u64 + 1;
         self.last_seq = seq;
         self.head = hash;
-        line.pop();
         let queued = QueuedEntry {
-            line,
+            line: if keep_line {
+                self.buffer[start..start + len].to_vec()
+            } else {
+                Vec::new()
+            },
+            len,
             seq,
             at_ms,
             kind: QueuedKind::of(kind),
-            drive_id: drive_id.map(String::from),
+            drive_id: drive_id.and_then(ShortId::new),
             segment: self.segment_first_seq,
             offset,
             excerpt,
@@ -857,7 +880,7 @@ impl Journal {
         by: Option<&Asker>,
         excerpt: Option<String>,
     ) -> Result<u64, JournalError> {
-        let result = self.write_for(at_ms, kind, drive_id, fields, by, excerpt);
+        let result = self.write_entry(at_ms, kind, drive_id, fields, by, excerpt, false);
         match result {
             Ok(queued) => {
                 self.unflushed.push(queued);

@@ -266,8 +266,10 @@ pub fn normalize_prompt(text: &str) -> String {
 /// `sha256:<hex>` of the normalized prompt.
 pub fn prompt_digest(text: &str) -> String {
     let digest = Sha256::digest(normalize_prompt(text).as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    out.push_str(&crate::journal::canonical::hex(&digest));
+    out
 }
 
 /// Test helper: the events of one whole turn, from a chat's first record to its end.

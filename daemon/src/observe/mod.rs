@@ -266,9 +266,13 @@ pub fn normalize_prompt(text: &str) -> String {
 /// `sha256:<hex>` of the normalized prompt.
 pub fn prompt_digest(text: &str) -> String {
     let digest = Sha256::digest(normalize_prompt(text).as_bytes());
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
-    out.push_str(&crate::journal::canonical::hex(&digest));
+    for byte in digest {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 15)]));
+    }
     out
 }
 

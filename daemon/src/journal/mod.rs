@@ -219,6 +219,11 @@ pub struct JournalConfig {
     /// The SQLite index of drives (a cache, rebuilt from the journal when it is missing or
     /// does not match).
     pub index_path: PathBuf,
+    /// How long opening waits for the journal's lock while another process holds it: a
+    /// daemon killed a moment ago keeps its lock until it has fully exited (a thread of it
+    /// may still be in `fdatasync`), and its successor — already the owner of the socket —
+    /// must not fail on that.
+    pub lock_wait: Duration,
 }
 
 impl JournalConfig {
@@ -234,6 +239,7 @@ impl JournalConfig {
             retain: Retention::default(),
             sealer: canonical::Sealer::from_env(),
             index_path,
+            lock_wait: Duration::from_secs(5),
         }
     }
 }

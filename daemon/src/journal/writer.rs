@@ -41,6 +41,42 @@ fn open_segment(path: &Path) -> Result<File, JournalError> {
         .map_err(JournalError::io("open", path))
 }
 
+/// Takes the journal's lock, waiting up to `config.lock_wait` while another process holds
+/// it (polling: `flock` has no timeout of its own).
+fn lock_journal(
+    file: File,
+    config: &JournalConfig,
+) -> Result<nix::fcntl::Flock<File>, JournalError> {
+    let started = std::time::Instant::now();
+    let mut file = file;
+    let mut told = false;
+    loop {
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((returned, nix::errno::Errno::EWOULDBLOCK))
+                if started.elapsed() < config.lock_wait =>
+            {
+                if !told {
+                    tracing::info!(
+                        dir = %config.dir.display(),
+                        wait_ms = config.lock_wait.as_millis() as u64,
+                        "another process holds the journal (a daemon that is still exiting?); waiting for it"
+                    );
+                    told = true;
+                }
+                file = returned;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err((_, errno)) => {
+                return Err(JournalError::Unreadable {
+                    dir: config.dir.clone(),
+                    why: format!("another koru daemon is writing it ({errno})"),
+                })
+            }
+        }
+    }
+}
+
 /// How many new blobs the sync thread may hold open until its next `fdatasync`.
 const BLOB_FILES_KEPT_OPEN: usize = 256;
 /// From this many new files in one group commit, one `syncfs(2)` flushes them all.
@@ -602,11 +638,7 @@ impl Journal {
             .mode(0o600)
             .open(&lock_path)
             .map_err(JournalError::io("open", &lock_path))?;
-        let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-            .map_err(|(_, errno)| JournalError::Unreadable {
-                dir: config.dir.clone(),
-                why: format!("another koru daemon is writing it ({errno})"),
-            })?;
+        let lock = lock_journal(lock_file, &config)?;
         if config.prompts == PromptsMode::Full {
             create_private_dir(&config.dir.join("blobs"))?;
             create_private_dir(&config.dir.join("blobs").join("sha256"))?;
@@ -1716,13 +1748,36 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let first = Journal::open(config(tmp.path()), 10, &daemon(), Map::new()).unwrap();
-        let second = Journal::open(config(tmp.path()), 10, &daemon(), Map::new());
+        let mut impatient = config(tmp.path());
+        impatient.lock_wait = Duration::from_millis(200);
+        let asked = std::time::Instant::now();
+        let second = Journal::open(impatient, 10, &daemon(), Map::new());
         assert!(matches!(second, Err(JournalError::Unreadable { .. })));
+        assert!(asked.elapsed() >= Duration::from_millis(200));
         let dir = tmp.path().join("journal");
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&dir), 0o700);
         assert_eq!(mode(&dir.join("blobs")), 0o700);
         assert_eq!(mode(&segments::list(&dir).unwrap()[0].path), 0o600);
         first.journal.close();
+    }
+
+    #[test]
+    fn a_journal_still_held_by_an_exiting_daemon_is_opened_once_it_lets_go() {
+        let tmp = tempfile::tempdir().unwrap();
+        let first = Journal::open(config(tmp.path()), 10, &daemon(), Map::new()).unwrap();
+        // The predecessor lets go 300 ms from now (as a killed daemon does once its last
+        // thread has left the kernel).
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            first.journal.close();
+        });
+        let asked = std::time::Instant::now();
+        let second = Journal::open(config(tmp.path()), 20, &daemon(), Map::new())
+            .expect("the journal opens once the previous writer has let go");
+        assert!(asked.elapsed() >= Duration::from_millis(250));
+        letting_go.join().unwrap();
+        assert!(second.ended_at_restart.is_empty());
+        second.journal.close();
     }
 }

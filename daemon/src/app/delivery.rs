@@ -1,5 +1,7 @@
 //! The drive lifecycle: accepting a drive, planning its routes, the fallback chain (decisions from `drive::fallback`), plugin acks, OS injection and the daemon's submit key, cancelling, and finishing with one terminal state; one drive per chat at a time.
 
+use std::sync::Arc;
+
 use koru_protocol::{
     blocker, AttemptOutcome, Blocker, ChatState, DriveCancelNotice, DriveCreate, DriveRequest,
     DriveResult, DriveState, Envelope, ErrorCode, ErrorMessage, Location, Message, RequestId,
@@ -12,7 +14,7 @@ use super::sessions::resolve_target;
 use crate::clock::Clock;
 use crate::drive::fallback::{after_failure, next_route, AfterFailure, RouteChoice};
 use crate::drive::inject::{InjectionJob, InjectionOutcome, KeyPressJob, Reached};
-use crate::drive::planner::{plan, Candidate, PlanInput};
+use crate::drive::planner::{plan, Candidate, PlanInput, PlanKey};
 
 use super::chats::CHAT_RUNNING_BUSY_MS;
 use super::{new_id, App, ConnId};
@@ -300,28 +302,55 @@ impl<C: Clock> App<C> {
         self.queued_prompt_bytes = self.queued_prompt_bytes.saturating_sub(bytes);
     }
 
-    /// The candidate routes for a drive to `session_id` (empty: a plugin-less window).
+    /// The candidate routes for a drive to `session_id` (empty: a plugin-less window): the
+    /// session's remembered plan for these options when it still holds
+    /// (`planner::plan_remembered`).
     pub(super) fn plan(
-        &self,
+        &mut self,
         session_id: &str,
         has_window: bool,
         options: &koru_protocol::DriveOptions,
-    ) -> Vec<Candidate> {
-        let session = self.sessions.get(session_id);
-        let product = session.and_then(|s| s.product()).map(|p| p.to_string());
+    ) -> Vec<Arc<Candidate>> {
+        let platform =
+            crate::doctor::probe::current_platform().unwrap_or(koru_registry::Platform::Linux);
+        let registry = &self.registry;
+        let injections = &self.injections;
+        let probe = |interface: &str| injections.probe(interface);
+        let product = self.sessions.get(session_id).and_then(|s| s.product());
+        let Some(product) = product else {
+            let session = self.sessions.get(session_id);
+            let input = PlanInput {
+                registry,
+                product: None,
+                capabilities: session.map(|s| s.capabilities.as_slice()).unwrap_or(&[]),
+                has_window,
+                plugin_connected: session.is_some(),
+                platform,
+                submit: options.submit,
+                new_chat: options.new_chat,
+            };
+            return plan(&input, &probe).into_iter().map(Arc::new).collect();
+        };
+        let session = &self.sessions[session_id];
+        let product_name = product.to_string();
         let input = PlanInput {
-            registry: &self.registry,
-            product: product.as_deref(),
-            capabilities: session.map(|s| s.capabilities.as_slice()).unwrap_or(&[]),
+            registry,
+            product: Some(&product_name),
+            capabilities: &session.capabilities,
             has_window,
-            plugin_connected: session.is_some(),
-            platform: crate::doctor::probe::current_platform()
-                .unwrap_or(koru_registry::Platform::Linux),
+            plugin_connected: true,
+            platform,
             submit: options.submit,
             new_chat: options.new_chat,
         };
-        let injections = &self.injections;
-        plan(&input, &|interface: &str| injections.probe(interface))
+        let key = PlanKey {
+            registry_generation: self.registry_generation,
+            has_window,
+            platform,
+            submit: options.submit,
+            new_chat: options.new_chat,
+        };
+        self.plan_memory.plan(product, key, &input, &probe)
     }
 
     /// Tries the next usable route of a drive, or ends it when none is left (the choice is
@@ -391,6 +420,7 @@ impl<C: Clock> App<C> {
         let Some(candidate) = drive.current.clone() else {
             return;
         };
+        let candidate = Arc::unwrap_or_clone(candidate);
         self.injecting = Some(drive_id.to_string());
         if candidate.route != Route::OsInjection {
             // A plugin route that pasted: the daemon presses its submit key.

@@ -1,6 +1,7 @@
 //! Drives as the daemon keeps them: the record of one prompt's journey, its allowed state moves, and a bounded table of recent drives.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use koru_protocol::{
     AckStage, AttemptOutcome, Blocker, DriveInfo, DriveOptions, DriveState, Route, RouteAttempt,
@@ -26,9 +27,9 @@ pub struct DriveRecord {
     pub deadline_ms: u64,
     pub finished_at_ms: Option<u64>,
     /// Routes not tried yet, best first.
-    pub candidates: VecDeque<Candidate>,
+    pub candidates: VecDeque<Arc<Candidate>>,
     /// The route being tried now.
-    pub current: Option<Candidate>,
+    pub current: Option<Arc<Candidate>>,
     pub attempts: Vec<RouteAttempt>,
     pub verification: Verification,
     /// The window OS injection aims at (a window target, or the plugin's window).
@@ -145,7 +146,7 @@ impl DriveRecord {
     }
 
     /// Starts trying a route.
-    pub fn begin_attempt(&mut self, candidate: Candidate, now_ms: u64) {
+    pub fn begin_attempt(&mut self, candidate: Arc<Candidate>, now_ms: u64) {
         self.route = candidate.route;
         self.attempts.push(RouteAttempt {
             route: candidate.route,
@@ -203,7 +204,7 @@ impl DriveRecord {
         for candidate in std::mem::take(&mut self.candidates) {
             self.attempts.push(RouteAttempt {
                 route: candidate.route,
-                interface: candidate.interface,
+                interface: candidate.interface.clone(),
                 outcome: AttemptOutcome::NotTried,
                 reached: None,
                 blocker: None,

@@ -215,6 +215,12 @@ pub struct App<C: Clock> {
     queued_prompt_bytes: usize,
     stream_seq: u64,
     registry: Arc<koru_registry::Registry>,
+    /// How many registries were applied since start: the sessions' remembered route plans
+    /// are for one of them.
+    registry_generation: u64,
+    /// Route plans by the product and capabilities they were made for, reused by the next
+    /// drives with the same options (`drive::planner::PlanMemory`).
+    plan_memory: crate::drive::planner::PlanMemory,
     registry_status: RegistryStatus,
     refused_handshakes: VecDeque<RefusedHandshake>,
     injections: Box<dyn InjectionRunner>,
@@ -267,6 +273,8 @@ impl<C: Clock> App<C> {
             stream_seq: 0,
             registry: Arc::new(registry.registry),
             registry_status,
+            registry_generation: 0,
+            plan_memory: Default::default(),
             refused_handshakes: VecDeque::new(),
             injections,
             recovery,
@@ -387,6 +395,7 @@ impl<C: Clock> App<C> {
         if applied {
             self.registry_status = registry_status(&loaded);
             self.registry = Arc::new(loaded.registry);
+            self.registry_generation += 1;
             tracing::info!(
                 interfaces = self.registry.interfaces().len(),
                 "registry applied"

@@ -1949,3 +1949,54 @@ fn ids_are_a_prefix_and_twelve_hex_digits_and_do_not_repeat() {
     let other = std::thread::spawn(|| new_id("s_")).join().unwrap();
     assert!(!ids.contains(&other.replacen("s_", "d_", 1)));
 }
+
+/// Route plans are reused between drives (`drive::planner::PlanMemory`): what changes the
+/// routes — an injector that starts working, a registry reload — must reach the next drive.
+#[test]
+fn the_next_drive_sees_an_injector_that_started_working_and_a_reloaded_registry() {
+    let mut h = Harness::with_registry("", &[]);
+    let (plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let first = h.create(&mut controller, Target::Session(session_id.clone()), "one");
+    h.fail_step(&plugin, &first, "capability_missing");
+    h.fail_step(&plugin, &first, "capability_missing");
+    assert_eq!(h.drive_state(&first), DriveState::Failed);
+    assert!(h.injections.started.lock().unwrap().is_empty());
+
+    h.injections
+        .usable
+        .lock()
+        .unwrap()
+        .push("os_injector_xdotool".to_string());
+    let second = h.create(&mut controller, Target::Session(session_id.clone()), "two");
+    h.fail_step(&plugin, &second, "capability_missing");
+    h.fail_step(&plugin, &second, "capability_missing");
+    let jobs = h.injections.started.lock().unwrap().clone();
+    assert_eq!(
+        jobs.len(),
+        1,
+        "xdotool works now: {:?}",
+        h.attempts(&second)
+    );
+    assert_eq!(jobs[0].interface, "os_injector_xdotool");
+    h.finish_injection(&second, crate::drive::inject::Reached::Submitted, None);
+
+    let mut sources = vec![koru_registry::LayerSource::built_in()];
+    sources.push(koru_registry::LayerSource {
+        layer: koru_registry::Layer::User,
+        name: "user.yaml".into(),
+        path: None,
+        text: "interfaces:\n  - id: vscode_native_chat_open\n    enabled: false\n".into(),
+    });
+    let loaded = koru_registry::load(&sources);
+    assert!(loaded.is_clean(), "{:?}", loaded.diagnostics);
+    h.app.handle(DaemonEvent::RegistryChanged {
+        loaded: Box::new(loaded),
+    });
+    let third = h.create(&mut controller, Target::Session(session_id), "three");
+    assert_eq!(
+        h.attempts(&third).first().map(String::as_str),
+        Some("vscode_plugin_drive running"),
+        "the reloaded registry disabled the native route"
+    );
+}

@@ -1,6 +1,7 @@
 //! The fallback chain as pure decisions: which route a drive tries next (skipping the ones that cannot be used), what ends it when none is left, and whether a failed route may fall back at all. The state machine applies the effects.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use koru_protocol::{AttemptOutcome, Blocker, Route, RouteAttempt};
 
@@ -11,7 +12,7 @@ use super::planner::Candidate;
 pub struct NextRoute {
     /// Candidates that cannot be tried now, each with its blocker in `usable` (recorded as
     /// skipped attempts, in order).
-    pub skipped: Vec<Candidate>,
+    pub skipped: Vec<Arc<Candidate>>,
     pub choice: RouteChoice,
 }
 
@@ -19,18 +20,19 @@ pub struct NextRoute {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RouteChoice {
     /// Send this plugin route's steps to the plugin.
-    AskPlugin(Candidate),
+    AskPlugin(Arc<Candidate>),
     /// Type the prompt with this OS injection.
-    Inject(Candidate),
+    Inject(Arc<Candidate>),
     /// Nothing left: the drive fails with this blocker.
     Exhausted(Blocker),
 }
 
 /// Takes candidates off the front of `candidates` until one can be tried. `tried` are the
 /// drive's attempts so far; `plugin_connected` whether its window's plugin is there now
-/// (plugin routes need it).
+/// (plugin routes need it). Candidates are shared with the session's remembered plan
+/// (`planner::plan_remembered`): one changed here is copied first.
 pub fn next_route(
-    candidates: &mut VecDeque<Candidate>,
+    candidates: &mut VecDeque<Arc<Candidate>>,
     tried: &[RouteAttempt],
     plugin_connected: bool,
 ) -> NextRoute {
@@ -40,7 +42,7 @@ pub fn next_route(
             && matches!(candidate.route, Route::NativeSend | Route::PluginDrive)
             && !plugin_connected
         {
-            candidate.usable = Err(Blocker::new(
+            Arc::make_mut(&mut candidate).usable = Err(Blocker::new(
                 "plugin_missing",
                 "the plugin is not connected",
             ));
@@ -64,7 +66,7 @@ pub fn next_route(
 
 /// The most telling reason a drive ran out of routes: the last route that was tried and
 /// failed, else why the best-ranked route could not be tried at all.
-fn exhausted_blocker(tried: &[RouteAttempt], skipped: &[Candidate]) -> Blocker {
+fn exhausted_blocker(tried: &[RouteAttempt], skipped: &[Arc<Candidate>]) -> Blocker {
     let failed = tried
         .iter()
         .rev()
@@ -130,8 +132,8 @@ pub fn after_failure(blocker: &Blocker, may_have_delivered: bool) -> AfterFailur
 mod tests {
     use super::*;
 
-    fn candidate(interface: &str, route: Route, usable: Result<(), Blocker>) -> Candidate {
-        Candidate {
+    fn candidate(interface: &str, route: Route, usable: Result<(), Blocker>) -> Arc<Candidate> {
+        Arc::new(Candidate {
             interface: interface.into(),
             route,
             steps: Vec::new(),
@@ -144,7 +146,7 @@ mod tests {
             paste_chord_by_class: Vec::new(),
             window_class: None,
             window_title: None,
-        }
+        })
     }
 
     fn attempt(interface: &str, outcome: AttemptOutcome, blocker: Option<Blocker>) -> RouteAttempt {
@@ -161,7 +163,7 @@ mod tests {
         }
     }
 
-    fn ids(candidates: &[Candidate]) -> Vec<&str> {
+    fn ids(candidates: &[Arc<Candidate>]) -> Vec<&str> {
         candidates.iter().map(|c| c.interface.as_str()).collect()
     }
 

@@ -1,6 +1,8 @@
 //! Route planning: for one drive, the registry's candidate routes in rank order, each already judged usable now or not (with a classified blocker and the registry's recovery hint). Pure given the probe function.
 
-use koru_protocol::{AckStage, Blocker, Capability, DriveStep, Route};
+use std::sync::Arc;
+
+use koru_protocol::{AckStage, Blocker, Capability, DriveStep, IdeProduct, Route};
 use koru_registry::{
     effective_policy, rank_routes, BlockerCode, Platform, Registry, RouteKind, Step, StepCondition,
     StepStage,
@@ -212,6 +214,153 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
             }
         })
         .collect()
+}
+
+/// What a remembered plan was made for, besides the product and capabilities of the
+/// plugin session it is for ([`PlanMemory`] keeps plans by those).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanKey {
+    /// Counts the registries the daemon applied: a reload makes every remembered plan stale.
+    pub registry_generation: u64,
+    pub has_window: bool,
+    pub platform: Platform,
+    pub submit: bool,
+    pub new_chat: bool,
+}
+
+/// A plan made for a drive, kept for the next drives to the same kind of target: planning
+/// builds every candidate (its blockers, hints, steps and chords) from the registry, which
+/// the next drive with the same options to a session of the same product and capabilities
+/// would rebuild identically.
+#[derive(Debug, Clone)]
+pub struct RememberedPlan {
+    key: PlanKey,
+    /// What each OS injector said while the plan was made: an injector that works now and
+    /// did not then (or the other way round) makes a new plan.
+    probes: Vec<(String, Result<(), Blocker>)>,
+    candidates: Arc<[Arc<Candidate>]>,
+}
+
+/// Plans kept per product and capabilities (one per combination of drive options).
+const PLANS_PER_TARGET: usize = 4;
+/// Products-and-capabilities [`PlanMemory`] keeps plans for; past it, it starts over.
+const TARGETS_REMEMBERED: usize = 64;
+
+/// The plans the daemon made, by the product and capabilities of the plugin session they
+/// were made for (both fixed for a session's life, and the same for every window of one
+/// IDE build with one plugin version): a controller fanning prompts over many windows plans
+/// once per kind of window, and the memory stays bounded however many sessions there are.
+#[derive(Debug, Default)]
+pub struct PlanMemory {
+    /// By a hash of the product and capabilities; each entry says them in full.
+    targets: std::collections::HashMap<u64, Vec<TargetPlans>>,
+    count: usize,
+}
+
+#[derive(Debug)]
+struct TargetPlans {
+    product: IdeProduct,
+    capabilities: Vec<Capability>,
+    plans: Vec<RememberedPlan>,
+}
+
+impl PlanMemory {
+    /// [`plan_remembered`] with the plans kept for `product` and `input.capabilities`.
+    pub fn plan(
+        &mut self,
+        product: &IdeProduct,
+        key: PlanKey,
+        input: &PlanInput<'_>,
+        probe: &dyn Fn(&str) -> Result<(), Blocker>,
+    ) -> Vec<Arc<Candidate>> {
+        let fingerprint = target_fingerprint(product, input.capabilities);
+        let same = |t: &TargetPlans| t.product == *product && t.capabilities == input.capabilities;
+        let known = self
+            .targets
+            .get(&fingerprint)
+            .is_some_and(|bucket| bucket.iter().any(same));
+        if !known && self.count >= TARGETS_REMEMBERED {
+            self.targets.clear();
+            self.count = 0;
+        }
+        let bucket = self.targets.entry(fingerprint).or_default();
+        let at = match bucket.iter().position(same) {
+            Some(at) => at,
+            None => {
+                bucket.push(TargetPlans {
+                    product: product.clone(),
+                    capabilities: input.capabilities.to_vec(),
+                    plans: Vec::new(),
+                });
+                self.count += 1;
+                bucket.len() - 1
+            }
+        };
+        plan_remembered(&mut bucket[at].plans, key, input, probe)
+    }
+
+    /// How many products-and-capabilities it keeps plans for.
+    pub fn targets(&self) -> usize {
+        self.count
+    }
+}
+
+/// A hash of a product and capabilities (equal ones hash alike; `Capability` has no `Hash`
+/// of its own, as an unknown one keeps a raw JSON value).
+fn target_fingerprint(product: &IdeProduct, capabilities: &[Capability]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    product.hash(&mut hasher);
+    for capability in capabilities {
+        std::mem::discriminant(capability).hash(&mut hasher);
+        match capability {
+            Capability::Command { id } | Capability::ToolWindow { id } => id.hash(&mut hasher),
+            _ => {}
+        }
+    }
+    hasher.finish()
+}
+
+/// [`plan`], reusing the plan `remembered` holds for `key` when every injector it asked
+/// still answers the same; otherwise planning afresh and remembering that plan. The
+/// candidates are shared with the memory (a drive only reads them, and takes them off
+/// its own list as it tries them).
+pub fn plan_remembered(
+    remembered: &mut Vec<RememberedPlan>,
+    key: PlanKey,
+    input: &PlanInput<'_>,
+    probe: &dyn Fn(&str) -> Result<(), Blocker>,
+) -> Vec<Arc<Candidate>> {
+    if let Some(known) = remembered.iter().find(|p| p.key == key) {
+        if known
+            .probes
+            .iter()
+            .all(|(interface, said)| probe(interface) == *said)
+        {
+            return known.candidates.to_vec();
+        }
+    }
+    let asked = std::cell::RefCell::new(Vec::new());
+    let recording = |interface: &str| {
+        let said = probe(interface);
+        let mut asked = asked.borrow_mut();
+        if !asked.iter().any(|(i, _): &(String, _)| i == interface) {
+            asked.push((interface.to_string(), said.clone()));
+        }
+        said
+    };
+    let candidates: Arc<[Arc<Candidate>]> =
+        plan(input, &recording).into_iter().map(Arc::new).collect();
+    remembered.retain(|p| p.key != key && p.key.registry_generation == key.registry_generation);
+    if remembered.len() >= PLANS_PER_TARGET {
+        remembered.remove(0);
+    }
+    remembered.push(RememberedPlan {
+        key,
+        probes: asked.into_inner(),
+        candidates: candidates.clone(),
+    });
+    candidates.to_vec()
 }
 
 /// Whether a plugin route's steps, as filtered for the drive, can deliver it: a drive that
@@ -696,5 +845,204 @@ mod tests {
             &no_display,
         );
         assert_eq!(summary(&candidates)[..2], CURRENT_CHAT);
+    }
+
+    fn key(generation: u64, submit: bool) -> PlanKey {
+        PlanKey {
+            registry_generation: generation,
+            has_window: true,
+            platform: Platform::Linux,
+            submit,
+            new_chat: false,
+        }
+    }
+
+    /// A VS Code plugin's drive with a window to aim OS injection at.
+    fn input<'a>(
+        registry: &'a Registry,
+        capabilities: &'a [Capability],
+        submit: bool,
+    ) -> PlanInput<'a> {
+        PlanInput {
+            has_window: true,
+            ..vscode_input(registry, capabilities, submit)
+        }
+    }
+
+    fn owned(candidates: &[Arc<Candidate>]) -> Vec<Candidate> {
+        candidates.iter().map(|c| (**c).clone()).collect()
+    }
+
+    #[test]
+    fn a_sessions_next_drive_reuses_its_plan_which_is_what_planning_again_gives() {
+        let registry = registry("");
+        let capabilities = [Capability::NativeSend];
+        let no_display = |_: &str| Err(Blocker::new("no_display", "no DISPLAY here"));
+        let mut memory = Vec::new();
+        let first = plan_remembered(
+            &mut memory,
+            key(0, true),
+            &input(&registry, &capabilities, true),
+            &no_display,
+        );
+        let second = plan_remembered(
+            &mut memory,
+            key(0, true),
+            &input(&registry, &capabilities, true),
+            &no_display,
+        );
+        assert!(first.len() > 1, "vscode has several routes: {first:?}");
+        assert!(
+            first.iter().zip(&second).all(|(a, b)| Arc::ptr_eq(a, b)),
+            "the plan was made again"
+        );
+        assert_eq!(
+            owned(&second),
+            plan(&input(&registry, &capabilities, true), &no_display)
+        );
+    }
+
+    #[test]
+    fn an_injector_that_starts_working_a_reload_or_other_options_make_a_new_plan() {
+        let registry = registry("");
+        let capabilities = [Capability::NativeSend];
+        let display = std::cell::Cell::new(false);
+        let probe = |_: &str| {
+            if display.get() {
+                Ok(())
+            } else {
+                Err(Blocker::new("no_display", "no DISPLAY here"))
+            }
+        };
+        let usable_injections = |plan: &[Arc<Candidate>]| {
+            plan.iter()
+                .filter(|c| c.route == Route::OsInjection && c.usable.is_ok())
+                .count()
+        };
+        let mut memory = Vec::new();
+        let before = plan_remembered(
+            &mut memory,
+            key(0, true),
+            &input(&registry, &capabilities, true),
+            &probe,
+        );
+        assert_eq!(usable_injections(&before), 0);
+        display.set(true);
+        let after = plan_remembered(
+            &mut memory,
+            key(0, true),
+            &input(&registry, &capabilities, true),
+            &probe,
+        );
+        assert!(
+            usable_injections(&after) > 0,
+            "the injectors work now: {after:?}"
+        );
+        assert_eq!(
+            owned(&after),
+            plan(&input(&registry, &capabilities, true), &probe)
+        );
+
+        let reloaded = plan_remembered(
+            &mut memory,
+            key(1, true),
+            &input(&registry, &capabilities, true),
+            &probe,
+        );
+        assert!(
+            !Arc::ptr_eq(&after[0], &reloaded[0]),
+            "a reload keeps no plan of the old registry"
+        );
+        assert_eq!(memory.len(), 1, "the old registry's plans are dropped");
+
+        let unsent = plan_remembered(
+            &mut memory,
+            key(1, false),
+            &input(&registry, &capabilities, false),
+            &probe,
+        );
+        assert_eq!(
+            owned(&unsent),
+            plan(&input(&registry, &capabilities, false), &probe)
+        );
+        assert_eq!(memory.len(), 2);
+        for new_chat in [true, false] {
+            for has_window in [true, false] {
+                let mut key = key(1, true);
+                key.new_chat = new_chat;
+                key.has_window = has_window;
+                let mut input = input(&registry, &capabilities, true);
+                input.new_chat = new_chat;
+                input.has_window = has_window;
+                plan_remembered(&mut memory, key, &input, &probe);
+            }
+        }
+        assert_eq!(
+            memory.len(),
+            PLANS_PER_TARGET,
+            "a bounded number of plans per target"
+        );
+    }
+
+    fn plan_for(
+        memory: &mut PlanMemory,
+        registry: &Registry,
+        product: IdeProduct,
+        capabilities: &[Capability],
+    ) -> Vec<Arc<Candidate>> {
+        let name = product.to_string();
+        let input = PlanInput {
+            registry,
+            product: Some(&name),
+            capabilities,
+            has_window: false,
+            plugin_connected: true,
+            platform: Platform::Linux,
+            submit: true,
+            new_chat: false,
+        };
+        let key = PlanKey {
+            registry_generation: 0,
+            has_window: false,
+            platform: Platform::Linux,
+            submit: true,
+            new_chat: false,
+        };
+        let planned = memory.plan(&product, key, &input, &|_| Ok(()));
+        assert_eq!(
+            planned.iter().map(|c| (**c).clone()).collect::<Vec<_>>(),
+            plan(&input, &|_| Ok(())),
+            "a remembered plan is what planning gives"
+        );
+        planned
+    }
+
+    #[test]
+    fn windows_of_one_kind_share_a_plan_and_other_kinds_get_their_own() {
+        let registry = registry("");
+        let mut memory = PlanMemory::default();
+        let native = [Capability::NativeSend];
+        let steps = [Capability::DriveSteps];
+        let first = plan_for(&mut memory, &registry, IdeProduct::VsCode, &native);
+        let second = plan_for(&mut memory, &registry, IdeProduct::VsCode, &native);
+        assert!(Arc::ptr_eq(&first[0], &second[0]));
+        let other_capabilities = plan_for(&mut memory, &registry, IdeProduct::VsCode, &steps);
+        let other_product = plan_for(&mut memory, &registry, IdeProduct::Cursor, &native);
+        assert!(!Arc::ptr_eq(&first[0], &other_capabilities[0]));
+        assert!(!Arc::ptr_eq(&first[0], &other_product[0]));
+        assert_eq!(memory.targets(), 3);
+    }
+
+    #[test]
+    fn the_memory_is_bounded_however_many_kinds_of_window_there_are() {
+        let registry = registry("");
+        let mut memory = PlanMemory::default();
+        for n in 0..(TARGETS_REMEMBERED * 3) {
+            let capabilities = [Capability::Command {
+                id: format!("example.command{n}"),
+            }];
+            plan_for(&mut memory, &registry, IdeProduct::VsCode, &capabilities);
+            assert!(memory.targets() <= TARGETS_REMEMBERED);
+        }
     }
 }

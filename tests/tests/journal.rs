@@ -210,10 +210,18 @@ fn history_pages_back_and_survives_a_restart() {
                 .to_string()
         })
         .collect();
+    // Each drive as the daemon that ran it answers for it (from memory).
+    let mut raw = controller(&sandbox);
+    let ran: Vec<Value> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| get_drive(&mut raw, 100 + i as u64, id).unwrap())
+        .collect();
+    drop(raw);
     daemon
         .terminate(Duration::from_secs(5))
         .expect("the daemon stops");
-    let _daemon = sandbox.start_daemon(&[]);
+    let mut daemon = sandbox.start_daemon(&[]);
     // A new run holds none of them in memory; `koru drives` shows them from the journal.
     let listed = stdout_json(&sandbox.run(&["drives", "--json"]));
     assert_eq!(listed.as_array().unwrap().len(), 12, "{listed}");
@@ -247,6 +255,36 @@ fn history_pages_back_and_survives_a_restart() {
         report["head"], status["journal"]["head"],
         "status shows the head verify proves"
     );
+    // From the journal, each drive is what the daemon that ran it answered: every stage
+    // with its time (most of them folded into a lean drive_ended), the attempts, the
+    // evidence — from the index kept, and from one rebuilt from the journal alone.
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(
+            get_drive(&mut raw, 200 + i as u64, id).unwrap(),
+            ran[i],
+            "{id}"
+        );
+    }
+    drop(raw);
+    daemon
+        .terminate(Duration::from_secs(5))
+        .expect("the daemon stops");
+    let index = sandbox
+        .path()
+        .join("home")
+        .join(".cache")
+        .join("koru")
+        .join("journal-index");
+    std::fs::remove_dir_all(&index).expect("the drive index is where docs/journal.md says");
+    let _daemon = sandbox.start_daemon(&[]);
+    let mut raw = controller(&sandbox);
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(
+            get_drive(&mut raw, 300 + i as u64, id).unwrap(),
+            ran[i],
+            "{id}"
+        );
+    }
 }
 
 #[test]
@@ -472,18 +510,31 @@ fn a_drive_that_ends_within_a_tick_is_two_entries_and_a_slow_one_records_its_sta
     );
     let id = folded[0].as_str();
     let ended = &entries_of(&sandbox, id)[1].1;
-    let stages: Vec<&str> = ended["drive"]["history"]
+    assert!(
+        ended.get("drive").is_none(),
+        "lean, not the whole drive: {ended}"
+    );
+    let stages: Vec<&str> = ended["stages"]
         .as_array()
         .unwrap()
         .iter()
         .map(|h| h["state"].as_str().unwrap())
         .collect();
-    for stage in ["queued", "sent", "received", "submitted", "done"] {
+    for stage in ["sent", "received", "submitted", "done"] {
         assert!(
             stages.contains(&stage),
-            "{stage} in the ended drive's history: {stages:?}"
+            "{stage} in the ended drive's stages: {stages:?}"
         );
     }
+    // `drive.get` answers the same history, with the times the stages carry.
+    let mut raw = controller(&sandbox);
+    let drive = get_drive(&mut raw, 1, id).unwrap();
+    assert_eq!(drive["history"][0]["state"], "queued");
+    assert_eq!(
+        drive["history"].as_array().unwrap()[1..],
+        ended["stages"].as_array().unwrap()[..]
+    );
+    drop(raw);
     // 600 ms between stages: each is on record while the drive runs, long before its end.
     let drive = send(&sandbox, &slow, "stages as they come");
     let id = drive["drive_id"].as_str().unwrap();

@@ -31,6 +31,9 @@ pub struct JournaledView {
     verification: Verification,
     observation: Option<DriveObservation>,
     submit_evidence: Option<SubmitEvidence>,
+    /// How many of the drive's history records are on record: the next entry carries the
+    /// rest (`stages`).
+    history_len: usize,
     ended: bool,
 }
 
@@ -45,6 +48,7 @@ impl JournaledView {
             verification: drive.verification,
             observation: drive.observation.clone(),
             submit_evidence: drive.submit_evidence,
+            history_len: drive.history.len(),
             ended,
         }
     }
@@ -57,6 +61,7 @@ impl JournaledView {
         self.state == drive.state
             && self.route == drive.route
             && self.ended == ended
+            && self.history_len == drive.history.len()
             && self.blocker == drive.blocker
             && self.waiting.as_deref() == drive.waiting.as_ref().map(|w| w.code.as_str())
             && self.attempts == drive.attempts
@@ -77,45 +82,6 @@ struct AcceptedEntry<'a> {
     prompt: journal::writer::PromptRecord,
     #[serde(skip_serializing_if = "Option::is_none")]
     retry_of: Option<&'a str>,
-}
-
-/// `drive_ended`'s own fields: the whole drive as it ended.
-#[derive(Serialize)]
-struct EndedEntry<'a> {
-    drive_id: &'a str,
-    state: DriveState,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    blocker: Option<&'a Blocker>,
-    drive: DriveInfo,
-}
-
-/// `drive_state`'s own fields: the state and route, and of the rest what changed since
-/// the drive's last entry (`null` when it was cleared).
-#[derive(Serialize)]
-struct StateEntry<'a> {
-    drive_id: &'a str,
-    state: DriveState,
-    route: Route,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    blocker: Option<Option<&'a Blocker>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    waiting: Option<Option<&'a Blocker>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    verification: Option<Verification>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    observation: Option<Option<&'a DriveObservation>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    submit_evidence: Option<Option<SubmitEvidence>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    attempts: Vec<IndexedAttempt<'a>>,
-}
-
-/// An attempt that changed, with its place in the drive's list.
-#[derive(Serialize)]
-struct IndexedAttempt<'a> {
-    index: usize,
-    #[serde(flatten)]
-    attempt: &'a RouteAttempt,
 }
 
 /// The door a peer came through, from what the kernel says (its pid: the daemon's own
@@ -212,10 +178,10 @@ impl<C: Clock> App<C> {
     }
 
     /// Records what changed in a drive since its last entry: `drive_ended` at once when it
-    /// has just ended (with the whole drive, its stages included), else a `drive_state` at
-    /// the next tick (at most 100 ms later), folding every change until then into
-    /// one entry — or into the `drive_ended`, when the drive ends first: a drive acked
-    /// `received` and `submitted` within a tick is two entries, not four.
+    /// has just ended, else a `drive_state` at the next tick (at most 100 ms later),
+    /// folding every change until then into one entry — or into the `drive_ended`, when
+    /// the drive ends first: a drive acked `received` and `submitted` within a tick is two
+    /// entries, not four, its stages (with their times) in the `drive_ended`.
     pub(super) fn journal_drive(&mut self, drive_id: &str, now: u64) {
         if self.journal.is_none() {
             return;
@@ -248,7 +214,9 @@ impl<C: Clock> App<C> {
         }
     }
 
-    /// The entry for what changed in a drive since its last one, written now.
+    /// The entry for what changed in a drive since its last one, written now: the same
+    /// fields for `drive_state` and `drive_ended` ([`journal::DriveChange`]), the kind
+    /// saying whether the drive has just ended.
     fn write_drive_entry(&mut self, drive_id: &str, now: u64) {
         let Some(journal) = self.journal.as_mut() else {
             return;
@@ -264,52 +232,34 @@ impl<C: Clock> App<C> {
             return;
         }
         let view = JournaledView::of(drive, drive.is_terminal());
-        let written = if ending {
-            let fields = EndedEntry {
-                drive_id: &drive.drive_id,
-                state: drive.state,
-                blocker: drive.blocker.as_ref(),
-                drive: journal::writer::ended_snapshot(drive.info()),
-            };
-            journal.append_for(
-                now,
-                journal::KIND_DRIVE_ENDED,
-                Some(&drive.drive_id),
-                &fields,
-                None,
-                None,
-            )
-        } else {
-            let changed = |now: bool| now.then_some(());
-            let fields = StateEntry {
-                drive_id: &drive.drive_id,
-                state: drive.state,
-                route: drive.route,
-                blocker: changed(view.blocker != last.blocker).map(|_| drive.blocker.as_ref()),
-                waiting: changed(view.waiting != last.waiting).map(|_| drive.waiting.as_ref()),
-                verification: changed(view.verification != last.verification)
-                    .map(|_| drive.verification),
-                observation: changed(view.observation != last.observation)
-                    .map(|_| drive.observation.as_ref()),
-                submit_evidence: changed(view.submit_evidence != last.submit_evidence)
-                    .map(|_| drive.submit_evidence),
-                attempts: view
-                    .attempts
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, attempt)| last.attempts.get(*i) != Some(attempt))
-                    .map(|(index, attempt)| IndexedAttempt { index, attempt })
-                    .collect(),
-            };
-            journal.append_for(
-                now,
-                journal::KIND_DRIVE_STATE,
-                Some(&drive.drive_id),
-                &fields,
-                None,
-                None,
-            )
+        let changed = |now: bool| now.then_some(());
+        let fields = journal::DriveChange {
+            drive_id: &drive.drive_id,
+            state: drive.state,
+            route: drive.route,
+            blocker: changed(view.blocker != last.blocker).map(|_| drive.blocker.as_ref()),
+            waiting: changed(view.waiting != last.waiting).map(|_| drive.waiting.as_ref()),
+            verification: changed(view.verification != last.verification)
+                .map(|_| drive.verification),
+            observation: changed(view.observation != last.observation)
+                .map(|_| drive.observation.as_ref()),
+            submit_evidence: changed(view.submit_evidence != last.submit_evidence)
+                .map(|_| drive.submit_evidence),
+            attempts: view
+                .attempts
+                .iter()
+                .enumerate()
+                .filter(|(i, attempt)| last.attempts.get(*i) != Some(attempt))
+                .map(|(index, attempt)| journal::IndexedAttempt { index, attempt })
+                .collect(),
+            stages: drive.history.get(last.history_len..).unwrap_or_default(),
         };
+        let kind = if ending {
+            journal::KIND_DRIVE_ENDED
+        } else {
+            journal::KIND_DRIVE_STATE
+        };
+        let written = journal.append_for(now, kind, Some(&drive.drive_id), &fields, None, None);
         if written.is_ok() {
             if let Some(drive) = self.drives.get_mut(drive_id) {
                 drive.journaled = Some(view);

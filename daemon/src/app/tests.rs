@@ -1762,6 +1762,7 @@ fn a_later_stage_drops_what_was_said_about_the_earlier_one() {
 }
 
 mod drive_news;
+mod journaling;
 mod submit_key;
 
 #[test]

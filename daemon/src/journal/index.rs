@@ -1,9 +1,11 @@
 //! The drive index: a SQLite file in the cache folder with each journaled drive's latest `DriveInfo`, so that `drive.get` and history listings answer from disk in the same time for the first drive as for the millionth; a cache, rebuilt from the journal whenever it is missing or does not match it.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use koru_protocol::{DriveInfo, DriveState, StageRecord};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::canonical::sha256_hex;
@@ -66,8 +68,7 @@ pub struct IndexedEntry {
 }
 
 /// An entry as written, waiting for the index thread, which parses it there rather than
-/// on the event loop (and only when it needs to: a running drive's steps are not parsed
-/// at all). The event loop queues where the line is (`segment`, `offset`, `len`), not the
+/// on the event loop (and only the drives' entries). The event loop queues where the line is (`segment`, `offset`, `len`), not the
 /// line: the index thread reads the lines of a batch back from the segment with one read
 /// ([`read_lines`]). Memory the event loop allocated and another thread freed slowed the
 /// loop's own allocations down by a fifth (docs/benchmarks.md, "The journal's entries
@@ -187,17 +188,22 @@ impl QueuedKind {
     }
 }
 
-/// The part of a `drive_ended` line the index keeps: the drive as it ended.
-#[derive(serde::Deserialize)]
-struct EndedDrive {
-    drive: DriveInfo,
+/// A drive the live batch being applied names: its entries of the batch folded in memory
+/// onto it, written once at the batch's end.
+struct BatchDrive {
+    /// Where its `drive_accepted` is, when that is in this batch (its row is inserted; else
+    /// the row read at its first entry of the batch is updated).
+    accepted: Option<AcceptedAt>,
+    /// `None`: the index cannot have it (an unreadable `drive_accepted`, or no row).
+    info: Option<DriveInfo>,
 }
 
-/// A drive accepted in the batch being applied: written once, at the batch's end, with
-/// how it ended when that is in the same batch.
-struct NewDrive {
-    accepted: QueuedEntry,
-    ended: Option<DriveInfo>,
+/// Where a drive's `drive_accepted` entry is, for its row.
+struct AcceptedAt {
+    seq: u64,
+    segment: u64,
+    offset: u64,
+    at_ms: u64,
 }
 
 impl QueuedEntry {
@@ -342,15 +348,18 @@ impl IndexWriter {
         self.apply_entries(entries)
     }
 
-    /// Applies entries as the daemon writes them, in one transaction: the steps of a drive
-    /// still running are left out (the daemon has that drive in memory; a restart reads
-    /// them back, see [`IndexWriter::open_drive_starts`]), and a drive accepted and ended
-    /// within the batch is written once, from its `drive_ended` (its `drive_accepted` line
-    /// is not even parsed). `open` tracks which drives run.
+    /// Applies entries as the daemon writes them, in one transaction: the entries of each
+    /// drive the batch names are folded in memory onto it (from its `drive_accepted` when
+    /// that is in the batch, else from its row) and the drive is written once, at the
+    /// batch's end — a drive accepted and ended within the batch is one `INSERT`. Once
+    /// committed, every entry up to the batch's last is in the index, so a start after a
+    /// crash goes on from there ([`IndexWriter::applied`]): a lean `drive_ended` needs the
+    /// steps before it. `open` tracks which drives run (accepted, not ended): their rows are
+    /// written `ended = 0`.
     pub fn apply_live(
         &mut self,
         entries: Vec<QueuedEntry>,
-        open: &mut std::collections::HashSet<String>,
+        open: &mut HashSet<String>,
     ) -> Result<(), JournalError> {
         let Some(last) = entries.last() else {
             return Ok(());
@@ -371,59 +380,74 @@ impl IndexWriter {
         };
         let path = self.path.clone();
         let tx = self.conn.transaction().map_err(index_error(&path))?;
-        let mut new: Vec<Option<NewDrive>> = Vec::new();
-        let mut new_at: std::collections::HashMap<String, usize> = Default::default();
+        // The drives the batch names, in the order it first names them.
+        let mut drives: Vec<BatchDrive> = Vec::new();
+        let mut drive_at: HashMap<String, usize> = HashMap::new();
         for queued in entries {
-            if queued.kind == QueuedKind::Other {
-                continue;
-            }
-            let drive_id = match queued.drive_id {
-                Some(id) => id.as_str().to_string(),
-                None => match queued.kind {
-                    QueuedKind::Pruned => String::new(),
-                    _ => serde_json::from_slice::<Value>(&queued.line)
-                        .ok()
-                        .and_then(|v| v.get("drive_id").and_then(Value::as_str).map(String::from))
-                        .unwrap_or_default(),
-                },
-            };
             match queued.kind {
-                QueuedKind::Accepted => {
-                    open.insert(drive_id.clone());
-                    new_at.insert(drive_id, new.len());
-                    new.push(Some(NewDrive {
-                        accepted: queued,
-                        ended: None,
-                    }));
+                QueuedKind::Other => continue,
+                QueuedKind::Pruned => {
+                    // In order: what the batch did before the checkpoint first.
+                    store_batch(&tx, drives.drain(..), open).map_err(index_error(&path))?;
+                    drive_at.clear();
+                    if let Some(indexed) = queued.parse() {
+                        apply_one(&tx, &indexed).map_err(index_error(&path))?;
+                    }
                     continue;
                 }
-                QueuedKind::State if open.contains(&drive_id) => continue,
-                QueuedKind::Ended => {
-                    open.remove(&drive_id);
-                    if let Some(&at) = new_at.get(&drive_id) {
-                        if let Ok(ended) = serde_json::from_slice::<EndedDrive>(&queued.line) {
-                            if let Some(drive) = new[at].as_mut() {
-                                drive.ended = Some(ended.drive);
-                                continue;
-                            }
-                        }
-                        // An end without the whole drive: the drive's row first, then
-                        // the end applied to it.
-                        store_new(&tx, [new[at].take()]).map_err(index_error(&path))?;
-                    }
+                QueuedKind::Accepted | QueuedKind::State | QueuedKind::Ended => {}
+            }
+            let Some(entry) = parse_object(&queued.line) else {
+                continue;
+            };
+            let drive_id = match queued.drive_id {
+                Some(id) => id.as_str().to_string(),
+                None => match entry.get("drive_id").and_then(Value::as_str) {
+                    Some(id) => id.to_string(),
+                    None => continue,
+                },
+            };
+            if queued.kind == QueuedKind::Accepted {
+                let info = accepted_info(&entry, queued.at_ms, queued.excerpt);
+                if info.is_none() {
+                    tracing::warn!(
+                        drive_id,
+                        "a drive_accepted entry the index cannot read; skipped"
+                    );
                 }
-                _ => {}
+                open.insert(drive_id.clone());
+                drive_at.insert(drive_id, drives.len());
+                drives.push(BatchDrive {
+                    accepted: Some(AcceptedAt {
+                        seq: queued.seq,
+                        segment: queued.segment,
+                        offset: queued.offset,
+                        at_ms: queued.at_ms,
+                    }),
+                    info,
+                });
+                continue;
             }
-            if queued.kind == QueuedKind::Pruned {
-                // In order: the drives accepted before the checkpoint first.
-                store_new(&tx, std::mem::take(&mut new)).map_err(index_error(&path))?;
-                new_at.clear();
+            if queued.kind == QueuedKind::Ended {
+                open.remove(&drive_id);
             }
-            if let Some(indexed) = queued.parse() {
-                apply_one(&tx, &indexed).map_err(index_error(&path))?;
+            let at = match drive_at.get(&drive_id) {
+                Some(&at) => at,
+                None => {
+                    let info = load_info(&tx, &drive_id).map_err(index_error(&path))?;
+                    drive_at.insert(drive_id, drives.len());
+                    drives.push(BatchDrive {
+                        accepted: None,
+                        info,
+                    });
+                    drives.len() - 1
+                }
+            };
+            if let Some(info) = drives[at].info.as_mut() {
+                apply_change(info, &entry, queued.at_ms);
             }
         }
-        store_new(&tx, new).map_err(index_error(&path))?;
+        store_batch(&tx, drives, open).map_err(index_error(&path))?;
         store_applied(&tx, &applied).map_err(index_error(&path))?;
         tx.commit().map_err(index_error(&path))
     }
@@ -531,35 +555,120 @@ fn store_applied(tx: &rusqlite::Transaction, applied: &Applied) -> rusqlite::Res
     Ok(())
 }
 
-/// Writes the drives a live batch accepted: ended ones from their `drive_ended`, running
-/// ones from their `drive_accepted`.
-fn store_new(
+/// Writes the drives a live batch named, as they were folded: a drive accepted in the batch
+/// as a new row, another over its row; `ended` unless `open` holds it.
+fn store_batch(
     tx: &rusqlite::Transaction,
-    new: impl IntoIterator<Item = Option<NewDrive>>,
+    drives: impl IntoIterator<Item = BatchDrive>,
+    open: &HashSet<String>,
 ) -> rusqlite::Result<()> {
-    for drive in new.into_iter().flatten() {
-        let accepted = drive.accepted;
-        let Some(mut ended) = drive.ended else {
-            if let Some(indexed) = accepted.parse() {
-                apply_one(tx, &indexed)?;
-            }
+    for drive in drives {
+        let Some(info) = drive.info else {
             continue;
         };
-        ended.prompt_excerpt = accepted.excerpt.unwrap_or_default();
+        let ended = !open.contains(&info.drive_id);
+        let Some(accepted) = drive.accepted else {
+            store_info(tx, &info, ended)?;
+            continue;
+        };
         tx.prepare_cached(
-            "INSERT OR REPLACE INTO drives (drive_id, accepted_seq, accepted_segment, accepted_offset, created_at_ms, session_id, ended, info) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7)",
+            "INSERT OR REPLACE INTO drives (drive_id, accepted_seq, accepted_segment, accepted_offset, created_at_ms, session_id, ended, info) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?
         .execute(params![
-            ended.drive_id,
+            info.drive_id,
             accepted.seq as i64,
             accepted.segment as i64,
             accepted.offset as i64,
             accepted.at_ms as i64,
-            ended.session_id,
-            serde_json::to_string(&ended).expect("DriveInfo serializes"),
+            info.session_id,
+            ended,
+            serde_json::to_string(&info).expect("DriveInfo serializes"),
         ])?;
     }
     Ok(())
+}
+
+/// A line's JSON object.
+fn parse_object(line: &[u8]) -> Option<Map<String, Value>> {
+    serde_json::from_slice(line).ok()
+}
+
+/// A drive's row.
+fn load_info(tx: &rusqlite::Transaction, drive_id: &str) -> rusqlite::Result<Option<DriveInfo>> {
+    Ok(tx
+        .prepare_cached("SELECT info FROM drives WHERE drive_id = ?1")?
+        .query_row([drive_id], |r| r.get::<_, String>(0))
+        .optional()?
+        .and_then(|info| serde_json::from_str(&info).ok()))
+}
+
+/// Replaces a drive's row.
+fn store_info(tx: &rusqlite::Transaction, info: &DriveInfo, ended: bool) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE drives SET info = ?2, ended = ?3 WHERE drive_id = ?1")?
+        .execute(params![
+            info.drive_id,
+            serde_json::to_string(info).expect("DriveInfo serializes"),
+            ended
+        ])
+        .map(|_| ())
+}
+
+/// A field of an entry as a `T`, when it is one.
+fn read<T: DeserializeOwned>(value: &Value) -> Option<T> {
+    T::deserialize(value).ok()
+}
+
+/// The drive a `drive_accepted` entry (written at `at_ms`) starts: `queued`, its one
+/// history record at `at_ms`. `None` when a field the drive needs cannot be read.
+fn accepted_info(
+    entry: &Map<String, Value>,
+    at_ms: u64,
+    excerpt: Option<String>,
+) -> Option<DriveInfo> {
+    let field = |name: &str| entry.get(name).unwrap_or(&Value::Null);
+    Some(DriveInfo {
+        drive_id: read(field("drive_id"))?,
+        target: read(field("target"))?,
+        session_id: read(field("session_id"))?,
+        route: read(field("route"))?,
+        options: read(field("options"))?,
+        state: DriveState::Queued,
+        history: vec![StageRecord {
+            state: DriveState::Queued,
+            at_ms,
+        }],
+        blocker: None,
+        prompt_chars: field("prompt")
+            .get("chars")
+            .and_then(Value::as_u64)
+            .unwrap_or(0) as usize,
+        prompt_excerpt: excerpt.unwrap_or_default(),
+        created_at_ms: at_ms,
+        finished_at_ms: None,
+        attempts: Vec::new(),
+        verification: Default::default(),
+        observation: None,
+        retry_of: read(field("retry_of"))?,
+        submit_evidence: None,
+        waiting: None,
+    })
+}
+
+/// Applies a `drive_state` or `drive_ended` entry (written at `at_ms`) to a drive. A
+/// `drive_ended` written before the entries were lean carries the whole drive (`drive`,
+/// without its prompt excerpt): that replaces the drive, its excerpt kept.
+fn apply_change(info: &mut DriveInfo, entry: &Map<String, Value>, at_ms: u64) {
+    let whole = (entry.get("kind").and_then(Value::as_str) == Some(KIND_DRIVE_ENDED))
+        .then(|| entry.get("drive").and_then(read::<DriveInfo>))
+        .flatten();
+    match whole {
+        Some(whole) => {
+            let excerpt = std::mem::take(&mut info.prompt_excerpt);
+            *info = whole;
+            info.prompt_excerpt = excerpt;
+        }
+        None => apply_state(info, entry, at_ms),
+    }
 }
 
 fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Result<()> {
@@ -567,40 +676,9 @@ fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Re
     let kind = entry.get("kind").and_then(Value::as_str).unwrap_or("");
     let at_ms = entry.get("at_ms").and_then(Value::as_u64).unwrap_or(0);
     let drive_id = entry.get("drive_id").and_then(Value::as_str).unwrap_or("");
-    let load = |drive_id: &str| -> rusqlite::Result<Option<DriveInfo>> {
-        Ok(tx
-            .prepare_cached("SELECT info FROM drives WHERE drive_id = ?1")?
-            .query_row([drive_id], |r| r.get::<_, String>(0))
-            .optional()?
-            .and_then(|info| serde_json::from_str(&info).ok()))
-    };
-    let store = |info: &DriveInfo, ended: bool| -> rusqlite::Result<()> {
-        tx.prepare_cached("UPDATE drives SET info = ?2, ended = ?3 WHERE drive_id = ?1")?
-            .execute(params![
-                info.drive_id,
-                serde_json::to_string(info).expect("DriveInfo serializes"),
-                ended
-            ])
-            .map(|_| ())
-    };
     match kind {
         KIND_DRIVE_ACCEPTED => {
-            let field = |name: &str| entry.get(name).cloned().unwrap_or(Value::Null);
-            let prompt = entry.get("prompt");
-            let info = serde_json::json!({
-                "drive_id": drive_id,
-                "target": field("target"),
-                "session_id": field("session_id"),
-                "route": field("route"),
-                "options": field("options"),
-                "state": "queued",
-                "history": [{"state": "queued", "at_ms": at_ms}],
-                "prompt_chars": prompt.and_then(|p| p.get("chars")).cloned().unwrap_or(Value::from(0)),
-                "prompt_excerpt": indexed.excerpt.clone().unwrap_or_default(),
-                "created_at_ms": at_ms,
-                "retry_of": field("retry_of"),
-            });
-            let Ok(info) = serde_json::from_value::<DriveInfo>(info) else {
+            let Some(info) = accepted_info(entry, at_ms, indexed.excerpt.clone()) else {
                 tracing::warn!(
                     drive_id,
                     "a drive_accepted entry the index cannot read; skipped"
@@ -621,29 +699,13 @@ fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Re
                 ],
             )?;
         }
-        KIND_DRIVE_STATE => {
-            let Some(mut info) = load(drive_id)? else {
+        KIND_DRIVE_STATE | KIND_DRIVE_ENDED => {
+            let Some(mut info) = load_info(tx, drive_id)? else {
                 return Ok(());
             };
-            apply_state(&mut info, entry, at_ms);
-            let ended = info.state.is_terminal();
-            store(&info, ended)?;
-        }
-        KIND_DRIVE_ENDED => {
-            let Some(known) = load(drive_id)? else {
-                return Ok(());
-            };
-            let mut info = entry
-                .get("drive")
-                .cloned()
-                .and_then(|d| serde_json::from_value::<DriveInfo>(d).ok())
-                .unwrap_or_else(|| {
-                    let mut info = known.clone();
-                    apply_state(&mut info, entry, at_ms);
-                    info
-                });
-            info.prompt_excerpt = known.prompt_excerpt;
-            store(&info, true)?;
+            apply_change(&mut info, entry, at_ms);
+            let ended = kind == KIND_DRIVE_ENDED || info.state.is_terminal();
+            store_info(tx, &info, ended)?;
         }
         KIND_PRUNED => {
             if let Some(through) = entry.get("through_seq").and_then(Value::as_u64) {
@@ -658,16 +720,29 @@ fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Re
     Ok(())
 }
 
-/// Applies a `drive_state` entry (the fields that changed) to a drive.
+/// Applies the fields of a `drive_state` or lean `drive_ended` entry (written at `at_ms`)
+/// to a drive: `state` and `route` as they are; `blocker`, `waiting`, `verification`,
+/// `observation` and `submit_evidence` when present (`null`: cleared); each of `attempts`
+/// at its `index`; `stages` appended to the history. An entry without `stages` (written
+/// before they were) adds one history record at `at_ms` when its state differs from the
+/// drive's. A drive that reaches a terminal state finishes at that stage's time.
 pub fn apply_state(info: &mut DriveInfo, entry: &Map<String, Value>, at_ms: u64) {
-    fn read<T: serde::de::DeserializeOwned>(value: &Value) -> Option<T> {
-        serde_json::from_value(value.clone()).ok()
-    }
-    if let Some(state) = entry.get("state").and_then(read::<DriveState>) {
-        if state != info.state {
-            info.state = state;
+    let stages: Vec<StageRecord> = entry.get("stages").and_then(read).unwrap_or_default();
+    let state = entry.get("state").and_then(read::<DriveState>);
+    if stages.is_empty() {
+        if let Some(state) = state.filter(|&state| state != info.state) {
             info.history.push(StageRecord { state, at_ms });
         }
+    }
+    for stage in stages {
+        if stage.state.is_terminal() && info.finished_at_ms.is_none() {
+            info.finished_at_ms = Some(stage.at_ms);
+        }
+        info.state = stage.state;
+        info.history.push(stage);
+    }
+    if let Some(state) = state {
+        info.state = state;
         if state.is_terminal() && info.finished_at_ms.is_none() {
             info.finished_at_ms = Some(at_ms);
         }
@@ -697,11 +772,8 @@ pub fn apply_state(info: &mut DriveInfo, entry: &Map<String, Value>, at_ms: u64)
         .flatten()
     {
         let index = attempt.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-        let mut value = attempt.clone();
-        if let Value::Object(map) = &mut value {
-            map.remove("index");
-        }
-        if let Some(attempt) = read(&value) {
+        // The attempt's own fields; its `index` is not one of them and is ignored.
+        if let Some(attempt) = read(attempt) {
             if index < info.attempts.len() {
                 info.attempts[index] = attempt;
             } else if index == info.attempts.len() {

@@ -18,6 +18,10 @@ pub mod writer;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use koru_protocol::{
+    Blocker, DriveObservation, DriveState, Route, RouteAttempt, StageRecord, SubmitEvidence,
+    Verification,
+};
 use serde::Serialize;
 
 pub use writer::{Journal, Reopened};
@@ -257,6 +261,41 @@ pub struct Asker {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     pub uid: u32,
+}
+
+/// The own fields of `drive_state` and `drive_ended` (docs/journal.md): the drive's state
+/// and route, and of the rest only what changed since the drive's last entry (`Some(None)`
+/// is written `null`: cleared), with the history records added since then (`stages`), so
+/// that a reader folding a drive's entries in order rebuilds its `history` exactly.
+#[derive(Debug, Serialize)]
+pub struct DriveChange<'a> {
+    pub drive_id: &'a str,
+    pub state: DriveState,
+    pub route: Route,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocker: Option<Option<&'a Blocker>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Option<&'a Blocker>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observation: Option<Option<&'a DriveObservation>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submit_evidence: Option<Option<SubmitEvidence>>,
+    /// The route attempts that changed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<IndexedAttempt<'a>>,
+    /// The drive's history records since its last entry, in order.
+    #[serde(skip_serializing_if = "<[StageRecord]>::is_empty")]
+    pub stages: &'a [StageRecord],
+}
+
+/// A route attempt that changed, with its place in the drive's list.
+#[derive(Debug, Serialize)]
+pub struct IndexedAttempt<'a> {
+    pub index: usize,
+    #[serde(flatten)]
+    pub attempt: &'a RouteAttempt,
 }
 
 /// Errors writing or opening the journal.

@@ -701,25 +701,29 @@ impl Journal {
             pending.push(journal.write(now_ms, KIND_REPAIRED, &fields, Some(daemon), None)?);
         }
         let mut ended = Vec::new();
-        for mut drive in open_drives {
+        for drive in open_drives {
             let blocker = Blocker::new(
                 blocker::DAEMON_RESTARTED,
                 "the daemon stopped (crash, kill, power loss) before the drive finished; it was not sent again, as it may have been submitted",
             );
-            drive.state = DriveState::Failed;
-            drive.history.push(StageRecord {
+            // Lean, as the state machine writes a drive's end: the one stage it adds
+            // (`failed`, now), the blocker, and its wait (if it was waiting) cleared.
+            let stages = [StageRecord {
                 state: DriveState::Failed,
                 at_ms: now_ms,
-            });
-            drive.blocker = Some(blocker.clone());
-            drive.finished_at_ms = Some(now_ms);
-            drive.waiting = None;
-            drive.prompt_excerpt = String::new();
-            let mut fields = Map::new();
-            fields.insert("drive_id".into(), json!(drive.drive_id));
-            fields.insert("state".into(), json!(DriveState::Failed));
-            fields.insert("blocker".into(), json!(blocker));
-            fields.insert("drive".into(), json!(drive));
+            }];
+            let fields = super::DriveChange {
+                drive_id: &drive.drive_id,
+                state: DriveState::Failed,
+                route: drive.route,
+                blocker: Some(Some(&blocker)),
+                waiting: drive.waiting.is_some().then_some(None),
+                verification: None,
+                observation: None,
+                submit_evidence: None,
+                attempts: Vec::new(),
+                stages: &stages,
+            };
             ended.push(drive.drive_id.clone());
             pending.push(journal.write(now_ms, KIND_DRIVE_ENDED, &fields, Some(daemon), None)?);
         }
@@ -1312,13 +1316,6 @@ pub struct PromptRecord {
     pub chars: usize,
 }
 
-/// A drive as the journal's `drive_ended` entry keeps it: everything but the prompt's
-/// text (its excerpt), which lives in the blob.
-pub fn ended_snapshot(mut drive: DriveInfo) -> DriveInfo {
-    drive.prompt_excerpt = String::new();
-    drive
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1356,8 +1353,8 @@ mod tests {
     }
 
     /// Accepts a drive the way the state machine does: blob, then `drive_accepted`.
-    fn accept(journal: &mut Journal, id: &str, prompt: &str, at: u64) {
-        let prompt = journal.store_prompt(prompt).unwrap();
+    fn accept(journal: &mut Journal, id: &str, text: &str, at: u64) {
+        let prompt = journal.store_prompt(text).unwrap();
         let mut fields = Map::new();
         fields.insert("drive_id".into(), json!(id));
         fields.insert("target".into(), json!("focused"));
@@ -1371,7 +1368,7 @@ mod tests {
                 crate::journal::KIND_DRIVE_ACCEPTED,
                 &fields,
                 Some(&daemon()),
-                Some("x".into()),
+                Some(prompt_excerpt(text)),
             )
             .unwrap();
     }
@@ -1422,12 +1419,36 @@ mod tests {
         assert_eq!(open.state, DriveState::Failed);
         assert_eq!(open.blocker.unwrap().code, blocker::DAEMON_RESTARTED);
         assert_eq!(open.prompt_excerpt, "second");
-        let states: Vec<DriveState> = open.history.iter().map(|h| h.state).collect();
         assert_eq!(
-            states,
-            [DriveState::Queued, DriveState::Sent, DriveState::Failed],
+            open.history,
+            [
+                StageRecord {
+                    state: DriveState::Queued,
+                    at_ms: 13
+                },
+                StageRecord {
+                    state: DriveState::Sent,
+                    at_ms: 14
+                },
+                StageRecord {
+                    state: DriveState::Failed,
+                    at_ms: 20
+                },
+            ],
             "the steps of the drive the crash left open are read back once"
         );
+        assert_eq!(open.finished_at_ms, Some(20));
+        // Its end is lean: the stage it adds and the blocker, not the whole drive.
+        let segment = &segments::list(&tmp.path().join("journal")).unwrap()[0].path;
+        let ended: Value = std::fs::read_to_string(segment)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .find(|entry| entry["kind"] == "drive_ended" && entry["drive_id"] == "d_open")
+            .unwrap();
+        assert_eq!(ended["stages"], json!([{"state": "failed", "at_ms": 20}]));
+        assert_eq!(ended["blocker"]["code"], blocker::DAEMON_RESTARTED);
+        assert!(ended.get("drive").is_none(), "{ended}");
         assert_eq!(
             journal.index().get("d_done").unwrap().state,
             DriveState::Done
@@ -1471,76 +1492,290 @@ mod tests {
         );
     }
 
-    /// `drive_ended` as the state machine writes it: with the whole drive.
-    fn end_with_drive(journal: &mut Journal, id: &str, at: u64) {
-        let drive: DriveInfo = serde_json::from_value(json!({
+    /// The drive the helpers below write, as `drive.get` answers for it: accepted at `at`
+    /// (by [`accept`], with the prompt "prompt N" for the drive `d_N`), sent and received at
+    /// `at + 1`, submitted and done at `at + 2`, its chat's reply observed at `at + 3`.
+    fn finished_drive(id: &str, at: u64) -> DriveInfo {
+        serde_json::from_value(json!({
             "drive_id": id, "target": "focused", "session_id": "s_1", "route": "plugin_drive",
-            "options": {}, "state": "done", "prompt_chars": 8, "prompt_excerpt": "",
-            "created_at_ms": at, "finished_at_ms": at + 1,
-            "history": [{"state": "queued", "at_ms": at}, {"state": "done", "at_ms": at + 1}],
+            "options": {}, "state": "done", "prompt_chars": 8,
+            "prompt_excerpt": format!("prompt {}", id.trim_start_matches("d_")),
+            "created_at_ms": at, "finished_at_ms": at + 2,
+            "history": [
+                {"state": "queued", "at_ms": at},
+                {"state": "sent", "at_ms": at + 1},
+                {"state": "received", "at_ms": at + 1},
+                {"state": "submitted", "at_ms": at + 2},
+                {"state": "done", "at_ms": at + 2},
+            ],
+            "attempts": [{"route": "plugin_drive", "interface": "vscode", "outcome": "succeeded",
+                          "reached": "submitted", "started_at_ms": at + 1, "finished_at_ms": at + 2}],
+            "verification": "acked",
+            "submit_evidence": "chat_responded",
+            "observation": {"store": "copilot", "chat_id": "c_1", "stage": "replied",
+                            "basis": "explicit", "at_ms": at + 3, "reply_excerpt": "ok"},
         }))
-        .unwrap();
-        let fields = json!({"drive_id": id, "state": "done", "drive": drive});
+        .unwrap()
+    }
+
+    fn append_drive_entry(journal: &mut Journal, id: &str, at: u64, kind: &str, fields: Value) {
         journal
-            .append_for(
-                at + 1,
-                crate::journal::KIND_DRIVE_ENDED,
-                Some(id),
-                &fields,
-                None,
-                None,
-            )
+            .append_for(at, kind, Some(id), &fields, None, None)
             .unwrap();
+    }
+
+    /// The `drive_state` of [`finished_drive`]'s first tick: sent and received.
+    fn step(journal: &mut Journal, id: &str, at: u64) {
+        let fields = json!({
+            "drive_id": id, "state": "received", "route": "plugin_drive",
+            "stages": [{"state": "sent", "at_ms": at + 1}, {"state": "received", "at_ms": at + 1}],
+            "attempts": [{"index": 0, "route": "plugin_drive", "interface": "vscode",
+                          "outcome": "running", "started_at_ms": at + 1}],
+        });
+        append_drive_entry(
+            journal,
+            id,
+            at + 1,
+            crate::journal::KIND_DRIVE_STATE,
+            fields,
+        );
+    }
+
+    /// [`finished_drive`]'s lean `drive_ended`, as the state machine writes it: what changed
+    /// since [`step`] (all of it when `stepped` is false), no whole drive.
+    fn end_lean(journal: &mut Journal, id: &str, at: u64, stepped: bool) {
+        let mut stages = Vec::new();
+        if !stepped {
+            stages.extend([
+                json!({"state": "sent", "at_ms": at + 1}),
+                json!({"state": "received", "at_ms": at + 1}),
+            ]);
+        }
+        stages.extend([
+            json!({"state": "submitted", "at_ms": at + 2}),
+            json!({"state": "done", "at_ms": at + 2}),
+        ]);
+        let fields = json!({
+            "drive_id": id, "state": "done", "route": "plugin_drive", "stages": stages,
+            "attempts": [{"index": 0, "route": "plugin_drive", "interface": "vscode",
+                          "outcome": "succeeded", "reached": "submitted",
+                          "started_at_ms": at + 1, "finished_at_ms": at + 2}],
+            "verification": "acked", "submit_evidence": "chat_responded",
+        });
+        append_drive_entry(
+            journal,
+            id,
+            at + 2,
+            crate::journal::KIND_DRIVE_ENDED,
+            fields,
+        );
+    }
+
+    /// [`finished_drive`]'s `drive_ended` as daemons wrote it before the entries were lean:
+    /// with the whole drive (without its excerpt and the later observation).
+    fn end_whole(journal: &mut Journal, id: &str, at: u64) {
+        let mut drive = finished_drive(id, at);
+        drive.prompt_excerpt = String::new();
+        drive.observation = None;
+        let fields = json!({"drive_id": id, "state": "done", "drive": drive});
+        append_drive_entry(
+            journal,
+            id,
+            at + 2,
+            crate::journal::KIND_DRIVE_ENDED,
+            fields,
+        );
+    }
+
+    /// The chat's reply, observed after [`finished_drive`] ended.
+    fn observe(journal: &mut Journal, id: &str, at: u64) {
+        let observation = finished_drive(id, at).observation;
+        let fields = json!({
+            "drive_id": id, "state": "done", "route": "plugin_drive", "observation": observation,
+        });
+        append_drive_entry(
+            journal,
+            id,
+            at + 3,
+            crate::journal::KIND_DRIVE_STATE,
+            fields,
+        );
+    }
+
+    /// Writes what was appended and waits until the index has it.
+    fn settle(journal: &mut Journal) {
         journal.flush().unwrap();
+        journal.flush_index();
     }
 
     #[test]
-    fn the_index_writes_a_drive_ended_within_its_batch_once_and_others_as_they_come() {
+    fn the_index_folds_lean_entries_into_the_whole_drive_within_a_batch_across_batches_and_from_the_journal(
+    ) {
         let tmp = tempfile::tempdir().unwrap();
         let mut journal = Journal::open(config(tmp.path()), 10, &daemon(), Map::new())
             .unwrap()
             .journal;
-        // Accepted and ended in one batch of the index thread.
+        // Accepted and ended within one tick, in one batch of the index thread: every
+        // stage in its drive_ended; the chat's reply observed after the end.
         accept(&mut journal, "d_1", "prompt 1", 100);
-        end_with_drive(&mut journal, "d_1", 100);
-        // Accepted in one batch, ended in the next.
+        end_lean(&mut journal, "d_1", 100, false);
+        observe(&mut journal, "d_1", 100);
+        // Accepted in one batch, a step in the next while it runs, ended in a third.
         accept(&mut journal, "d_2", "prompt 2", 200);
-        journal.flush().unwrap();
-        journal.flush_index();
+        settle(&mut journal);
         assert_eq!(
             journal.index().get("d_2").unwrap().state,
             DriveState::Queued
         );
-        end_with_drive(&mut journal, "d_2", 200);
-        // Still running at the end of the batch.
+        step(&mut journal, "d_2", 200);
+        settle(&mut journal);
+        end_lean(&mut journal, "d_2", 200, true);
+        observe(&mut journal, "d_2", 200);
+        // Accepted, a step and the end in one batch.
         accept(&mut journal, "d_3", "prompt 3", 300);
-        journal.flush().unwrap();
-        journal.flush_index();
-        for (id, state, created) in [
-            ("d_1", DriveState::Done, 100),
-            ("d_2", DriveState::Done, 200),
-            ("d_3", DriveState::Queued, 300),
-        ] {
-            let info = journal.index().get(id).unwrap();
-            assert_eq!((info.state, info.created_at_ms), (state, created), "{id}");
+        step(&mut journal, "d_3", 300);
+        end_lean(&mut journal, "d_3", 300, true);
+        observe(&mut journal, "d_3", 300);
+        // Still running at the end of the batch.
+        accept(&mut journal, "d_4", "prompt 4", 400);
+        step(&mut journal, "d_4", 400);
+        settle(&mut journal);
+        for (id, at) in [("d_1", 100), ("d_2", 200), ("d_3", 300)] {
             assert_eq!(
-                info.prompt_excerpt, "x",
-                "{id}: the excerpt from drive_accepted"
+                journal.index().get(id).unwrap(),
+                finished_drive(id, at),
+                "{id}"
             );
         }
+        // A running drive's row is as far as its entries go.
+        let running = journal.index().get("d_4").unwrap();
+        assert_eq!(running.state, DriveState::Received);
+        assert_eq!(running.history, finished_drive("d_4", 400).history[..3]);
         let (listed, _) = journal.index().list(&HistoryQuery {
             limit: 10,
             ..HistoryQuery::default()
         });
         let ids: Vec<&str> = listed.iter().map(|d| d.drive_id.as_str()).collect();
-        assert_eq!(ids, ["d_1", "d_2", "d_3"], "in acceptance order");
+        assert_eq!(ids, ["d_1", "d_2", "d_3", "d_4"], "in acceptance order");
         journal.close();
-        // A start reading the journal back (the index deleted) agrees.
+        // A start reading the journal back (the index deleted) agrees, and ends the drive
+        // left running after its recorded steps.
         std::fs::remove_file(tmp.path().join("cache").join("index.sqlite3")).unwrap();
-        let reopened = Journal::open(config(tmp.path()), 400, &daemon(), Map::new()).unwrap();
-        for id in ["d_1", "d_2"] {
-            let info = reopened.journal.index().get(id).unwrap();
-            assert_eq!(info.state, DriveState::Done, "{id}");
+        let reopened = Journal::open(config(tmp.path()), 500, &daemon(), Map::new()).unwrap();
+        assert_eq!(reopened.ended_at_restart, ["d_4"]);
+        let index = reopened.journal.index();
+        for (id, at) in [("d_1", 100), ("d_2", 200), ("d_3", 300)] {
+            assert_eq!(index.get(id).unwrap(), finished_drive(id, at), "{id}");
+        }
+        let restarted = index.get("d_4").unwrap();
+        let mut expected = finished_drive("d_4", 400);
+        expected.state = DriveState::Failed;
+        expected.history.truncate(3);
+        expected.history.push(StageRecord {
+            state: DriveState::Failed,
+            at_ms: 500,
+        });
+        expected.finished_at_ms = Some(500);
+        expected.attempts[0].outcome = koru_protocol::AttemptOutcome::Running;
+        expected.attempts[0].reached = None;
+        expected.attempts[0].finished_at_ms = None;
+        expected.verification = Default::default();
+        expected.submit_evidence = None;
+        expected.observation = None;
+        expected.blocker = restarted.blocker.clone();
+        assert_eq!(restarted, expected);
+        assert_eq!(restarted.blocker.unwrap().code, blocker::DAEMON_RESTARTED);
+        reopened.journal.close();
+        assert_eq!(
+            verify(&tmp.path().join("journal"), None).verdict,
+            VerifyVerdict::Intact
+        );
+    }
+
+    #[test]
+    fn a_drive_whose_end_the_index_had_not_applied_before_a_crash_keeps_its_earlier_steps() {
+        let tmp = tempfile::tempdir().unwrap();
+        let index = tmp.path().join("cache").join("index.sqlite3");
+        let saved = tmp.path().join("saved");
+        std::fs::create_dir_all(&saved).unwrap();
+        let mut journal = Journal::open(config(tmp.path()), 10, &daemon(), Map::new())
+            .unwrap()
+            .journal;
+        accept(&mut journal, "d_1", "prompt 1", 100);
+        settle(&mut journal);
+        step(&mut journal, "d_1", 100);
+        settle(&mut journal);
+        // The index as a crash right now would leave it: through the step, not the end.
+        for suffix in ["", "-wal"] {
+            let name = format!("index.sqlite3{suffix}");
+            let from = index.with_file_name(&name);
+            if from.exists() {
+                std::fs::copy(&from, saved.join(&name)).unwrap();
+            }
+        }
+        end_lean(&mut journal, "d_1", 100, true);
+        observe(&mut journal, "d_1", 100);
+        journal.close();
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(index.with_file_name(format!("index.sqlite3{suffix}")));
+        }
+        for suffix in ["", "-wal"] {
+            let name = format!("index.sqlite3{suffix}");
+            if saved.join(&name).exists() {
+                std::fs::copy(saved.join(&name), index.with_file_name(&name)).unwrap();
+            }
+        }
+        // The start catches the index up from the step: the end lands on a row that has it.
+        let reopened = Journal::open(config(tmp.path()), 300, &daemon(), Map::new()).unwrap();
+        assert!(reopened.ended_at_restart.is_empty());
+        assert_eq!(
+            reopened.journal.index().get("d_1").unwrap(),
+            finished_drive("d_1", 100)
+        );
+        reopened.journal.close();
+    }
+
+    #[test]
+    fn a_drive_ended_with_the_whole_drive_by_an_older_daemon_is_still_indexed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut journal = Journal::open(config(tmp.path()), 10, &daemon(), Map::new())
+            .unwrap()
+            .journal;
+        // Accepted and ended in one batch.
+        accept(&mut journal, "d_1", "prompt 1", 100);
+        end_whole(&mut journal, "d_1", 100);
+        observe(&mut journal, "d_1", 100);
+        // Accepted in one batch, a step (without `stages`, as they were) in the next,
+        // ended in a third.
+        accept(&mut journal, "d_2", "prompt 2", 200);
+        settle(&mut journal);
+        let mut sent = Map::new();
+        sent.insert("drive_id".into(), json!("d_2"));
+        sent.insert("state".into(), json!("sent"));
+        journal
+            .append(201, crate::journal::KIND_DRIVE_STATE, &sent, None, None)
+            .unwrap();
+        settle(&mut journal);
+        end_whole(&mut journal, "d_2", 200);
+        observe(&mut journal, "d_2", 200);
+        settle(&mut journal);
+        for (id, at) in [("d_1", 100), ("d_2", 200)] {
+            assert_eq!(
+                journal.index().get(id).unwrap(),
+                finished_drive(id, at),
+                "{id}"
+            );
+        }
+        journal.close();
+        std::fs::remove_file(tmp.path().join("cache").join("index.sqlite3")).unwrap();
+        let reopened = Journal::open(config(tmp.path()), 300, &daemon(), Map::new()).unwrap();
+        assert!(reopened.ended_at_restart.is_empty());
+        for (id, at) in [("d_1", 100), ("d_2", 200)] {
+            assert_eq!(
+                reopened.journal.index().get(id).unwrap(),
+                finished_drive(id, at),
+                "{id}"
+            );
         }
         reopened.journal.close();
     }

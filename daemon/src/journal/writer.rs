@@ -573,9 +573,9 @@ fn catch_up(
     Ok(applied_count)
 }
 
-/// Reads back the steps of the drives the index has as still running (the daemon writes
-/// those to the index only once a drive ends): one pass from the oldest one's
-/// `drive_accepted`.
+/// Reads back the steps of the drives the index has as still running: one pass from the
+/// oldest one's `drive_accepted`. The index thread writes every batch's steps, but an
+/// index an older daemon wrote left a running drive's steps out until the drive ended.
 fn refresh_open_drives(dir: &Path, index: &mut IndexWriter) -> Result<(), JournalError> {
     let starts = index.open_drive_starts()?;
     let Some(&(_, first_segment, first_offset)) = starts.iter().min_by_key(|(_, s, o)| (*s, *o))
@@ -765,8 +765,7 @@ impl Journal {
                                 state.stop,
                             )
                         };
-                        // Applied a batch at a time, each line parsed only as far as the
-                        // index needs it (a running drive's steps not at all): a backlog
+                        // Applied a batch at a time, only the drives' entries parsed: a backlog
                         // (the index fell behind a flood of drives) parsed at once held
                         // every entry as a tree of values, 60 MB for 20,000 entries, which
                         // this thread's malloc arena kept afterwards.

@@ -397,18 +397,19 @@ impl IndexWriter {
                 }
                 QueuedKind::Accepted | QueuedKind::State | QueuedKind::Ended => {}
             }
-            let Some(entry) = parse_object(&queued.line) else {
-                continue;
-            };
+            // Read straight into what the index needs (no tree of values), the drive's id
+            // from the queue (a long id, which it does not hold, from the line).
             let drive_id = match queued.drive_id {
                 Some(id) => id.as_str().to_string(),
-                None => match entry.get("drive_id").and_then(Value::as_str) {
-                    Some(id) => id.to_string(),
+                None => match parse_object(&queued.line)
+                    .and_then(|e| e.get("drive_id").and_then(Value::as_str).map(String::from))
+                {
+                    Some(id) => id,
                     None => continue,
                 },
             };
             if queued.kind == QueuedKind::Accepted {
-                let info = accepted_info(&entry, queued.at_ms, queued.excerpt);
+                let info = accepted_info_of_line(&queued.line, queued.at_ms, queued.excerpt);
                 if info.is_none() {
                     tracing::warn!(
                         drive_id,
@@ -443,8 +444,11 @@ impl IndexWriter {
                     drives.len() - 1
                 }
             };
-            if let Some(info) = drives[at].info.as_mut() {
-                apply_change(info, &entry, queued.at_ms);
+            let change = DriveChangeRead::parse(&queued.line).or_else(|| {
+                parse_object(&queued.line).map(|entry| DriveChangeRead::from_entry(&entry))
+            });
+            if let (Some(info), Some(change)) = (drives[at].info.as_mut(), change) {
+                change.apply(info, queued.at_ms, queued.kind == QueuedKind::Ended);
             }
         }
         store_batch(&tx, drives, open).map_err(index_error(&path))?;
@@ -618,6 +622,27 @@ fn read<T: DeserializeOwned>(value: &Value) -> Option<T> {
     T::deserialize(value).ok()
 }
 
+/// What the index reads of a `drive_accepted` entry.
+#[derive(serde::Deserialize)]
+struct AcceptedRead {
+    drive_id: String,
+    target: koru_protocol::Target,
+    session_id: String,
+    route: koru_protocol::Route,
+    options: koru_protocol::DriveOptions,
+    #[serde(default)]
+    prompt: PromptLength,
+    #[serde(default)]
+    retry_of: Option<String>,
+}
+
+/// Of a `drive_accepted` entry's `prompt`, its length.
+#[derive(Default, serde::Deserialize)]
+struct PromptLength {
+    #[serde(default)]
+    chars: usize,
+}
+
 /// The drive a `drive_accepted` entry (written at `at_ms`) starts: `queued`, its one
 /// history record at `at_ms`. `None` when a field the drive needs cannot be read.
 fn accepted_info(
@@ -625,50 +650,48 @@ fn accepted_info(
     at_ms: u64,
     excerpt: Option<String>,
 ) -> Option<DriveInfo> {
-    let field = |name: &str| entry.get(name).unwrap_or(&Value::Null);
-    Some(DriveInfo {
-        drive_id: read(field("drive_id"))?,
-        target: read(field("target"))?,
-        session_id: read(field("session_id"))?,
-        route: read(field("route"))?,
-        options: read(field("options"))?,
+    let accepted = serde_json::from_value(Value::Object(entry.clone())).ok()?;
+    Some(accepted_drive(accepted, at_ms, excerpt))
+}
+
+/// [`accepted_info`] from the entry's line.
+fn accepted_info_of_line(line: &[u8], at_ms: u64, excerpt: Option<String>) -> Option<DriveInfo> {
+    let accepted = serde_json::from_slice(line).ok()?;
+    Some(accepted_drive(accepted, at_ms, excerpt))
+}
+
+fn accepted_drive(accepted: AcceptedRead, at_ms: u64, excerpt: Option<String>) -> DriveInfo {
+    DriveInfo {
+        drive_id: accepted.drive_id,
+        target: accepted.target,
+        session_id: accepted.session_id,
+        route: accepted.route,
+        options: accepted.options,
         state: DriveState::Queued,
         history: vec![StageRecord {
             state: DriveState::Queued,
             at_ms,
         }],
         blocker: None,
-        prompt_chars: field("prompt")
-            .get("chars")
-            .and_then(Value::as_u64)
-            .unwrap_or(0) as usize,
+        prompt_chars: accepted.prompt.chars,
         prompt_excerpt: excerpt.unwrap_or_default(),
         created_at_ms: at_ms,
         finished_at_ms: None,
         attempts: Vec::new(),
         verification: Default::default(),
         observation: None,
-        retry_of: read(field("retry_of"))?,
+        retry_of: accepted.retry_of,
         submit_evidence: None,
         waiting: None,
-    })
+    }
 }
 
 /// Applies a `drive_state` or `drive_ended` entry (written at `at_ms`) to a drive. A
 /// `drive_ended` written before the entries were lean carries the whole drive (`drive`,
 /// without its prompt excerpt): that replaces the drive, its excerpt kept.
 fn apply_change(info: &mut DriveInfo, entry: &Map<String, Value>, at_ms: u64) {
-    let whole = (entry.get("kind").and_then(Value::as_str) == Some(KIND_DRIVE_ENDED))
-        .then(|| entry.get("drive").and_then(read::<DriveInfo>))
-        .flatten();
-    match whole {
-        Some(whole) => {
-            let excerpt = std::mem::take(&mut info.prompt_excerpt);
-            *info = whole;
-            info.prompt_excerpt = excerpt;
-        }
-        None => apply_state(info, entry, at_ms),
-    }
+    let ended = entry.get("kind").and_then(Value::as_str) == Some(KIND_DRIVE_ENDED);
+    DriveChangeRead::from_entry(entry).apply(info, at_ms, ended);
 }
 
 fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Result<()> {
@@ -720,60 +743,148 @@ fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Re
     Ok(())
 }
 
-/// Applies the fields of a `drive_state` or lean `drive_ended` entry (written at `at_ms`)
-/// to a drive: `state` and `route` as they are; `blocker`, `waiting`, `verification`,
-/// `observation` and `submit_evidence` when present (`null`: cleared); each of `attempts`
-/// at its `index`; `stages` appended to the history. An entry without `stages` (written
-/// before they were) adds one history record at `at_ms` when its state differs from the
-/// drive's. A drive that reaches a terminal state finishes at that stage's time.
-pub fn apply_state(info: &mut DriveInfo, entry: &Map<String, Value>, at_ms: u64) {
-    let stages: Vec<StageRecord> = entry.get("stages").and_then(read).unwrap_or_default();
-    let state = entry.get("state").and_then(read::<DriveState>);
-    if stages.is_empty() {
-        if let Some(state) = state.filter(|&state| state != info.state) {
-            info.history.push(StageRecord { state, at_ms });
+/// What a `drive_state` or `drive_ended` entry says of a drive, read straight from its
+/// line ([`DriveChangeRead::parse`], what the index thread does with the entries it is
+/// handed) or field by field from a parsed entry ([`DriveChangeRead::from_entry`], which
+/// skips a field it cannot read). `None`: the entry does not say it; `Some(None)`: `null`,
+/// cleared.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct DriveChangeRead {
+    #[serde(default)]
+    state: Option<DriveState>,
+    #[serde(default)]
+    route: Option<koru_protocol::Route>,
+    #[serde(default, deserialize_with = "said")]
+    blocker: Option<Option<koru_protocol::Blocker>>,
+    #[serde(default, deserialize_with = "said")]
+    waiting: Option<Option<koru_protocol::Blocker>>,
+    #[serde(default)]
+    verification: Option<koru_protocol::Verification>,
+    #[serde(default, deserialize_with = "said")]
+    observation: Option<Option<koru_protocol::DriveObservation>>,
+    #[serde(default, deserialize_with = "said")]
+    submit_evidence: Option<Option<koru_protocol::SubmitEvidence>>,
+    #[serde(default)]
+    stages: Vec<StageRecord>,
+    #[serde(default)]
+    attempts: Vec<IndexedAttemptRead>,
+    /// The whole drive, in a `drive_ended` an older daemon wrote.
+    #[serde(default)]
+    drive: Option<DriveInfo>,
+}
+
+/// One of an entry's `attempts`: the attempt at `index`.
+#[derive(Debug, serde::Deserialize)]
+struct IndexedAttemptRead {
+    #[serde(default)]
+    index: usize,
+    #[serde(flatten)]
+    attempt: koru_protocol::RouteAttempt,
+}
+
+/// A field that is present: its value, `null` included (`Some(None)`).
+fn said<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    <Option<T> as serde::Deserialize>::deserialize(deserializer).map(Some)
+}
+
+impl DriveChangeRead {
+    /// The entry's line read into what the index needs of it (`None`: a field is not what
+    /// it should be; [`DriveChangeRead::from_entry`] then reads what it can).
+    pub fn parse(line: &[u8]) -> Option<DriveChangeRead> {
+        serde_json::from_slice(line).ok()
+    }
+
+    /// A parsed entry, read field by field: a field that cannot be read is left out (a
+    /// clearable one is cleared, as its `null` would).
+    pub fn from_entry(entry: &Map<String, Value>) -> DriveChangeRead {
+        fn clearable<T: DeserializeOwned>(
+            entry: &Map<String, Value>,
+            name: &str,
+        ) -> Option<Option<T>> {
+            entry.get(name).map(read)
+        }
+        DriveChangeRead {
+            state: entry.get("state").and_then(read),
+            route: entry.get("route").and_then(read),
+            blocker: clearable(entry, "blocker"),
+            waiting: clearable(entry, "waiting"),
+            verification: entry.get("verification").and_then(read),
+            observation: clearable(entry, "observation"),
+            submit_evidence: clearable(entry, "submit_evidence"),
+            stages: entry.get("stages").and_then(read).unwrap_or_default(),
+            attempts: entry
+                .get("attempts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|item| {
+                    Some(IndexedAttemptRead {
+                        index: item.get("index").and_then(Value::as_u64).unwrap_or(0) as usize,
+                        // The attempt's own fields; its `index` is not one of them.
+                        attempt: read(item)?,
+                    })
+                })
+                .collect(),
+            drive: entry.get("drive").and_then(read),
         }
     }
-    for stage in stages {
-        if stage.state.is_terminal() && info.finished_at_ms.is_none() {
-            info.finished_at_ms = Some(stage.at_ms);
+
+    /// Applies the change (an entry written at `at_ms`; `ended`: a `drive_ended`) to a
+    /// drive. A whole `drive` (older `drive_ended`) replaces it, its excerpt kept. Else:
+    /// `state` and `route` as they are; `blocker`, `waiting`, `verification`,
+    /// `observation` and `submit_evidence` when present (`null`: cleared); each of
+    /// `attempts` at its `index`; `stages` appended to the history. An entry without
+    /// `stages` (written before they were) adds one history record at `at_ms` when its
+    /// state differs from the drive's. A drive that reaches a terminal state finishes at
+    /// that stage's time.
+    pub fn apply(self, info: &mut DriveInfo, at_ms: u64, ended: bool) {
+        if let Some(whole) = self.drive.filter(|_| ended) {
+            let excerpt = std::mem::take(&mut info.prompt_excerpt);
+            *info = whole;
+            info.prompt_excerpt = excerpt;
+            return;
         }
-        info.state = stage.state;
-        info.history.push(stage);
-    }
-    if let Some(state) = state {
-        info.state = state;
-        if state.is_terminal() && info.finished_at_ms.is_none() {
-            info.finished_at_ms = Some(at_ms);
+        if self.stages.is_empty() {
+            if let Some(state) = self.state.filter(|&state| state != info.state) {
+                info.history.push(StageRecord { state, at_ms });
+            }
         }
-    }
-    if let Some(route) = entry.get("route").and_then(read) {
-        info.route = route;
-    }
-    if let Some(blocker) = entry.get("blocker") {
-        info.blocker = read(blocker);
-    }
-    if let Some(waiting) = entry.get("waiting") {
-        info.waiting = read(waiting);
-    }
-    if let Some(verification) = entry.get("verification").and_then(read) {
-        info.verification = verification;
-    }
-    if let Some(observation) = entry.get("observation") {
-        info.observation = read(observation);
-    }
-    if let Some(evidence) = entry.get("submit_evidence") {
-        info.submit_evidence = read(evidence);
-    }
-    for attempt in entry
-        .get("attempts")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let index = attempt.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-        // The attempt's own fields; its `index` is not one of them and is ignored.
-        if let Some(attempt) = read(attempt) {
+        for stage in self.stages {
+            if stage.state.is_terminal() && info.finished_at_ms.is_none() {
+                info.finished_at_ms = Some(stage.at_ms);
+            }
+            info.state = stage.state;
+            info.history.push(stage);
+        }
+        if let Some(state) = self.state {
+            info.state = state;
+            if state.is_terminal() && info.finished_at_ms.is_none() {
+                info.finished_at_ms = Some(at_ms);
+            }
+        }
+        if let Some(route) = self.route {
+            info.route = route;
+        }
+        if let Some(blocker) = self.blocker {
+            info.blocker = blocker;
+        }
+        if let Some(waiting) = self.waiting {
+            info.waiting = waiting;
+        }
+        if let Some(verification) = self.verification {
+            info.verification = verification;
+        }
+        if let Some(observation) = self.observation {
+            info.observation = observation;
+        }
+        if let Some(evidence) = self.submit_evidence {
+            info.submit_evidence = evidence;
+        }
+        for IndexedAttemptRead { index, attempt } in self.attempts {
             if index < info.attempts.len() {
                 info.attempts[index] = attempt;
             } else if index == info.attempts.len() {
@@ -781,6 +892,11 @@ pub fn apply_state(info: &mut DriveInfo, entry: &Map<String, Value>, at_ms: u64)
             }
         }
     }
+}
+
+/// [`DriveChangeRead::apply`] of a parsed `drive_state` entry.
+pub fn apply_state(info: &mut DriveInfo, entry: &Map<String, Value>, at_ms: u64) {
+    DriveChangeRead::from_entry(entry).apply(info, at_ms, false);
 }
 
 /// The index's reading side, used by the state machine (WAL: reads do not wait for the
@@ -865,5 +981,79 @@ impl IndexReader {
         drives.truncate(query.limit);
         drives.reverse();
         (drives, more)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lean `drive_ended` as the daemon writes it: stages, a changed and a new attempt,
+    /// `waiting` cleared.
+    const ENDED: &str = r#"{"at_ms":1000005,"attempts":[{"finished_at_ms":1000003,"index":0,"interface":"vscode_native_chat_open","outcome":"failed","route":"native_send","started_at_ms":1000000},{"index":1,"interface":"vscode_plugin_drive","outcome":"succeeded","reached":"submitted","route":"plugin_drive","started_at_ms":1000003,"finished_at_ms":1000005}],"drive_id":"d_1","kind":"drive_ended","route":"plugin_drive","seq":4,"stages":[{"at_ms":1000002,"state":"received"},{"at_ms":1000005,"state":"submitted"},{"at_ms":1000005,"state":"done"}],"state":"done","submit_evidence":"chat_responded","verification":"acked","waiting":null}"#;
+
+    fn accepted() -> DriveInfo {
+        let line = r#"{"at_ms":1000000,"drive_id":"d_1","kind":"drive_accepted","options":{},"prompt":{"bytes":5,"chars":5,"sha256":"00"},"route":"native_send","seq":3,"session_id":"s_1","target":{"session":"s_1"}}"#;
+        let mut drive = accepted_info_of_line(line.as_bytes(), 1_000_000, None).unwrap();
+        drive.waiting = Some(koru_protocol::Blocker::new(
+            "chat_busy",
+            "a reply is running",
+        ));
+        drive.attempts.push(koru_protocol::RouteAttempt {
+            route: koru_protocol::Route::NativeSend,
+            interface: "vscode_native_chat_open".into(),
+            outcome: koru_protocol::AttemptOutcome::Running,
+            reached: None,
+            blocker: None,
+            hint: None,
+            note: None,
+            started_at_ms: Some(1_000_000),
+            finished_at_ms: None,
+        });
+        drive
+    }
+
+    #[test]
+    fn a_lean_end_read_from_its_line_folds_as_the_parsed_entry_does() {
+        let typed = DriveChangeRead::parse(ENDED.as_bytes()).expect("the line reads typed");
+        let mut from_line = accepted();
+        typed.apply(&mut from_line, 1_000_005, true);
+        let Ok(Value::Object(entry)) = serde_json::from_str::<Value>(ENDED) else {
+            panic!("an object");
+        };
+        let mut from_entry = accepted();
+        apply_change(&mut from_entry, &entry, 1_000_005);
+        assert_eq!(from_line, from_entry);
+        assert_eq!(from_line.state, DriveState::Done);
+        assert_eq!(from_line.finished_at_ms, Some(1_000_005));
+        assert_eq!(from_line.waiting, None, "`null` clears");
+        assert_eq!(from_line.attempts.len(), 2);
+        assert_eq!(
+            from_line.attempts[0].outcome,
+            koru_protocol::AttemptOutcome::Failed
+        );
+        let states: Vec<DriveState> = from_line.history.iter().map(|r| r.state).collect();
+        assert_eq!(
+            states,
+            [
+                DriveState::Queued,
+                DriveState::Received,
+                DriveState::Submitted,
+                DriveState::Done
+            ]
+        );
+    }
+
+    #[test]
+    fn a_line_with_a_field_the_typed_read_cannot_take_is_read_field_by_field() {
+        let odd = ENDED.replace(r#""verification":"acked""#, r#""verification":42"#);
+        assert!(DriveChangeRead::parse(odd.as_bytes()).is_none());
+        let Ok(Value::Object(entry)) = serde_json::from_str::<Value>(&odd) else {
+            panic!("an object");
+        };
+        let mut drive = accepted();
+        DriveChangeRead::from_entry(&entry).apply(&mut drive, 1_000_005, true);
+        assert_eq!(drive.state, DriveState::Done, "the rest still applies");
+        assert_eq!(drive.verification, Default::default());
     }
 }

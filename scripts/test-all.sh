@@ -42,6 +42,10 @@ fi
 
 cargo test --workspace --locked
 
+# Smoke runs of the benchmarks (small counts; the figures are not meaningful, the code paths are):
+# `cargo bench -p koru-system-tests` with `--bench` gives the figures (docs/benchmarks.md).
+cargo test -p koru-system-tests --benches --locked
+
 # MCP with the official Python SDK (pinned in tests/mcp-sdk/requirements.txt, in a cached virtualenv).
 tests/mcp-sdk/run.sh
 

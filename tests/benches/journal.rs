@@ -707,7 +707,9 @@ impl DriveTemplate {
                 "d_{:012x}",
                 (n as u64).wrapping_mul(0x9e37_79b9_7f4b) & 0xffff_ffff_ffff
             );
-            let shift = first_at + n as u64 * 1_000 - accepted_at;
+            // Wrapping: the template may be newer than the first drive's time (a smoke run's
+            // short journal starts a few seconds back); the sums below wrap back.
+            let shift = (first_at + n as u64 * 1_000).wrapping_sub(accepted_at);
             let text = prompt(n);
             for TemplateEntry {
                 kind,
@@ -727,7 +729,13 @@ impl DriveTemplate {
                 } else {
                     None
                 };
-                seq = journal.append(at_ms + shift, kind, &fields, by.as_ref(), excerpt)?;
+                seq = journal.append(
+                    at_ms.wrapping_add(shift),
+                    kind,
+                    &fields,
+                    by.as_ref(),
+                    excerpt,
+                )?;
                 // The daemon writes at the end of each event, and each entry of a drive
                 // comes from an event of its own.
                 journal.flush()?;
@@ -764,7 +772,9 @@ fn renamed_and_shifted(value: &mut Value, from: &str, to: &str, shift: u64) {
         Value::Object(map) => {
             for (key, item) in map.iter_mut() {
                 match item.as_u64() {
-                    Some(at) if key.ends_with("at_ms") => *item = Value::from(at + shift),
+                    Some(at) if key.ends_with("at_ms") => {
+                        *item = Value::from(at.wrapping_add(shift))
+                    }
                     _ => renamed_and_shifted(item, from, to, shift),
                 }
             }

@@ -47,6 +47,11 @@ fn schedstat_on_cpu(path: &str) -> Result<Duration> {
     Ok(Duration::from_nanos(nanos))
 }
 
+/// On-CPU time of the calling thread so far.
+pub fn this_thread_on_cpu() -> Result<Duration> {
+    schedstat_on_cpu("/proc/thread-self/schedstat")
+}
+
 /// On-CPU time of the main thread of `pid` (the daemon's event loop, a bench's clients).
 pub fn main_thread_on_cpu(pid: i32) -> Result<Duration> {
     schedstat_on_cpu(&format!("/proc/{pid}/schedstat"))

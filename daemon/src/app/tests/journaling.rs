@@ -2,9 +2,7 @@
 
 use std::path::Path;
 
-use koru_protocol::{
-    Ack, AckStage, DriveInfo, DriveState, Envelope, Message, StageRecord, SubmitEvidence, Target,
-};
+use koru_protocol::{AckStage, DriveInfo, DriveState, StageRecord, SubmitEvidence, Target};
 use serde_json::Value;
 
 use super::*;
@@ -35,16 +33,7 @@ fn journaled(root: &Path) -> Harness {
 impl Harness {
     /// `submitted` with the chat's own evidence, as the VS Code extension acks it.
     fn submitted(&mut self, peer: &Peer, drive_id: &str) {
-        self.app.handle(DaemonEvent::Received {
-            conn_id: peer.conn_id,
-            in_flight: crate::app::InFlight::untracked(),
-            envelope: Box::new(Envelope::new(Message::Ack(Ack {
-                drive_id: drive_id.into(),
-                stage: AckStage::Submitted,
-                blocker: None,
-                evidence: Some(SubmitEvidence::ChatResponded),
-            }))),
-        });
+        super::ack_with_evidence(self, peer, drive_id, Some(SubmitEvidence::ChatResponded));
     }
 
     /// The drive as the state machine holds it now.

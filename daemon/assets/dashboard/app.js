@@ -14,6 +14,7 @@ const state = {
   sessions: new Map(), // session_id → SessionInfo
   drives: new Map(), // drive_id → DriveInfo
   drivesMore: false, // the journal has drives older than the oldest loaded
+  olderAllLoaded: false, // an older page said there is nothing older: a reload of the newest page does not bring the button back
   driveLimit: MAX_DRIVES, // cards kept on the page (grows as older pages are loaded)
   chats: [],
   doctor: null,
@@ -373,6 +374,7 @@ async function loadOlderDrives(button) {
     const page = await api('GET', `/drives?limit=${DRIVE_PAGE}&before=${encodeURIComponent(oldest.drive_id)}`);
     for (const d of page.drives) if (!state.drives.has(d.drive_id)) state.drives.set(d.drive_id, d);
     state.drivesMore = !!page.more;
+    state.olderAllLoaded = !page.more;
     state.driveLimit = Math.max(state.driveLimit, state.drives.size);
     renderDrives();
   } catch (e) {
@@ -699,7 +701,7 @@ async function loadSessions() {
 
 async function loadDrives() {
   const { drives, more } = await api('GET', `/drives?limit=${MAX_DRIVES}`);
-  state.drivesMore = !!more;
+  state.drivesMore = !!more && !state.olderAllLoaded;
   // Merged, not replaced: a drive sent (and announced by an event) while this page of the
   // list was on its way is not in it, and must not vanish from the page.
   const merged = new Map(state.drives);

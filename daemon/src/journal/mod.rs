@@ -10,6 +10,7 @@ pub mod canonical;
 pub mod canonical_serializer;
 pub mod export;
 pub mod index;
+pub mod mapped;
 pub mod pending;
 pub mod segments;
 pub mod verify;

@@ -1,7 +1,7 @@
-//! An append-only file written through a shared memory map of space allocated ahead of its data (a copy per append instead of a `write(2)`): what the journal's current segment is meant to be written with. The allocated space after the data reads as NUL bytes until the file is finished (cut back to its data); where no map can be made (a file system that is not a local disk or `tmpfs`, no `fallocate`), appends fall back to `pwrite(2)` and the file never holds a reserve.
+//! An append-only file written through a shared memory map of space allocated ahead of its data (a copy per append instead of a `write(2)`): the journal's current segment. The allocated space after the data reads as NUL bytes until the file is finished (cut back to its data); where no map can be made (a file system that is not a local disk or `tmpfs`, no `fallocate`), appends fall back to `pwrite(2)` and the file never holds a reserve.
 //!
-//! Not wired into the journal yet (issue 19): its readers must first take a segment's first
-//! NUL byte as the end of its data (see the issue's note).
+//! Readers of a segment take its first NUL byte as the end of its data when only NUL bytes
+//! follow it (`segments::Lines`, `segments::segment_end`; docs/journal.md).
 //!
 //! Why the map is safe to hold: the file is the daemon's own (its folder is 0700 and the
 //! journal's lock is held while it is open); the space the map covers is allocated on the
@@ -18,9 +18,12 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::ptr::NonNull;
 
-/// Bytes mapped (and allocated ahead of the data) at a time. The pages of the current
-/// window count in the daemon's resident memory once written.
-pub const WINDOW_BYTES: usize = 1 << 20;
+/// Bytes mapped (and allocated ahead of the data) at a time: about 200 drives' entries.
+/// From the second window on, a window's pages are faulted in when it is mapped (one
+/// `madvise` instead of a fault every few appends) and count in the daemon's resident
+/// memory (as file pages) while it is; the first window after opening is not, so a daemon
+/// that has only started holds the few pages it wrote.
+pub const WINDOW_BYTES: usize = 256 << 10;
 
 /// How appends reach the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +52,8 @@ pub struct MappedAppender {
     window_bytes: usize,
     page: u64,
     mode: AppendMode,
+    /// Windows mapped so far.
+    windows: u64,
 }
 
 // The map is only touched through `&mut self`; the pointer is the map's, not shared.
@@ -106,6 +111,7 @@ impl MappedAppender {
             window_bytes: window_bytes.max(page as usize),
             page,
             mode,
+            windows: 0,
         })
     }
 
@@ -210,10 +216,14 @@ impl MappedAppender {
         }
         // Fault the window's pages in now, in one call, rather than one fault per page
         // during appends (Linux 5.14 and later; older kernels refuse, and appends fault).
-        // SAFETY: the range is the map just made.
-        unsafe {
-            libc::madvise(ptr, len, libc::MADV_POPULATE_WRITE);
+        // Not the first window: a daemon that has just started writes a few entries.
+        if self.windows > 0 {
+            // SAFETY: the range is the map just made.
+            unsafe {
+                libc::madvise(ptr, len, libc::MADV_POPULATE_WRITE);
+            }
         }
+        self.windows += 1;
         self.window = Some(Window {
             ptr: NonNull::new(ptr.cast()).expect("mmap does not return null on success"),
             start,

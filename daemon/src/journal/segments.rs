@@ -64,11 +64,32 @@ pub struct Line {
     pub complete: bool,
 }
 
-/// Reads a segment's lines one at a time.
+/// Reads a segment's lines one at a time, up to the end of its data: the file's end, or
+/// its first NUL byte when only NUL bytes follow it (the reserve of a segment written
+/// through a map, docs/journal.md). Bytes other than NUL after a NUL are read as lines, so
+/// that a verifier finds them.
 pub struct Lines {
     reader: BufReader<fs::File>,
     number: u64,
     offset: u64,
+    ended: bool,
+}
+
+/// Whether the file holds only NUL bytes from `from` to its end.
+fn only_nul_from(file: &fs::File, from: u64) -> io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut at = from;
+    loop {
+        let n = file.read_at(&mut chunk, at)?;
+        if n == 0 {
+            return Ok(true);
+        }
+        if chunk[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
 }
 
 impl Lines {
@@ -77,6 +98,7 @@ impl Lines {
             reader: BufReader::with_capacity(256 * 1024, fs::File::open(path)?),
             number: 0,
             offset: 0,
+            ended: false,
         })
     }
 
@@ -88,6 +110,7 @@ impl Lines {
             reader: BufReader::with_capacity(256 * 1024, file),
             number,
             offset,
+            ended: false,
         })
     }
 }
@@ -96,12 +119,36 @@ impl Iterator for Lines {
     type Item = io::Result<Line>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.ended {
+            return None;
+        }
         let mut bytes = Vec::new();
         match self.reader.read_until(b'\n', &mut bytes) {
             Ok(0) => None,
             Ok(n) => {
-                self.number += 1;
                 let offset = self.offset;
+                if let Some(nul) = bytes.iter().position(|&b| b == 0) {
+                    match only_nul_from(self.reader.get_ref(), offset + nul as u64) {
+                        Ok(true) => {
+                            // The reserve: the data ended here (a line before it was cut).
+                            self.ended = true;
+                            if nul == 0 {
+                                return None;
+                            }
+                            self.number += 1;
+                            bytes.truncate(nul);
+                            return Some(Ok(Line {
+                                number: self.number,
+                                offset,
+                                bytes,
+                                complete: false,
+                            }));
+                        }
+                        Ok(false) => {}
+                        Err(error) => return Some(Err(error)),
+                    }
+                }
+                self.number += 1;
                 self.offset += n as u64;
                 let complete = bytes.last() == Some(&b'\n');
                 if complete {
@@ -119,21 +166,55 @@ impl Iterator for Lines {
     }
 }
 
+/// The end of a segment: its last complete line, where that line ends (where the file
+/// should end), and where its data ends (after its last byte that is not NUL: a segment
+/// being written through a map ends in a NUL reserve, docs/journal.md). `end < data_end`
+/// means the last line was cut.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SegmentEnd {
+    pub last_line: Option<Vec<u8>>,
+    pub end: u64,
+    pub data_end: u64,
+}
+
 /// The last complete line of a file and where the file should end: after that line.
 /// `None` for the line when the file holds no complete line.
 pub fn last_complete_line(path: &Path) -> io::Result<(Option<Vec<u8>>, u64)> {
+    let found = segment_end(path)?;
+    Ok((found.last_line, found.end))
+}
+
+/// [`SegmentEnd`] of the segment at `path`.
+pub fn segment_end(path: &Path) -> io::Result<SegmentEnd> {
     let mut file = fs::File::open(path)?;
     let len = file.metadata()?.len();
     let mut window = 64 * 1024u64;
+    let mut data_end = None;
     loop {
         let start = len.saturating_sub(window);
         file.seek(SeekFrom::Start(start))?;
         let mut buffer = Vec::with_capacity((len - start) as usize);
         file.by_ref().take(len - start).read_to_end(&mut buffer)?;
+        // The reserve after the data: NUL bytes only.
+        let data = match (data_end, buffer.iter().rposition(|&b| b != 0)) {
+            (Some(end), _) => end,
+            (None, Some(last)) => start + last as u64 + 1,
+            (None, None) if start == 0 => 0,
+            (None, None) => {
+                window *= 4;
+                continue;
+            }
+        };
+        data_end = Some(data);
+        buffer.truncate((data - start) as usize);
         // Where complete lines end: after the last newline.
         let Some(last_newline) = buffer.iter().rposition(|&b| b == b'\n') else {
             if start == 0 {
-                return Ok((None, 0));
+                return Ok(SegmentEnd {
+                    last_line: None,
+                    end: 0,
+                    data_end: data,
+                });
             }
             window *= 4;
             continue;
@@ -143,11 +224,19 @@ pub fn last_complete_line(path: &Path) -> io::Result<(Option<Vec<u8>>, u64)> {
             .iter()
             .rposition(|&b| b == b'\n')
             .map(|i| i + 1);
-        match line_start {
-            Some(i) => return Ok((Some(buffer[i..last_newline].to_vec()), end)),
-            None if start == 0 => return Ok((Some(buffer[..last_newline].to_vec()), end)),
-            None => window *= 4,
-        }
+        let line = match line_start {
+            Some(i) => buffer[i..last_newline].to_vec(),
+            None if start == 0 => buffer[..last_newline].to_vec(),
+            None => {
+                window *= 4;
+                continue;
+            }
+        };
+        return Ok(SegmentEnd {
+            last_line: Some(line),
+            end,
+            data_end: data,
+        });
     }
 }
 
@@ -171,6 +260,64 @@ mod tests {
             .map(|s| s.first_seq)
             .collect();
         assert_eq!(listed, [1, 9]);
+    }
+
+    #[test]
+    fn a_nul_reserve_ends_the_data_and_bytes_after_a_nul_are_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let read = |path: &Path| -> Vec<(Vec<u8>, bool)> {
+            Lines::open(path)
+                .unwrap()
+                .map(|l| l.unwrap())
+                .map(|l| (l.bytes, l.complete))
+                .collect()
+        };
+        let reserve = vec![0u8; 200_000];
+        fs::write(&path, [b"one\ntwo\n".as_slice(), &reserve].concat()).unwrap();
+        assert_eq!(
+            read(&path),
+            [(b"one".to_vec(), true), (b"two".to_vec(), true)]
+        );
+        assert_eq!(
+            segment_end(&path).unwrap(),
+            SegmentEnd {
+                last_line: Some(b"two".to_vec()),
+                end: 8,
+                data_end: 8
+            }
+        );
+        // A line cut by a crash, then the reserve.
+        fs::write(&path, [b"one\ntw".as_slice(), &reserve].concat()).unwrap();
+        assert_eq!(
+            read(&path),
+            [(b"one".to_vec(), true), (b"tw".to_vec(), false)]
+        );
+        assert_eq!(
+            segment_end(&path).unwrap(),
+            SegmentEnd {
+                last_line: Some(b"one".to_vec()),
+                end: 4,
+                data_end: 6
+            }
+        );
+        // Nothing but the reserve.
+        fs::write(&path, &reserve).unwrap();
+        assert!(read(&path).is_empty());
+        assert_eq!(
+            segment_end(&path).unwrap(),
+            SegmentEnd {
+                last_line: None,
+                end: 0,
+                data_end: 0
+            }
+        );
+        // Data after NUL bytes is not a reserve: it is read, NUL bytes and all.
+        fs::write(&path, b"one\n\0\0two\n").unwrap();
+        assert_eq!(
+            read(&path),
+            [(b"one".to_vec(), true), (b"\0\0two".to_vec(), true)]
+        );
     }
 
     #[test]

@@ -455,9 +455,18 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
 
 /// Whether the file grows past `seen` within a moment: a line being written, not a cut one.
 fn still_being_written(path: &Path, seen: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    // More data after what was read: a byte at `seen` that is not NUL (a segment written
+    // through a map ends in a NUL reserve, so the file's size alone says nothing).
+    let grew = || {
+        let mut byte = [0u8];
+        std::fs::File::open(path)
+            .and_then(|file| file.read_at(&mut byte, seen))
+            .is_ok_and(|n| n == 1 && byte[0] != 0)
+    };
     for _ in 0..10 {
         std::thread::sleep(std::time::Duration::from_millis(20));
-        if std::fs::metadata(path).is_ok_and(|m| m.len() > seen) {
+        if grew() {
             return true;
         }
     }

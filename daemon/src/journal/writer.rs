@@ -19,6 +19,7 @@ use super::index::{
     prompt_excerpt, read_lines, Applied, IndexReader, IndexWriter, IndexedEntry, QueuedEntry,
     QueuedKind, ShortId,
 };
+use super::mapped::{AppendMode, MappedAppender};
 use super::segments::{self, segment_name, Lines};
 use super::{
     blob_path, Asker, JournalConfig, JournalError, PromptsMode, KIND_DAEMON_STARTED,
@@ -32,13 +33,24 @@ pub fn create_private_dir(dir: &Path) -> Result<(), JournalError> {
         .map_err(JournalError::io("set the mode of", dir))
 }
 
-fn open_segment(path: &Path) -> Result<File, JournalError> {
-    OpenOptions::new()
+/// Opens the segment at `path` (creating it) for appends after its first `len` bytes, its
+/// data; returns the appender and a handle on the same file for the sync thread's
+/// `fdatasync`.
+fn open_segment(path: &Path, len: u64) -> Result<(MappedAppender, Arc<File>), JournalError> {
+    let file = OpenOptions::new()
         .create(true)
-        .append(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
         .mode(0o600)
         .open(path)
-        .map_err(JournalError::io("open", path))
+        .map_err(JournalError::io("open", path))?;
+    let for_sync = file.try_clone().map_err(JournalError::io("open", path))?;
+    let appender = MappedAppender::open(file, len).map_err(JournalError::io("open", path))?;
+    if let AppendMode::Written(why) = appender.mode() {
+        tracing::debug!(segment = %path.display(), why, "journal segment written with write(2), not mapped");
+    }
+    Ok((appender, Arc::new(for_sync)))
 }
 
 /// Takes the journal's lock, waiting up to `config.lock_wait` while another process holds
@@ -347,7 +359,8 @@ const INDEX_EVERY: Duration = Duration::from_millis(50);
 /// The journal of one daemon run.
 pub struct Journal {
     config: JournalConfig,
-    file: Arc<File>,
+    /// The current segment (written through a map where the file system allows).
+    segment: MappedAppender,
     segment_first_seq: u64,
     segment_bytes: u64,
     last_seq: u64,
@@ -420,12 +433,22 @@ fn read_tail(dir: &Path) -> Result<Tail, JournalError> {
     let mut repaired_bytes = None;
     // The last complete line, looking back through empty segments.
     for (position, segment) in segments.iter().enumerate().rev() {
-        let (line, end) = segments::last_complete_line(&segment.path)
+        let found = segments::segment_end(&segment.path)
             .map_err(JournalError::io("read", &segment.path))?;
+        let (line, end) = (found.last_line, found.end);
         let len = fs::metadata(&segment.path)
             .map_err(JournalError::io("read", &segment.path))?
             .len();
-        if len > end && position == segments.len() - 1 {
+        if found.data_end == end && len > end && position + 1 < segments.len() {
+            // The reserve of a segment a crash left before it was cut to its data: only
+            // NUL bytes, no entry lost; cut off (the current segment's is written over).
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&segment.path)
+                .map_err(JournalError::io("open", &segment.path))?;
+            file.set_len(end)
+                .map_err(JournalError::io("truncate", &segment.path))?;
+        } else if found.data_end > end && position == segments.len() - 1 {
             // A line cut by a crash (power loss) in the middle of its write: the daemon never
             // answered for it. Removed, and said so in the journal.
             let file = OpenOptions::new()
@@ -436,8 +459,8 @@ fn read_tail(dir: &Path) -> Result<Tail, JournalError> {
                 .map_err(JournalError::io("truncate", &segment.path))?;
             file.sync_all()
                 .map_err(JournalError::io("fsync", &segment.path))?;
-            repaired_bytes = Some(len - end);
-        } else if len > end {
+            repaired_bytes = Some(found.data_end - end);
+        } else if found.data_end > end {
             return Err(unreadable(format!(
                 "{} ends in a cut line but is not the last segment (run `koru verify`)",
                 segment.name()
@@ -462,9 +485,14 @@ fn read_tail(dir: &Path) -> Result<Tail, JournalError> {
                 last_seq: seq,
                 head: hash.to_string(),
                 segment_first_seq: current.first_seq,
-                segment_len: fs::metadata(&current.path)
-                    .map_err(JournalError::io("read", &current.path))?
-                    .len(),
+                // Where the data ends, before any reserve (a cut line is gone by now).
+                segment_len: if position + 1 == segments.len() {
+                    end
+                } else {
+                    segments::segment_end(&current.path)
+                        .map_err(JournalError::io("read", &current.path))?
+                        .end
+                },
                 repaired_bytes,
             });
         }
@@ -646,7 +674,7 @@ impl Journal {
         recover_pending_texts(&config.dir)?;
         let tail = read_tail(&config.dir)?;
         let segment_path = config.dir.join(segment_name(tail.segment_first_seq));
-        let file = Arc::new(open_segment(&segment_path)?);
+        let (segment, file) = open_segment(&segment_path, tail.segment_len)?;
         let mut index = IndexWriter::open(&config.index_path)?;
         let caught_up = catch_up(&config.dir, &mut index, config.prompts)?;
         if caught_up > 0 {
@@ -673,7 +701,7 @@ impl Journal {
             dir: config.dir.clone(),
         });
         let mut journal = Journal {
-            file,
+            segment,
             segment_first_seq: tail.segment_first_seq,
             segment_bytes: tail.segment_len,
             last_seq: tail.last_seq,
@@ -953,7 +981,7 @@ impl Journal {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        match (&*self.file).write_all(&self.buffer) {
+        match self.segment.append(&self.buffer) {
             Ok(()) => {
                 self.buffer.clear();
                 self.error = None;
@@ -975,7 +1003,7 @@ impl Journal {
             Err(source) => {
                 let path = self.config.dir.join(segment_name(self.segment_first_seq));
                 let (seq, head, bytes) = self.flushed.clone();
-                let _ = self.file.set_len(bytes);
+                let _ = self.segment.cut_to(bytes);
                 self.last_seq = seq;
                 self.head = head;
                 self.segment_bytes = bytes;
@@ -1057,18 +1085,23 @@ impl Journal {
     fn rotate(&mut self, seq: u64) -> Result<(), JournalError> {
         self.flush()?;
         let old = self.config.dir.join(segment_name(self.segment_first_seq));
-        self.file
+        // Closed: cut to its data (no reserve left after its last line), then on the disk.
+        self.segment
+            .finish()
+            .map_err(JournalError::io("truncate", &old))?;
+        self.segment
+            .file()
             .sync_data()
             .map_err(JournalError::io("fdatasync", &old))?;
         let path = self.config.dir.join(segment_name(seq));
-        let file = Arc::new(open_segment(&path)?);
+        let (segment, file) = open_segment(&path, 0)?;
         {
             let mut state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
             state.file = file.clone();
             state.dirs.push(self.config.dir.clone());
             state.dirty = true;
         }
-        self.file = file;
+        self.segment = segment;
         self.segment_first_seq = seq;
         self.segment_bytes = 0;
         tracing::info!(segment = %path.display(), "journal segment started");
@@ -1111,9 +1144,16 @@ impl Journal {
         }
         let dir = self.config.dir.clone();
         let segments = segments::list(&dir).map_err(JournalError::io("list", &dir))?;
+        // Data, not file sizes: the current segment's file holds its reserve too.
         let sizes: Vec<u64> = segments
             .iter()
-            .map(|s| fs::metadata(&s.path).map(|m| m.len()).unwrap_or(0))
+            .map(|s| {
+                if s.first_seq == self.segment_first_seq {
+                    self.segment.len()
+                } else {
+                    fs::metadata(&s.path).map(|m| m.len()).unwrap_or(0)
+                }
+            })
             .collect();
         let mut total: u64 = sizes.iter().sum();
         let mut removed = Vec::new();
@@ -1255,6 +1295,10 @@ impl Journal {
 
     fn shut_down(&mut self) {
         let _ = self.flush();
+        // The segment cut to its data before the last group commit flushes it.
+        if let Err(error) = self.segment.finish() {
+            tracing::warn!(%error, "the journal segment's reserve could not be cut off; the next start does it");
+        }
         // No text is added any more: the last group commit writes every queued one to its
         // blob file and removes every pending-text log.
         self.pending_log = None;
@@ -1461,6 +1505,77 @@ mod tests {
             verify(&tmp.path().join("journal"), None).verdict,
             VerifyVerdict::Intact
         );
+    }
+
+    #[test]
+    fn a_segment_left_with_its_reserve_by_a_crash_goes_on_after_its_data() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut journal = Journal::open(config(tmp.path()), 10, &daemon(), Map::new())
+            .unwrap()
+            .journal;
+        for (i, id) in ["d_1", "d_2", "d_3"].iter().enumerate() {
+            accept(&mut journal, id, "a prompt", 11 + i as u64);
+        }
+        journal.flush().unwrap();
+        // What a `kill -9` leaves: the folder as it is while the daemon runs.
+        let live = tmp.path().join("journal");
+        let crashed = tmp.path().join("crashed");
+        copy_dir(&live, &crashed.join("journal"));
+        let segment = segments::list(&crashed.join("journal")).unwrap()[0]
+            .path
+            .clone();
+        let bytes = std::fs::read(&segment).unwrap();
+        let (data, damaged) = super::super::mapped::data_end(&bytes);
+        assert!(!damaged);
+        if bytes.len() > data {
+            assert!(bytes[data..].iter().all(|&b| b == 0), "the reserve is NUL");
+        }
+        // The live journal verifies, reserve and all.
+        assert_eq!(verify_problem(&live), None);
+        assert_eq!(verify_problem(&crashed.join("journal")), None);
+
+        // A start after the crash repairs nothing (no line was cut) and appends after the
+        // data; closed, the segment is its lines and nothing after them.
+        let reopened = Journal::open(config(&crashed), 20, &daemon(), Map::new()).unwrap();
+        assert_eq!(reopened.repaired_bytes, None);
+        assert_eq!(reopened.ended_at_restart.len(), 3);
+        reopened.journal.close();
+        let text = std::fs::read(&segment).unwrap();
+        assert!(!text.contains(&0u8));
+        assert!(text.ends_with(b"\n"));
+        assert_eq!(verify_problem(&crashed.join("journal")), None);
+
+        // A line cut in the middle of its copy, then the reserve: removed and recorded.
+        journal.close();
+        let again = tmp.path().join("again");
+        copy_dir(&live, &again.join("journal"));
+        let segment = segments::list(&again.join("journal")).unwrap()[0]
+            .path
+            .clone();
+        let data = std::fs::read(&segment).unwrap();
+        let file = OpenOptions::new().write(true).open(&segment).unwrap();
+        file.set_len(data.len() as u64 + 4096).unwrap();
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(br#"{"at_ms":12,"dri"#, data.len() as u64)
+            .unwrap();
+        drop(file);
+        let reopened = Journal::open(config(&again), 30, &daemon(), Map::new()).unwrap();
+        assert_eq!(reopened.repaired_bytes, Some(16));
+        reopened.journal.close();
+        assert_eq!(verify_problem(&again.join("journal")), None);
+
+        // Entries hidden behind NUL bytes are not a reserve: `verify` reads them and fails.
+        let hidden = tmp.path().join("hidden");
+        copy_dir(&live, &hidden.join("journal"));
+        let segment = segments::list(&hidden.join("journal")).unwrap()[0]
+            .path
+            .clone();
+        let bytes = std::fs::read(&segment).unwrap();
+        let second_line = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+        let mut nulled = bytes.clone();
+        nulled[second_line..second_line + 8].fill(0);
+        std::fs::write(&segment, &nulled).unwrap();
+        assert!(verify_problem(&hidden.join("journal")).is_some());
     }
 
     #[test]
@@ -1803,9 +1918,13 @@ mod tests {
         journal.flush_index();
         let dir = tmp.path().join("journal");
         let segments = segments::list(&dir).unwrap();
+        // The data of each (the current segment's file holds its reserve too).
         let total: u64 = segments
             .iter()
-            .map(|s| std::fs::metadata(&s.path).unwrap().len())
+            .map(|s| {
+                let bytes = std::fs::read(&s.path).unwrap();
+                super::super::mapped::data_end(&bytes).0 as u64
+            })
             .sum();
         assert!(segments.len() >= 3, "{segments:?}");
         assert!(total <= 12 * 1024 + 4 * 1024, "{total}");

@@ -54,10 +54,12 @@ impl Harness {
 fn entries_of(root: &Path, drive_id: &str) -> Vec<(Value, usize)> {
     let mut entries = Vec::new();
     for segment in crate::journal::segments::list(&root.join("journal")).unwrap() {
-        for line in std::fs::read_to_string(&segment.path).unwrap().lines() {
-            let entry: Value = serde_json::from_str(line).unwrap();
+        // Through `Lines`: the current segment ends in a NUL reserve while it is written.
+        for line in crate::journal::segments::Lines::open(&segment.path).unwrap() {
+            let line = line.unwrap();
+            let entry: Value = serde_json::from_slice(&line.bytes).unwrap();
             if entry["drive_id"] == drive_id {
-                entries.push((entry, line.len()));
+                entries.push((entry, line.bytes.len()));
             }
         }
     }

@@ -167,9 +167,10 @@ fn journal(sandbox: &Sandbox) -> Vec<Value> {
         .filter(|p| p.extension().is_some_and(|e| e == "ndjson"))
         .collect();
     segments.sort();
+    // Through `Lines`: a segment being written ends in a NUL reserve (docs/journal.md).
     for segment in segments {
-        for line in std::fs::read_to_string(segment).unwrap().lines() {
-            entries.push(serde_json::from_str(line).unwrap());
+        for line in koru_daemon::journal::segments::Lines::open(&segment).unwrap() {
+            entries.push(serde_json::from_slice(&line.unwrap().bytes).unwrap());
         }
     }
     entries

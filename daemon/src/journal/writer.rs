@@ -415,6 +415,17 @@ struct Tail {
     repaired_bytes: Option<u64>,
 }
 
+/// Cuts the segment at `path` to its first `end` bytes; returns it open for writing.
+fn cut_segment(path: &Path, end: u64) -> Result<File, JournalError> {
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(JournalError::io("open", path))?;
+    file.set_len(end)
+        .map_err(JournalError::io("truncate", path))?;
+    Ok(file)
+}
+
 fn read_tail(dir: &Path) -> Result<Tail, JournalError> {
     let segments = segments::list(dir).map_err(JournalError::io("list", dir))?;
     let Some(current) = segments.last() else {
@@ -442,22 +453,12 @@ fn read_tail(dir: &Path) -> Result<Tail, JournalError> {
         if found.data_end == end && len > end && position + 1 < segments.len() {
             // The reserve of a segment a crash left before it was cut to its data: only
             // NUL bytes, no entry lost; cut off (the current segment's is written over).
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&segment.path)
-                .map_err(JournalError::io("open", &segment.path))?;
-            file.set_len(end)
-                .map_err(JournalError::io("truncate", &segment.path))?;
+            cut_segment(&segment.path, end)?;
         } else if found.data_end > end && position == segments.len() - 1 {
             // A line cut by a crash (power loss) in the middle of its write: the daemon never
             // answered for it. Removed, and said so in the journal.
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&segment.path)
-                .map_err(JournalError::io("open", &segment.path))?;
-            file.set_len(end)
-                .map_err(JournalError::io("truncate", &segment.path))?;
-            file.sync_all()
+            cut_segment(&segment.path, end)?
+                .sync_all()
                 .map_err(JournalError::io("fsync", &segment.path))?;
             repaired_bytes = Some(found.data_end - end);
         } else if found.data_end > end {

@@ -73,15 +73,16 @@ impl JournaledView {
 
 /// `drive_accepted`'s own fields.
 #[derive(Serialize)]
+/// Fields in canonical (alphabetical) order: nothing to reorder when it is sealed.
 struct AcceptedEntry<'a> {
     drive_id: &'a str,
-    target: &'a Target,
-    session_id: &'a str,
-    route: Route,
     options: &'a DriveOptions,
     prompt: journal::writer::PromptRecord,
     #[serde(skip_serializing_if = "Option::is_none")]
     retry_of: Option<&'a str>,
+    route: Route,
+    session_id: &'a str,
+    target: &'a Target,
 }
 
 /// The door a peer came through, from what the kernel says (its pid: the daemon's own
@@ -252,7 +253,7 @@ impl<C: Clock> App<C> {
                 .filter(|(i, attempt)| last.attempts.get(*i) != Some(attempt))
                 .map(|(index, attempt)| journal::IndexedAttempt { index, attempt })
                 .collect(),
-            stages: drive.history.get(last.history_len..).unwrap_or_default(),
+            stages: journal::Stages(drive.history.get(last.history_len..).unwrap_or_default()),
         };
         let kind = if ending {
             journal::KIND_DRIVE_ENDED

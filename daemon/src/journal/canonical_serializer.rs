@@ -86,8 +86,20 @@ struct Canonical<'a> {
     top: bool,
 }
 
-fn write_str(out: &mut Vec<u8>, text: &str) {
-    serde_json::to_writer(&mut *out, text).expect("writing to a Vec cannot fail");
+/// A JSON string: copied as it is between quotes when nothing in it is escaped (most
+/// of the journal's strings), else escaped as serde_json escapes.
+pub fn write_string(out: &mut Vec<u8>, text: &str) {
+    if text
+        .bytes()
+        .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\')
+    {
+        out.reserve(text.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, text).expect("writing to a Vec cannot fail");
+    }
 }
 
 /// An object being written.
@@ -130,7 +142,7 @@ impl<'a> Object<'a> {
     /// Starts a member named `key`.
     fn key(&mut self, key: &str) {
         let start = self.key_start();
-        write_str(&mut self.s.out, key);
+        write_string(&mut self.s.out, key);
         self.key_end(start);
     }
 
@@ -277,7 +289,7 @@ pub struct VariantObject<'a> {
 /// Opens `{"variant":` (one member: already in order).
 fn open_variant(s: &mut Scratch, variant: &str) {
     s.out.push(b'{');
-    write_str(&mut s.out, variant);
+    write_string(&mut s.out, variant);
     s.out.push(b':');
 }
 
@@ -355,7 +367,7 @@ impl<'a> ser::Serializer for Canonical<'a> {
         self.serialize_str(v.encode_utf8(&mut [0; 4]))
     }
     fn serialize_str(self, v: &str) -> Result<(), CanonicalError> {
-        write_str(&mut self.s.out, v);
+        write_string(&mut self.s.out, v);
         Ok(())
     }
     fn serialize_bytes(self, v: &[u8]) -> Result<(), CanonicalError> {
@@ -636,7 +648,7 @@ impl ser::Serializer for KeyText<'_> {
         self.serialize_str(v.encode_utf8(&mut [0; 4]))
     }
     fn serialize_str(self, v: &str) -> Result<(), CanonicalError> {
-        write_str(self.0, v);
+        write_string(self.0, v);
         Ok(())
     }
     fn serialize_bytes(self, _v: &[u8]) -> Result<(), CanonicalError> {
@@ -660,7 +672,7 @@ impl ser::Serializer for KeyText<'_> {
         _index: u32,
         variant: &'static str,
     ) -> Result<(), CanonicalError> {
-        write_str(self.0, variant);
+        write_string(self.0, variant);
         Ok(())
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(

@@ -54,6 +54,8 @@ pub struct MappedAppender {
     mode: AppendMode,
     /// Windows mapped so far.
     windows: u64,
+    /// Whether the first window is faulted in when it is mapped, as the later ones are.
+    fault_in_first: bool,
 }
 
 // The map is only touched through `&mut self`; the pointer is the map's, not shared.
@@ -112,7 +114,16 @@ impl MappedAppender {
             page,
             mode,
             windows: 0,
+            fault_in_first: false,
         })
+    }
+
+    /// Faults the first window in when it is mapped too (for a file that is written
+    /// through right after it is opened, like the pending-text log; a segment's first
+    /// window is left to fault page by page so that an idle daemon holds few pages).
+    pub fn faulting_in_the_first_window(mut self) -> MappedAppender {
+        self.fault_in_first = true;
+        self
     }
 
     /// Bytes of data.
@@ -139,18 +150,7 @@ impl MappedAppender {
             return Ok(());
         }
         if self.mode == AppendMode::Mapped {
-            if !self.window_holds(bytes.len()) {
-                if let Err(error) = self.move_window(bytes.len()) {
-                    match error.raw_os_error() {
-                        // No map here after all: every append from now on is written.
-                        Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) | Some(libc::EINVAL) => {
-                            self.unmap();
-                            self.mode = AppendMode::Written(format!("no map: {error}"));
-                        }
-                        _ => return Err(error),
-                    }
-                }
-            }
+            self.ensure_window(bytes.len())?;
             if let Some(window) = &self.window {
                 let at = (self.len - window.start) as usize;
                 // SAFETY: `window_holds` (or `move_window`) made sure `at + bytes.len()`
@@ -171,6 +171,35 @@ impl MappedAppender {
         self.file.write_all_at(bytes, self.len)?;
         self.len += bytes.len() as u64;
         self.allocated = self.allocated.max(self.len);
+        Ok(())
+    }
+
+    /// Maps the window the next appends go to now (its space allocated and its pages
+    /// faulted in as an append would), so that the first append is only a copy: for a
+    /// file prepared off the thread that appends. Nothing when appends are written.
+    pub fn map_ahead(&mut self) -> io::Result<()> {
+        if self.mode == AppendMode::Mapped {
+            self.ensure_window(0)?;
+        }
+        Ok(())
+    }
+
+    /// Makes sure the window holds `more` bytes after the data; where the kernel refuses
+    /// the map, appends are written from then on.
+    fn ensure_window(&mut self, more: usize) -> io::Result<()> {
+        if self.window_holds(more) {
+            return Ok(());
+        }
+        if let Err(error) = self.move_window(more) {
+            match error.raw_os_error() {
+                // No map here after all: every append from now on is written.
+                Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) | Some(libc::EINVAL) => {
+                    self.unmap();
+                    self.mode = AppendMode::Written(format!("no map: {error}"));
+                }
+                _ => return Err(error),
+            }
+        }
         Ok(())
     }
 
@@ -216,8 +245,9 @@ impl MappedAppender {
         }
         // Fault the window's pages in now, in one call, rather than one fault per page
         // during appends (Linux 5.14 and later; older kernels refuse, and appends fault).
-        // Not the first window: a daemon that has just started writes a few entries.
-        if self.windows > 0 {
+        // Not the first window unless asked: a daemon that has just started writes a few
+        // entries.
+        if self.windows > 0 || self.fault_in_first {
             // SAFETY: the range is the map just made.
             unsafe {
                 libc::madvise(ptr, len, libc::MADV_POPULATE_WRITE);

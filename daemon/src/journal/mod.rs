@@ -252,16 +252,19 @@ impl JournalConfig {
 /// Who asked for something: the client as it named itself in `hello`, the peer process as
 /// the kernel reported it (`SO_PEERCRED`), and the door it came through.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+///
+/// Fields in canonical (alphabetical) order, as in every struct the journal writes: the
+/// canonical serializer then writes them where they come, with nothing to reorder.
 pub struct Asker {
+    pub client: String,
     /// `socket`, `cli`, `mcp_stdio`, `mcp_http`, `http_api`, `dashboard`, `hook`,
     /// `notification` (a desktop notification's button), or `daemon` (the daemon itself,
     /// e.g. restart recovery).
     pub door: String,
-    pub client: String,
-    pub version: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     pub uid: u32,
+    pub version: String,
 }
 
 /// The own fields of `drive_state` and `drive_ended` (docs/journal.md): the drive's state
@@ -270,33 +273,105 @@ pub struct Asker {
 /// that a reader folding a drive's entries in order rebuilds its `history` exactly.
 #[derive(Debug, Serialize)]
 pub struct DriveChange<'a> {
-    pub drive_id: &'a str,
-    pub state: DriveState,
-    pub route: Route,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub blocker: Option<Option<&'a Blocker>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<Option<&'a Blocker>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub verification: Option<Verification>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub observation: Option<Option<&'a DriveObservation>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub submit_evidence: Option<Option<SubmitEvidence>>,
     /// The route attempts that changed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<IndexedAttempt<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocker: Option<Option<&'a Blocker>>,
+    pub drive_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observation: Option<Option<&'a DriveObservation>>,
+    pub route: Route,
     /// The drive's history records since its last entry, in order.
-    #[serde(skip_serializing_if = "<[StageRecord]>::is_empty")]
-    pub stages: &'a [StageRecord],
+    #[serde(skip_serializing_if = "Stages::is_empty")]
+    pub stages: Stages<'a>,
+    pub state: DriveState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submit_evidence: Option<Option<SubmitEvidence>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Option<&'a Blocker>>,
 }
 
-/// A route attempt that changed, with its place in the drive's list.
-#[derive(Debug, Serialize)]
+/// A drive's history records as the journal writes them: `{"at_ms", "state"}` each, the
+/// keys in canonical order.
+#[derive(Debug, Clone, Copy)]
+pub struct Stages<'a>(pub &'a [StageRecord]);
+
+impl Stages<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Stages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeSeq, SerializeStruct};
+        struct Stage<'r>(&'r StageRecord);
+        impl Serialize for Stage<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut record = serializer.serialize_struct("StageRecord", 2)?;
+                record.serialize_field("at_ms", &self.0.at_ms)?;
+                record.serialize_field("state", &self.0.state)?;
+                record.end()
+            }
+        }
+        let mut records = serializer.serialize_seq(Some(self.0.len()))?;
+        for record in self.0 {
+            records.serialize_element(&Stage(record))?;
+        }
+        records.end()
+    }
+}
+
+/// A route attempt that changed, with its place in the drive's list: the attempt's
+/// members and `index`, in canonical order.
+#[derive(Debug)]
 pub struct IndexedAttempt<'a> {
     pub index: usize,
-    #[serde(flatten)]
     pub attempt: &'a RouteAttempt,
+}
+
+impl Serialize for IndexedAttempt<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let RouteAttempt {
+            route,
+            interface,
+            outcome,
+            reached,
+            blocker,
+            hint,
+            note,
+            started_at_ms,
+            finished_at_ms,
+        } = self.attempt;
+        let mut out = serializer.serialize_struct("RouteAttempt", 10)?;
+        if let Some(blocker) = blocker {
+            out.serialize_field("blocker", blocker)?;
+        }
+        if let Some(at) = finished_at_ms {
+            out.serialize_field("finished_at_ms", at)?;
+        }
+        if let Some(hint) = hint {
+            out.serialize_field("hint", hint)?;
+        }
+        out.serialize_field("index", &self.index)?;
+        out.serialize_field("interface", interface)?;
+        if let Some(note) = note {
+            out.serialize_field("note", note)?;
+        }
+        out.serialize_field("outcome", outcome)?;
+        if let Some(reached) = reached {
+            out.serialize_field("reached", reached)?;
+        }
+        out.serialize_field("route", route)?;
+        if let Some(at) = started_at_ms {
+            out.serialize_field("started_at_ms", at)?;
+        }
+        out.end()
+    }
 }
 
 /// Errors writing or opening the journal.
@@ -347,6 +422,53 @@ pub fn test_daemon() -> Asker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hand-ordered writers say what serde's own would: the attempt's members with
+    /// `index` beside them, each stage record as the protocol writes it.
+    #[test]
+    fn attempts_and_stages_are_written_as_their_protocol_json_is() {
+        use koru_protocol::AttemptOutcome;
+        let full = RouteAttempt {
+            route: Route::PluginDrive,
+            interface: "vscode_plugin_drive".into(),
+            outcome: AttemptOutcome::Failed,
+            reached: Some(DriveState::Received),
+            blocker: Some(Blocker::new("timeout", "no ack")),
+            hint: Some("reload the window".into()),
+            note: Some("opened a new chat".into()),
+            started_at_ms: Some(5),
+            finished_at_ms: Some(9),
+        };
+        let bare = RouteAttempt {
+            reached: None,
+            blocker: None,
+            hint: None,
+            note: None,
+            started_at_ms: None,
+            finished_at_ms: None,
+            ..full.clone()
+        };
+        for attempt in [&full, &bare] {
+            let mut expected = serde_json::to_value(attempt).unwrap();
+            expected["index"] = 3.into();
+            let written = serde_json::to_value(IndexedAttempt { index: 3, attempt }).unwrap();
+            assert_eq!(written, expected);
+        }
+        let history = [
+            StageRecord {
+                state: DriveState::Received,
+                at_ms: 1,
+            },
+            StageRecord {
+                state: DriveState::Done,
+                at_ms: 2,
+            },
+        ];
+        assert_eq!(
+            serde_json::to_value(Stages(&history)).unwrap(),
+            serde_json::to_value(history).unwrap()
+        );
+    }
 
     #[test]
     fn retention_reads_ages_sizes_and_forever() {

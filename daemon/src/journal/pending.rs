@@ -1,8 +1,10 @@
-//! The pending-text log: prompt texts appended (one `write(2)` each, no thread woken) to `blobs/pending-<n>` as drives are accepted, so that a text is in a file from that moment, until the sync thread has turned them into `blobs/sha256/<hex>` files on the disk and removes the log; read back at start (recovery) and by `koru verify` and the export.
+//! The pending-text log: prompt texts appended (through a shared map, as the segment is: a copy each, no thread woken) to `blobs/pending-<n>` as drives are accepted, so that a text is in a file from that moment, until the sync thread has turned them into `blobs/sha256/<hex>` files on the disk and removes the log; read back at start (recovery) and by `koru verify` and the export.
 //!
 //! A record is a header line `<sha256 hex> <bytes>\n`, then the text's bytes, then `\n`.
 //! A record cut by a crash (the last one) is ignored: it is the text of a drive whose entry
-//! was never written (the text goes to the log before its entry goes to the segment).
+//! was never written (the text goes to the log before its entry goes to the segment). A log
+//! being written, or left by a crash, ends in NUL bytes (the map's reserve): no record
+//! header, so reading stops there.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +23,7 @@ pub fn log_path(dir: &Path, generation: u64) -> PathBuf {
 pub fn encode_record(out: &mut Vec<u8>, digest_hex: &str, text: &str) {
     out.extend_from_slice(digest_hex.as_bytes());
     out.push(b' ');
-    out.extend_from_slice(text.len().to_string().as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(text.len()).as_bytes());
     out.push(b'\n');
     out.extend_from_slice(text.as_bytes());
     out.push(b'\n');
@@ -113,6 +115,14 @@ mod tests {
         encode_record(&mut forged, &sha256_hex(b"next"), "next");
         let read = decode_records(&forged);
         assert_eq!(read, [(sha256_hex(b"next"), "next".to_string())]);
+        // A log being written (or left by a crash) ends in its map's NUL reserve, also
+        // in the middle of a record the crash cut.
+        let mut live = log.clone();
+        live.resize(log.len() + 4096, 0);
+        assert_eq!(decode_records(&live).len(), 4);
+        let mut cut = log[..log.len() - 3].to_vec();
+        cut.resize(cut.len() + 4096, 0);
+        assert_eq!(decode_records(&cut).len(), 3);
         // Garbage is not a record.
         assert!(decode_records(b"not a header\n").is_empty());
         assert!(decode_records(b"").is_empty());

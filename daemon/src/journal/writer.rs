@@ -14,7 +14,7 @@ use koru_protocol::{blocker, Blocker, DriveInfo, DriveState, JournalStatus, Stag
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::canonical::{sealed_entry_into, sha256_hex, Sealer, GENESIS};
+use super::canonical::{sealed_envelope_into, sha256_hex, Envelope, SealScratch, Sealer, GENESIS};
 use super::index::{
     prompt_excerpt, read_lines, Applied, IndexReader, IndexWriter, IndexedEntry, QueuedEntry,
     QueuedKind, ShortId,
@@ -33,18 +33,22 @@ pub fn create_private_dir(dir: &Path) -> Result<(), JournalError> {
         .map_err(JournalError::io("set the mode of", dir))
 }
 
-/// Opens the segment at `path` (creating it) for appends after its first `len` bytes, its
-/// data; returns the appender and a handle on the same file for the sync thread's
-/// `fdatasync`.
-fn open_segment(path: &Path, len: u64) -> Result<(MappedAppender, Arc<File>), JournalError> {
-    let file = OpenOptions::new()
+/// Opens `path` for reading and writing, creating it (mode 0600) if it is not there.
+fn open_private_file(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
         .mode(0o600)
         .open(path)
-        .map_err(JournalError::io("open", path))?;
+}
+
+/// Opens the segment at `path` (creating it) for appends after its first `len` bytes, its
+/// data; returns the appender and a handle on the same file for the sync thread's
+/// `fdatasync`.
+fn open_segment(path: &Path, len: u64) -> Result<(MappedAppender, Arc<File>), JournalError> {
+    let file = open_private_file(path).map_err(JournalError::io("open", path))?;
     let for_sync = file.try_clone().map_err(JournalError::io("open", path))?;
     let appender = MappedAppender::open(file, len).map_err(JournalError::io("open", path))?;
     if let AppendMode::Written(why) = appender.mode() {
@@ -117,17 +121,67 @@ struct SyncShared {
 }
 
 /// Prompt texts on their way to their blob files. The event loop appends each text to the
-/// current pending-text log (`blobs/pending-<generation>`, one `write(2)`, no thread woken:
+/// current pending-text log (`blobs/pending-<generation>`, one copy into its map, no thread woken:
 /// the text is in a file the moment its drive is accepted) and queues it here; at each
 /// group commit the sync thread writes the queued texts to `blobs/sha256/<hex>`, flushes
 /// them with the segment, and removes the logs of the generations before the current one
 /// (all their texts were queued before the loop moved to a new log, which it does when the
 /// sync thread asks: `rotate`).
+///
+/// The loop creates no file for this: at each commit that asks it to move on, the sync
+/// thread makes the next generation's log ready (created, its space allocated, mapped and
+/// faulted in) and the loop takes it; the log the loop lets go is cut to its data by the
+/// sync thread.
 #[derive(Default)]
 struct PendingTexts {
-    queued: Vec<(PathBuf, String)>,
+    /// `(digest hex, text)`: the blob's path is made off the loop.
+    queued: Vec<(String, String)>,
     generation: u64,
     rotate: bool,
+    /// The log of generation `generation + 1`, ready for the loop.
+    ready: Option<(u64, MappedAppender)>,
+    /// Logs the loop has moved on from.
+    retired: Vec<MappedAppender>,
+    /// The journal is closing: no log is made ready any more.
+    closed: bool,
+}
+
+/// Opens (creating it) the pending-text log of `generation`, appending after its data.
+fn open_pending_log(dir: &Path, generation: u64) -> std::io::Result<MappedAppender> {
+    let file = open_private_file(&super::pending::log_path(dir, generation))?;
+    let len = file.metadata()?.len();
+    Ok(MappedAppender::open(file, len)?.faulting_in_the_first_window())
+}
+
+/// Asks the loop to move to the next pending-text log, which is made ready for it first
+/// (so that the loop never opens a log the sync thread is still making): from then on the
+/// texts go to a log that is removed only after a later commit.
+fn move_loop_to_next_log(shared: &SyncShared, generation: u64) {
+    let next = generation + 1;
+    let log = open_pending_log(&shared.dir, next).and_then(|mut log| {
+        log.map_ahead()?;
+        Ok(log)
+    });
+    let log = match log {
+        Ok(log) => Some(log),
+        Err(error) => {
+            // The loop opens the log itself when it moves on.
+            tracing::warn!(%error, "the next pending-text log could not be made ready");
+            None
+        }
+    };
+    let mut pending = shared.texts.lock().unwrap_or_else(|e| e.into_inner());
+    if pending.closed {
+        // Closing: no more texts. The log was made here and nobody else has it.
+        drop(pending);
+        if let Some(log) = log {
+            drop(log);
+            let _ = fs::remove_file(super::pending::log_path(&shared.dir, next));
+        }
+        return;
+    }
+    pending.ready = log.map(|log| (next, log));
+    pending.rotate = true;
 }
 
 /// Writes prompt texts to their blob files (one file per distinct text): each created
@@ -206,14 +260,28 @@ fn write_blobs(shared: &SyncShared, blobs: Vec<(PathBuf, String)>) {
 /// the current segment and the folders whose listing changed to the disk; then the
 /// pending-text logs whose texts are all on the disk now are removed.
 fn sync_everything(shared: &SyncShared) {
-    let (texts, generation) = {
+    let (texts, generation, retired, move_on) = {
         let mut pending = shared.texts.lock().unwrap_or_else(|e| e.into_inner());
         let texts = std::mem::take(&mut pending.queued);
-        if !texts.is_empty() {
-            pending.rotate = true;
-        }
-        (texts, pending.generation)
+        // The loop moves to a new log after each commit that took texts (unless it has
+        // been asked to already and has not appended since).
+        let move_on = !texts.is_empty() && !pending.rotate && !pending.closed;
+        (
+            texts,
+            pending.generation,
+            std::mem::take(&mut pending.retired),
+            move_on,
+        )
     };
+    // Cut to their data (they are removed below once their texts are on the disk).
+    drop(retired);
+    if move_on {
+        move_loop_to_next_log(shared, generation);
+    }
+    let texts = texts
+        .into_iter()
+        .map(|(digest, text)| (blob_path(&shared.dir, &digest), text))
+        .collect();
     write_blobs(shared, texts);
     let written = shared
         .written
@@ -367,8 +435,9 @@ pub struct Journal {
     head: String,
     sync: Arc<SyncShared>,
     sync_thread: Option<JoinHandle<()>>,
-    /// The current pending-text log and its generation (full prompts only).
-    pending_log: Option<(u64, File)>,
+    /// The current pending-text log and its generation (full prompts only), written
+    /// through a map as the segment is.
+    pending_log: Option<(u64, MappedAppender)>,
     /// One record of it, reused.
     pending_record: Vec<u8>,
     index_queue: Arc<IndexQueue>,
@@ -379,7 +448,7 @@ pub struct Journal {
     /// see [`Journal::flush`]), and their entries for the index.
     buffer: Vec<u8>,
     /// Where an entry's canonical body is built before it is sealed into `buffer`.
-    scratch: Vec<u8>,
+    scratch: SealScratch,
     unflushed: Vec<QueuedEntry>,
     /// `(last_seq, head, segment_bytes)` as of the last flush, to undo a failed one.
     flushed: (u64, String, u64),
@@ -716,7 +785,7 @@ impl Journal {
             reader,
             error: None,
             buffer: Vec::with_capacity(16 * 1024),
-            scratch: Vec::with_capacity(2048),
+            scratch: SealScratch::default(),
             unflushed: Vec::new(),
             flushed: (tail.last_seq, tail.head.clone(), tail.segment_len),
             _lock: lock,
@@ -751,7 +820,7 @@ impl Journal {
                 observation: None,
                 submit_evidence: None,
                 attempts: Vec::new(),
-                stages: &stages,
+                stages: super::Stages(&stages),
             };
             ended.push(drive.drive_id.clone());
             pending.push(journal.write(now_ms, KIND_DRIVE_ENDED, &fields, Some(daemon), None)?);
@@ -872,17 +941,17 @@ impl Journal {
         keep_line: bool,
     ) -> Result<QueuedEntry, JournalError> {
         let seq = self.last_seq + 1;
-        let entry = EntryEnvelope {
+        let envelope = Envelope {
             seq,
             at_ms,
             kind,
             prev_hash: &self.head,
             by,
-            fields,
         };
         let start = self.buffer.len();
-        let hash = sealed_entry_into(
-            &entry,
+        let hash = sealed_envelope_into(
+            &envelope,
+            fields,
             &self.config.sealer,
             &mut self.scratch,
             &mut self.buffer,
@@ -1044,39 +1113,44 @@ impl Journal {
     /// Puts a prompt's text in the current pending-text log (a new one when the sync thread
     /// asked) and queues it for its blob file at the next group commit.
     fn keep_text(&mut self, digest: &str, text: &str) {
-        let generation = {
+        let (generation, ready) = {
             let mut pending = self.sync.texts.lock().unwrap_or_else(|e| e.into_inner());
             if pending.rotate {
                 pending.rotate = false;
                 pending.generation += 1;
             }
-            pending
-                .queued
-                .push((blob_path(&self.config.dir, digest), text.to_string()));
-            pending.generation
+            pending.queued.push((digest.to_string(), text.to_string()));
+            let generation = pending.generation;
+            let mut ready = None;
+            if self.pending_log.as_ref().map(|(g, _)| *g) != Some(generation) {
+                if let Some((_, old)) = self.pending_log.take() {
+                    pending.retired.push(old);
+                }
+                ready = pending.ready.take_if(|(g, _)| *g == generation);
+            }
+            (generation, ready)
         };
-        if self.pending_log.as_ref().map(|(g, _)| *g) != Some(generation) {
-            let path = super::pending::log_path(&self.config.dir, generation);
-            match OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(&path)
-            {
-                Ok(file) => self.pending_log = Some((generation, file)),
+        if self.pending_log.is_none() {
+            // Made ready by the sync thread; else (the first log of a run, or the sync
+            // thread could not) opened here.
+            match ready.map_or_else(
+                || open_pending_log(&self.config.dir, generation),
+                |(_, log)| Ok(log),
+            ) {
+                Ok(log) => self.pending_log = Some((generation, log)),
                 Err(error) => {
                     // The text still reaches its blob file at the next group commit; only
                     // a crash before it would lose it.
+                    let path = super::pending::log_path(&self.config.dir, generation);
                     tracing::error!(log = %path.display(), %error, "the pending-text log could not be opened");
-                    self.pending_log = None;
                     return;
                 }
             }
         }
         self.pending_record.clear();
         super::pending::encode_record(&mut self.pending_record, digest, text);
-        if let Some((_, file)) = &mut self.pending_log {
-            if let Err(error) = file.write_all(&self.pending_record) {
+        if let Some((_, log)) = &mut self.pending_log {
+            if let Err(error) = log.append(&self.pending_record) {
                 tracing::error!(%error, "a prompt text could not be added to the pending-text log");
             }
         }
@@ -1301,13 +1375,19 @@ impl Journal {
             tracing::warn!(%error, "the journal segment's reserve could not be cut off; the next start does it");
         }
         // No text is added any more: the last group commit writes every queued one to its
-        // blob file and removes every pending-text log.
+        // blob file and removes every pending-text log (a log made ready and never used
+        // is removed here).
         self.pending_log = None;
-        self.sync
-            .texts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .generation += 1;
+        let ready = {
+            let mut pending = self.sync.texts.lock().unwrap_or_else(|e| e.into_inner());
+            pending.generation += 1;
+            pending.closed = true;
+            pending.ready.take()
+        };
+        if let Some((generation, log)) = ready {
+            drop(log);
+            let _ = fs::remove_file(super::pending::log_path(&self.config.dir, generation));
+        }
         {
             let mut state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
             state.stop = true;
@@ -1339,25 +1419,12 @@ impl Drop for Journal {
     }
 }
 
-/// An entry as it is sealed: the envelope every entry has, around its own fields.
-#[derive(Serialize)]
-struct EntryEnvelope<'a, F: ?Sized> {
-    seq: u64,
-    at_ms: u64,
-    kind: &'a str,
-    prev_hash: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    by: Option<&'a Asker>,
-    #[serde(flatten)]
-    fields: &'a F,
-}
-
 /// What the chain records of a prompt: its digest, its length in bytes and characters.
 #[derive(Debug, Clone, Serialize)]
 pub struct PromptRecord {
-    pub sha256: String,
     pub bytes: usize,
     pub chars: usize,
+    pub sha256: String,
 }
 
 #[cfg(test)]
@@ -2037,14 +2104,33 @@ mod tests {
         accept(&mut journal, "d_2", "two", 12);
         journal.flush().unwrap();
         wait_for(&blob_path(&dir, &sha256_hex(b"two")));
-        wait_until("the first log's removal", || {
-            super::super::pending::logs(&dir).len() == 1
+        let generations = || -> Vec<u64> {
+            super::super::pending::logs(&dir)
+                .into_iter()
+                .map(|(generation, _)| generation)
+                .collect()
+        };
+        // The commit that took "two" made the next log ready (the loop creates none).
+        wait_until("the first log's removal and the next one made", || {
+            generations() == [1, 2]
         });
-        let logs: Vec<u64> = super::super::pending::logs(&dir)
-            .into_iter()
-            .map(|(generation, _)| generation)
-            .collect();
-        assert_eq!(logs, [1], "only the current log is left");
+        use std::os::unix::fs::MetadataExt;
+        let made = super::super::pending::log_path(&dir, 2);
+        let made_inode = std::fs::metadata(&made).unwrap().ino();
+        assert!(
+            std::fs::metadata(&made).unwrap().len() > 0,
+            "its space allocated ahead"
+        );
+        accept(&mut journal, "d_3", "three", 13);
+        journal.flush().unwrap();
+        assert_eq!(std::fs::metadata(&made).unwrap().ino(), made_inode);
+        assert_eq!(
+            super::super::pending::texts_of(&[(2, made.clone())])[&sha256_hex(b"three")],
+            "three",
+            "the loop wrote into the log made for it"
+        );
+        wait_for(&blob_path(&dir, &sha256_hex(b"three")));
+        wait_until("the second log's removal", || generations() == [2, 3]);
         // A flood (more new files than SYNCFS_FROM_FILES in one commit): one syncfs.
         let flood: Vec<String> = (0..SYNCFS_FROM_FILES * 2)
             .map(|i| format!("flood {i}"))

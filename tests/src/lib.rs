@@ -166,6 +166,28 @@ impl Sandbox {
         self.start_daemon_with_env(args, &[])
     }
 
+    /// Waits until the daemon answering on the socket is `daemon` (`koru status` names its
+    /// pid): one started while another still held the socket first answers as that one.
+    pub fn wait_until_served_by(&self, daemon: &Daemon) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = self.run(&["status", "--json"]);
+            let pid = serde_json::from_slice::<serde_json::Value>(&status.stdout)
+                .ok()
+                .and_then(|status| status["pid"].as_i64());
+            if pid == Some(i64::from(daemon.pid())) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the socket was not served by pid {} within 10 s (last status: {pid:?}); log:\n{}",
+                daemon.pid(),
+                daemon.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Starts `koru dev fake-plugin` and waits until the daemon lists its session.
     pub fn start_fake_plugin(&self, args: &[&str]) -> Plugin {
         self.start_fake_plugin_with_env(args, &[])

@@ -3,7 +3,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use koru_system_tests::{controller_hello, greet, set_mode, Raw, Sandbox};
+use koru_system_tests::{controller_hello, greet, set_mode, signal, Raw, Sandbox};
 use serde_json::json;
 
 fn mode(path: &std::path::Path) -> u32 {
@@ -101,6 +101,22 @@ fn a_second_daemon_is_refused_and_the_first_keeps_serving() {
     );
     assert!(first.is_running());
     assert!(sandbox.run(&["status"]).status.success());
+}
+
+#[test]
+fn a_daemon_started_right_after_a_kill_9_serves_once_the_killed_one_is_gone() {
+    // As a shell does it: `kill -9` and a new `koru daemon` at once, the killed one not
+    // reaped yet (it may still be tearing itself down, its lock held).
+    let sandbox = Sandbox::new();
+    let mut first = sandbox.start_daemon(&[]);
+    signal(first.pid(), nix::sys::signal::Signal::SIGKILL);
+    let second = sandbox.start_daemon(&[]);
+    sandbox.wait_until_served_by(&second);
+    first.child.wait().unwrap();
+    let status = sandbox.run(&["status", "--json"]);
+    assert!(status.status.success(), "{}", second.log_text());
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["pid"], second.pid());
 }
 
 #[test]

@@ -53,6 +53,30 @@ fn sessions_lists_each_plugin_with_its_hello() {
     );
 }
 
+#[test]
+fn a_fake_plugin_started_before_its_workspace_folder_exists_claims_it_once_it_is_made() {
+    // As a script does: the plugin started, the folder made a moment later.
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let made_later = sandbox.path().join("ws").join("made-later");
+    let maker = {
+        let dir = made_later.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            std::fs::create_dir_all(&dir).unwrap();
+        })
+    };
+    let plugin = sandbox.start_fake_plugin(&["--workspace", made_later.to_str().unwrap()]);
+    maker.join().unwrap();
+    let sessions = json_of(&sandbox.run(&["sessions", "--json"]));
+    let session = &sessions.as_array().unwrap()[0];
+    assert_eq!(session["session_id"], plugin.session_id);
+    assert_eq!(
+        session["window"]["workspace_folders"],
+        json!([made_later.canonicalize().unwrap().to_str().unwrap()])
+    );
+}
+
 /// A registry layer for the daemon that leaves VS Code only its plugin drive (focus, paste,
 /// submit command), so that a drive goes through every stage.
 fn plugin_drive_only(sandbox: &Sandbox) -> String {

@@ -130,6 +130,10 @@ fn a_flood_cut_by_kill_9_loses_no_accepted_drive_and_sends_none_twice() {
         accepted.len()
     );
     signal(daemon.pid(), nix::sys::signal::Signal::SIGKILL);
+    // Restarted at once, as a shell does after `kill -9`: the killed daemon may still be
+    // tearing itself down (its locks held) and is reaped only afterwards.
+    let restarted = sandbox.start_daemon(&[]);
+    sandbox.wait_until_served_by(&restarted);
     let _ = daemon.child.wait();
     flood.join().unwrap();
     accepted.extend(accepted_rx.try_iter());
@@ -138,7 +142,6 @@ fn a_flood_cut_by_kill_9_loses_no_accepted_drive_and_sends_none_twice() {
         "the kill came after the flood ended"
     );
 
-    let _daemon = sandbox.start_daemon(&[]);
     let mut raw = controller(&sandbox);
     let mut states: HashMap<String, usize> = HashMap::new();
     for (i, drive_id) in accepted.iter().enumerate() {

@@ -182,17 +182,41 @@ fn catalog_commands(product: &str) -> Vec<Capability> {
         .collect()
 }
 
+/// How long the fake plugin waits for a workspace folder that does not exist yet: a script
+/// may start it and make the folder a moment later.
+const WORKSPACE_WAIT: Duration = Duration::from_secs(5);
+
+/// A workspace folder's canonical path, once it exists (waiting up to [`WORKSPACE_WAIT`]).
+async fn workspace_folder(dir: &Path) -> anyhow::Result<String> {
+    let deadline = std::time::Instant::now() + WORKSPACE_WAIT;
+    loop {
+        match std::fs::canonicalize(dir) {
+            Ok(path) => return Ok(path.to_string_lossy().into_owned()),
+            Err(error)
+                if error.kind() == std::io::ErrorKind::NotFound
+                    && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(error) => {
+                return Err(error).with_context(|| {
+                    format!(
+                        "workspace {} does not exist (waited {} s for it)",
+                        dir.display(),
+                        WORKSPACE_WAIT.as_secs()
+                    )
+                })
+            }
+        }
+    }
+}
+
 pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode> {
     let product: IdeProduct = args.product.parse().unwrap_or_else(|never| match never {});
-    let folders = args
-        .workspace
-        .iter()
-        .map(|dir| {
-            std::fs::canonicalize(dir)
-                .with_context(|| format!("workspace {} does not exist", dir.display()))
-                .map(|p| p.to_string_lossy().into_owned())
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut folders = Vec::with_capacity(args.workspace.len());
+    for dir in &args.workspace {
+        folders.push(workspace_folder(dir).await?);
+    }
     let mut capabilities = vec![
         Capability::NativeSend,
         Capability::PluginDrive,

@@ -53,6 +53,7 @@ pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
 /// The line of an entry: `entry` (an object with no `entry_hash`) sealed with `sealer`,
 /// in canonical form with `entry_hash` in its sorted place. Canonicalizes once: the seal's
 /// input and the line share the bytes.
+#[cfg(test)]
 pub fn sealed_entry<T: Serialize + ?Sized>(
     entry: &T,
     sealer: &Sealer,
@@ -62,9 +63,10 @@ pub fn sealed_entry<T: Serialize + ?Sized>(
     Ok((line, hash))
 }
 
-/// [`sealed_entry`] appended to `out` (no newline), with `scratch` for the canonical body:
-/// the journal's writer reuses both, so sealing an entry allocates only its hash. On an
-/// error `out` is as it was.
+/// [`sealed_entry`] appended to `out` (no newline), with `scratch` for the canonical body.
+/// On an error `out` is as it was. The plain reference the writer's
+/// [`sealed_envelope_into`] is tested against (one object, reordered whole).
+#[cfg(test)]
 pub fn sealed_entry_into<T: Serialize + ?Sized>(
     entry: &T,
     sealer: &Sealer,
@@ -223,6 +225,7 @@ pub fn sealed_envelope_into<B: Serialize, F: Serialize + ?Sized>(
 }
 
 /// [`sealed_entry`] of a map of values (which always has canonical JSON).
+#[cfg(test)]
 pub fn sealed_line(object: &serde_json::Map<String, Value>, sealer: &Sealer) -> (Vec<u8>, String) {
     sealed_entry(object, sealer).expect("a map of JSON values has canonical JSON")
 }

@@ -4,6 +4,7 @@ use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 use interprocess::os::unix::uds_local_socket::tokio::Listener;
@@ -169,36 +170,217 @@ fn prepare_private_dir(dir: &Path) -> Result<(), SocketError> {
     Ok(())
 }
 
+/// How long a daemon waits for the lock of one that is exiting (killed with `kill -9` and
+/// not yet gone: its memory is torn down before its files are closed, and a shell that
+/// starts a new daemon right after the kill can be quicker than that).
+const EXITING_HOLDER_WAIT: Duration = Duration::from_secs(5);
+
+/// Takes the socket's lock file. A live daemon holding it is refused at once; one that is
+/// exiting is waited for (up to [`EXITING_HOLDER_WAIT`]). A lock file removed by a daemon
+/// that stopped while this one waited is opened again (the lock must be on the file at
+/// the path, not on one that was unlinked).
 fn take_lock(lock_path: &Path, socket: &Path) -> Result<Flock<File>, SocketError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(lock_path)
-        .map_err(io_error(format!(
-            "cannot open lock file {}",
-            lock_path.display()
-        )))?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(mut lock) => {
-            lock.set_len(0)
-                .and_then(|_| lock.rewind())
-                .and_then(|_| writeln!(lock, "{}", std::process::id()))
-                .map_err(io_error(format!("cannot write {}", lock_path.display())))?;
-            Ok(lock)
+    let started = Instant::now();
+    let mut told = false;
+    loop {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(lock_path)
+            .map_err(io_error(format!(
+                "cannot open lock file {}",
+                lock_path.display()
+            )))?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(mut lock) => {
+                if !is_the_file_at(&lock, lock_path) {
+                    if started.elapsed() >= EXITING_HOLDER_WAIT {
+                        return Err(SocketError::AlreadyRunning {
+                            path: socket.to_path_buf(),
+                            pid: None,
+                        });
+                    }
+                    continue;
+                }
+                lock.set_len(0)
+                    .and_then(|_| lock.rewind())
+                    .and_then(|_| writeln!(lock, "{}", std::process::id()))
+                    .map_err(io_error(format!("cannot write {}", lock_path.display())))?;
+                return Ok(lock);
+            }
+            Err((mut file, errno)) if errno == nix::errno::Errno::EWOULDBLOCK => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                let pid: Option<u32> = text.trim().parse().ok();
+                let exiting = pid.is_some_and(process_is_exiting);
+                if !exiting || started.elapsed() >= EXITING_HOLDER_WAIT {
+                    return Err(SocketError::AlreadyRunning {
+                        path: socket.to_path_buf(),
+                        pid,
+                    });
+                }
+                if !told {
+                    tracing::info!(
+                        pid,
+                        wait_ms = EXITING_HOLDER_WAIT.as_millis() as u64,
+                        "the daemon that held this socket is exiting; waiting for it to let go"
+                    );
+                    told = true;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err((_, errno)) => {
+                return Err(io_error(format!("cannot lock {}", lock_path.display()))(
+                    std::io::Error::from(errno),
+                ))
+            }
         }
-        Err((mut file, errno)) if errno == nix::errno::Errno::EWOULDBLOCK => {
-            let mut text = String::new();
-            let _ = file.read_to_string(&mut text);
-            Err(SocketError::AlreadyRunning {
-                path: socket.to_path_buf(),
-                pid: text.trim().parse().ok(),
+    }
+}
+
+/// Whether `file` is the file `path` names now (not one removed from there).
+fn is_the_file_at(file: &File, path: &Path) -> bool {
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(held), Ok(named)) => held.dev() == named.dev() && held.ino() == named.ino(),
+        _ => false,
+    }
+}
+
+/// Whether process `pid` is on its way out: gone, a zombie, or exiting (the kernel's
+/// `PF_EXITING` in the flags of `/proc/<pid>/stat`, set when a killed process starts to
+/// tear itself down). Anything unreadable counts as alive (the caller then refuses).
+fn process_is_exiting(pid: u32) -> bool {
+    /// `PF_EXITING` (include/linux/sched.h).
+    const PF_EXITING: u64 = 0x4;
+    let stat = match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat,
+        Err(error) => return error.kind() == std::io::ErrorKind::NotFound,
+    };
+    // `pid (comm) state ppid pgrp session tty_nr tpgid flags …`; `comm` may hold anything.
+    let Some((_, after_comm)) = stat.rsplit_once(") ") else {
+        return false;
+    };
+    let mut fields = after_comm.split_ascii_whitespace();
+    let state = fields.next().unwrap_or("");
+    let flags: u64 = fields.nth(5).and_then(|f| f.parse().ok()).unwrap_or(0);
+    matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Child, Command};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    fn wait_until(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A child that has exited and is not reaped yet (a zombie until `wait`).
+    fn zombie() -> Child {
+        let child = Command::new("true").spawn().expect("`true` runs");
+        let stat = format!("/proc/{}/stat", child.id());
+        wait_until("the child to become a zombie", || {
+            fs::read_to_string(&stat).is_ok_and(|s| {
+                s.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('Z'))
             })
+        });
+        child
+    }
+
+    /// Holds `path`'s lock the way another daemon would (its own open file), naming `pid`.
+    fn hold_lock(path: &Path, pid: u32) -> Flock<File> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .unwrap();
+        let mut lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).unwrap();
+        writeln!(lock, "{pid}").unwrap();
+        lock
+    }
+
+    #[test]
+    fn a_running_process_is_not_exiting_and_a_zombie_or_a_gone_one_is() {
+        assert!(!process_is_exiting(std::process::id()));
+        let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(!process_is_exiting(sleeper.id()));
+        sleeper.kill().unwrap();
+        wait_until("the killed child to count as exiting", || {
+            process_is_exiting(sleeper.id())
+        });
+        let pid = sleeper.id();
+        sleeper.wait().unwrap();
+        assert!(process_is_exiting(pid), "a reaped process is gone");
+    }
+
+    #[test]
+    fn a_lock_held_by_a_running_daemon_is_refused_and_one_held_by_an_exiting_daemon_is_waited_for()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("koru.sock");
+        let path = lock_path(&socket);
+
+        let running = hold_lock(&path, std::process::id());
+        match take_lock(&path, &socket) {
+            Err(SocketError::AlreadyRunning { pid, .. }) => {
+                assert_eq!(pid, Some(std::process::id()))
+            }
+            other => panic!("a running holder must be refused: {other:?}"),
         }
-        Err((_, errno)) => Err(io_error(format!("cannot lock {}", lock_path.display()))(
-            std::io::Error::from(errno),
-        )),
+        drop(running);
+
+        let mut exiting = zombie();
+        let holder = hold_lock(&path, exiting.id());
+        let released = Arc::new(AtomicBool::new(false));
+        let releaser = {
+            let released = released.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                released.store(true, Ordering::SeqCst);
+                drop(holder);
+            })
+        };
+        let mut lock = take_lock(&path, &socket).expect("the lock, once the exiting holder let go");
+        assert!(released.load(Ordering::SeqCst));
+        let mut text = String::new();
+        lock.rewind().unwrap();
+        lock.read_to_string(&mut text).unwrap();
+        assert_eq!(text.trim(), std::process::id().to_string());
+        releaser.join().unwrap();
+        exiting.wait().unwrap();
+    }
+
+    #[test]
+    fn a_lock_file_removed_while_waiting_for_it_is_taken_anew_at_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("koru.sock");
+        let path = lock_path(&socket);
+        let mut exiting = zombie();
+        let holder = hold_lock(&path, exiting.id());
+        let releaser = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                // As a daemon that stops does: the lock file removed, then let go.
+                fs::remove_file(&path).unwrap();
+                drop(holder);
+            })
+        };
+        let lock = take_lock(&path, &socket).expect("the lock at the path");
+        assert!(is_the_file_at(&lock, &path));
+        releaser.join().unwrap();
+        exiting.wait().unwrap();
     }
 }

@@ -21,6 +21,8 @@ pub mod codec;
 /// The control layer under the faces: the protocol's client side over the socket (typed
 /// requests, following a drive, the one client-error → code map), for every face.
 pub mod control;
+/// Conversations read back from the chat stores as turns, on request (`chat.read`).
+pub mod conversation;
 /// The desktop's D-Bus services: bus connections, screen-lock sources, notifications.
 pub mod desktop;
 /// The reference fake plugin (`koru dev fake-plugin`) for plugin authors and tests.

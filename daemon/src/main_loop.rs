@@ -42,6 +42,9 @@ pub struct DaemonConfig {
     pub observe: Option<crate::observe::watcher::ObserveConfig>,
     /// The drive journal (`None`: `--no-journal`).
     pub journal: Option<crate::journal::JournalConfig>,
+    /// Whether secrets-looking values in the agents' tool arguments are redacted in the
+    /// turns `chat.read` hands out (`--no-redact-tool-arguments` turns it off).
+    pub redact_tool_arguments: bool,
     /// The HTTP and MCP faces' `forbidden_role` refusals, journaled as `access_refused`.
     pub access_refusals: Option<crate::access::RefusalInbox>,
 }
@@ -58,6 +61,7 @@ impl DaemonConfig {
             step_timeout: Duration::from_secs(15),
             drain_timeout: Duration::from_secs(3),
             drive_history: 1000,
+            redact_tool_arguments: true,
             max_queued_drives: 1_000,
             max_pending_prompt_bytes: 64 * 1024 * 1024,
             max_requests_in_flight: 256,
@@ -93,6 +97,7 @@ pub async fn run_daemon(
             ..Default::default()
         }),
         journal: journal_config(&args, &socket)?,
+        redact_tool_arguments: !args.no_redact_tool_arguments,
         ..DaemonConfig::with_socket(socket)
     };
     let shutdown = CancellationToken::new();
@@ -374,6 +379,10 @@ pub async fn run(
     if let Some(journal) = journal {
         app = app.with_journal(journal);
     }
+    app = app.with_chat_reader(Box::new(crate::conversation::read::SystemChatReader::new(
+        events_tx.clone(),
+        config.redact_tool_arguments,
+    )));
     // Desktop notifications when a drive needs the person, if there is a session bus to
     // send them on (whether a notification service listens is learnt from the first one).
     let mut notifier = None;
@@ -549,8 +558,24 @@ impl From<crate::observe::watcher::ObserverReport> for DaemonEvent {
     fn from(report: crate::observe::watcher::ObserverReport) -> Self {
         use crate::observe::watcher::ObserverReport;
         match report {
-            ObserverReport::Observed { events, replay } => DaemonEvent::Observed { events, replay },
+            ObserverReport::Observed {
+                events,
+                replay,
+                source,
+            } => DaemonEvent::Observed {
+                events,
+                replay,
+                source: Some(source),
+            },
             ObserverReport::Health { observers } => DaemonEvent::ObserverHealth { observers },
+        }
+    }
+}
+
+impl From<crate::conversation::ChatReadFinished> for DaemonEvent {
+    fn from(finished: crate::conversation::ChatReadFinished) -> Self {
+        DaemonEvent::ChatReadFinished {
+            finished: Box::new(finished),
         }
     }
 }

@@ -23,6 +23,7 @@ const LEVELS: &[(&str, &[&str])] = &[
         ],
     ),
     ("domain", &["registry", "observe", "drive", "journal"]),
+    ("read-back", &["conversation"]),
     ("control", &["control"]),
     ("doctor", &["doctor"]),
     ("state machine", &["app"]),

@@ -440,4 +440,16 @@ impl DriveInfo {
             .as_ref()
             .is_some_and(|o| o.stage.is_settled())
     }
+
+    /// Whether the reply's text can be read back from a chat store: settled, and a reply
+    /// ended in a store that recorded it (a reply only the window's plugin reported has no
+    /// text until the chat's store is written). Where waiting for the whole reply stops
+    /// when the daemon observes stores.
+    pub fn reply_text_known(&self) -> bool {
+        self.observation.as_ref().is_some_and(|o| {
+            o.stage.is_settled()
+                && (o.stage != crate::ObservedStage::Replied
+                    || (!o.is_from_plugin() && o.reply_length.is_some()))
+        })
+    }
 }

@@ -153,6 +153,10 @@ pub enum Message {
     JournalVerify(crate::JournalVerify),
     #[serde(rename = "journal.verify.result")]
     JournalVerifyResult(crate::JournalVerifyResult),
+    #[serde(rename = "chat.read")]
+    ChatRead(crate::ChatRead),
+    #[serde(rename = "chat.read.result")]
+    ChatReadResult(Box<crate::ChatReadResult>),
 }
 
 /// The wire names of every message type, in the order of [`Message`].
@@ -188,6 +192,8 @@ pub const KNOWN_MESSAGE_TYPES: &[&str] = &[
     "recovery.result",
     "journal.verify",
     "journal.verify.result",
+    "chat.read",
+    "chat.read.result",
 ];
 
 impl Message {
@@ -225,6 +231,8 @@ impl Message {
             Message::RecoveryResult(_) => "recovery.result",
             Message::JournalVerify(_) => "journal.verify",
             Message::JournalVerifyResult(_) => "journal.verify.result",
+            Message::ChatRead(_) => "chat.read",
+            Message::ChatReadResult(_) => "chat.read.result",
         }
     }
 
@@ -470,6 +478,8 @@ fn decode_body(
         "recovery.result" => Message::RecoveryResult(typed(body)?),
         "journal.verify" => Message::JournalVerify(typed(body)?),
         "journal.verify.result" => Message::JournalVerifyResult(typed(body)?),
+        "chat.read" => Message::ChatRead(typed(body)?),
+        "chat.read.result" => Message::ChatReadResult(typed(body)?),
         "drive.create" => Message::DriveCreate(typed(body)?),
         "drive.get" => Message::DriveGet(typed(body)?),
         "drive.cancel" => Message::DriveCancel(typed(body)?),

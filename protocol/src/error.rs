@@ -66,6 +66,15 @@ pub enum ErrorCode {
     /// The message names the role needed and the role held. Sent by the HTTP API (status
     /// 403) and the MCP tools, not on the socket, whose peers are the daemon's own user.
     ForbiddenRole,
+    /// `chat.read` named a chat no observed store has (or a store that has no chat of
+    /// that id). The message says what was looked for.
+    UnknownChat,
+    /// `chat.read` named a drive whose prompt no chat store has shown (yet): nothing can
+    /// be read back. The message says what is known of the drive's chat.
+    NotObservable,
+    /// The chat's store file could not be read now (gone, unreadable, not the store's
+    /// format). The message names the file and the reason.
+    ChatUnreadable,
     /// A code this build does not know (sent by a newer peer).
     #[serde(other)]
     Unknown,
@@ -97,6 +106,9 @@ impl ErrorCode {
             ErrorCode::JournalUnavailable => "journal_unavailable",
             ErrorCode::QueueFull => "queue_full",
             ErrorCode::ForbiddenRole => "forbidden_role",
+            ErrorCode::UnknownChat => "unknown_chat",
+            ErrorCode::NotObservable => "not_observable",
+            ErrorCode::ChatUnreadable => "chat_unreadable",
             ErrorCode::Unknown => "unknown",
         }
     }

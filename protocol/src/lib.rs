@@ -6,6 +6,7 @@
 //! types; `docs/protocol.md` is their prose and `docs/protocol.schema.json` their schema.
 
 mod capability;
+mod conversation;
 mod drive;
 mod envelope;
 mod error;
@@ -17,6 +18,10 @@ mod recovery;
 mod session;
 
 pub use capability::Capability;
+pub use conversation::{
+    ChatRead, ChatReadResult, ChatTurn, StepKind, StepOutcome, TurnState, TurnStep, TurnUsage,
+    MAX_CHAT_READ_CHARS, MAX_CHAT_READ_TURNS,
+};
 pub use drive::{
     blocker, Ack, AckStage, AttemptOutcome, Blocker, BusyPolicy, DriveCancelNotice, DriveInfo,
     DriveOptions, DriveRequest, DriveState, DriveStep, Route, RouteAttempt, StageRecord,

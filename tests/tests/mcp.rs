@@ -544,7 +544,7 @@ async fn send_prompt_and_wait_for_reply_return_the_reply_the_chat_history_shows(
     assert!(body.contains("chat history: replied in chat"), "{body}");
     assert!(
         body.contains("\nreply (22 chars) in chat_history_claude_code_jsonl chat ")
-            && body.ends_with(": Done: Plan the release"),
+            && body.ends_with("\nreply:\nDone: Plan the release"),
         "{body}"
     );
     let drive_id = body.split_whitespace().nth(1).unwrap().to_string();
@@ -560,7 +560,7 @@ async fn send_prompt_and_wait_for_reply_return_the_reply_the_chat_history_shows(
         "{}",
         tool_text(&reply)
     );
-    assert!(tool_text(&reply).ends_with(": Done: Plan the release"));
+    assert!(tool_text(&reply).ends_with("\nreply:\nDone: Plan the release"));
     client.cancel().await.unwrap();
 }
 

@@ -297,9 +297,16 @@ fn send_wait_reply_follows_the_drive_through_the_chat_history_to_the_reply() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let reply = stdout.lines().last().unwrap();
+    // A line naming the chat, then the whole reply.
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[lines.len() - 1],
+        "Done: Summarise the design",
+        "{stdout}"
+    );
     assert!(
-        reply.ends_with("replied (26 chars): Done: Summarise the design"),
+        lines[lines.len() - 2]
+            .contains("replied (26 chars) in chat_history_claude_code_jsonl chat "),
         "{stdout}"
     );
 

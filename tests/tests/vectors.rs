@@ -102,6 +102,21 @@ fn replay(file: &Path) {
         .map(|args| serde_json::from_value(args).expect("daemon_args is a list of strings"))
         .unwrap_or_default();
     let daemon_args: Vec<&str> = daemon_args.iter().map(String::as_str).collect();
+    // The first line may name folders that exist before the daemon starts (`$HOME/…`), such
+    // as a chat store's root, so that what a later `write_file` puts there is news.
+    let dirs: Vec<String> = text
+        .lines()
+        .next()
+        .and_then(|first| serde_json::from_str::<Value>(first).ok())
+        .and_then(|first| first.get("dirs").cloned())
+        .map(|dirs| serde_json::from_value(dirs).expect("dirs is a list of strings"))
+        .unwrap_or_default();
+    for dir in &dirs {
+        let relative = dir
+            .strip_prefix("$HOME/")
+            .unwrap_or_else(|| panic!("{name}: dirs are under $HOME/, not {dir}"));
+        std::fs::create_dir_all(sandbox.home().join(relative)).unwrap();
+    }
     let daemon = sandbox.start_daemon(&daemon_args);
     let mut vars = HashMap::new();
     vars.insert(
@@ -115,7 +130,25 @@ fn replay(file: &Path) {
             continue;
         }
         let step: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{at}: {e}"));
-        if step.get("comment").is_some() {
+        if step.get("comment").is_some() || (index == 0 && step.get("dirs").is_some()) {
+            continue;
+        }
+        if let Some(write) = step.get("write_file") {
+            // A file a tool writes (a chat store's), under the sandbox's home; the clients'
+            // replayers, which run no daemon, skip this step.
+            let relative = write["path"]
+                .as_str()
+                .and_then(|p| p.strip_prefix("$HOME/"))
+                .unwrap_or_else(|| panic!("{at}: write_file needs a path under $HOME/"));
+            let path = sandbox.home().join(relative);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let lines: Vec<String> = write["lines"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{at}: write_file needs lines"))
+                .iter()
+                .map(|line| substitute(line, &vars).to_string() + "\n")
+                .collect();
+            std::fs::write(&path, lines.concat()).unwrap();
             continue;
         }
         let conn_name = step["conn"]

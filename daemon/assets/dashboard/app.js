@@ -17,6 +17,7 @@ const state = {
   olderAllLoaded: false, // an older page said there is nothing older: a reload of the newest page does not bring the button back
   driveLimit: MAX_DRIVES, // cards kept on the page (grows as older pages are loaded)
   chats: [],
+  chatView: null, // {store, chat_id, read?: ChatReadResult, error?: string, loading}: the chat whose turns are shown
   doctor: null,
   results: new Map(), // drive_id → {text, ok} of the last action on it
   stream: 'connecting',
@@ -536,7 +537,7 @@ function renderChats() {
       h(
         'table',
         { class: 'table chats-table' },
-        h('thead', {}, h('tr', {}, ['Store', 'Workspace', 'State', 'Last activity', 'Last prompt'].map((t) => h('th', { scope: 'col', text: t })))),
+        h('thead', {}, h('tr', {}, ['Store', 'Workspace', 'State', 'Last activity', 'Last prompt', 'Turns'].map((t) => h('th', { scope: 'col', text: t })))),
         h(
           'tbody',
           {},
@@ -549,13 +550,94 @@ function renderChats() {
               h('td', { 'data-label': 'State' }, h('span', { class: `badge chat-${c.state}`, text: c.state.replace('_', ' ') })),
               h('td', { 'data-label': 'Last activity' }, when(c.last_activity_ms)),
               h('td', { 'data-label': 'Last prompt', class: 'excerpt-cell' }, c.last_prompt || '—'),
+              h(
+                'td',
+                { 'data-label': 'Turns' },
+                h('button', {
+                  type: 'button',
+                  class: 'small',
+                  dataset: { key: `turns:${c.store}:${c.chat_id}` },
+                  'aria-controls': 'chat-view',
+                  text: isShown(c) ? 'Hide turns' : 'Show turns',
+                  onclick: () => (isShown(c) ? hideChat() : showChat(c)),
+                }),
+              ),
             ),
           ),
         ),
       ),
     );
   }
+  renderChatView();
   renderHeader();
+}
+
+/** Turns a chat view reads at once (the newest). */
+const CHAT_TURNS = 5;
+
+function isShown(c) {
+  return state.chatView && state.chatView.store === c.store && state.chatView.chat_id === c.chat_id;
+}
+
+async function showChat(c) {
+  state.chatView = { store: c.store, chat_id: c.chat_id, loading: true };
+  keepFocus(renderChats);
+  await reloadChatView();
+}
+
+function hideChat() {
+  state.chatView = null;
+  keepFocus(renderChats);
+}
+
+/** Reads the shown chat's last turns again (after it changed, or when it was opened). */
+async function reloadChatView() {
+  const view = state.chatView;
+  if (!view) return;
+  const query = new URLSearchParams({ store: view.store, turns: String(CHAT_TURNS) });
+  try {
+    const read = await api('GET', `/chats/${encodeURIComponent(view.chat_id)}/turns?${query}`);
+    if (state.chatView === view) Object.assign(view, { read, error: null, loading: false });
+  } catch (e) {
+    if (state.chatView === view) Object.assign(view, { error: e.message, loading: false });
+  }
+  if (state.chatView === view) renderChatView();
+}
+
+function stepText(s) {
+  const outcome = s.exit_code != null ? ` → exit ${s.exit_code}` : s.outcome === 'unknown' ? '' : ` → ${s.outcome}`;
+  return `${s.tool} ${s.summary}${outcome}${s.error ? `: ${s.error}` : ''}`;
+}
+
+function renderTurn(t) {
+  return h(
+    'article',
+    { class: `turn turn-${t.state}` },
+    h('h4', {}, `Turn ${t.index} · `, h('span', { class: `badge chat-${t.state}`, text: t.state.replace('_', ' ') }), t.started_ms ? [' · ', when(t.started_ms)] : null, t.model ? ` · ${t.model}` : ''),
+    h('blockquote', { class: 'prompt', text: t.prompt ?? '(no prompt: the agent went on by itself)' }),
+    t.steps && t.steps.length ? h('ol', { class: 'steps' }, t.steps.map((s) => h('li', { class: `step step-${s.outcome}`, text: stepText(s) }))) : null,
+    t.error ? h('p', { class: 'bad', text: `Failed: ${t.error}` }) : null,
+    t.reply != null ? h('pre', { class: 'reply', text: t.reply }) : h('p', { class: 'muted', text: 'No reply yet.' }),
+    t.reply_next_offset != null ? h('p', { class: 'muted', text: `The reply goes on (${t.reply_chars} characters); koru chat show ${state.chatView?.chat_id ?? ''} prints it whole.` }) : null,
+  );
+}
+
+function renderChatView() {
+  const el = $('chat-view');
+  if (!el) return;
+  const view = state.chatView;
+  el.hidden = !view;
+  if (!view) return fill(el);
+  const title = h('h3', {}, 'Chat ', h('code', { text: view.chat_id }), ` in ${view.store.replace(/^chat_history_/, '')}`);
+  if (view.loading) return fill(el, title, h('p', { class: 'muted', role: 'status', text: 'Reading the chat from its store…' }));
+  if (view.error) return fill(el, title, h('p', { class: 'bad', role: 'status', text: `Could not read it: ${view.error}` }));
+  const read = view.read;
+  return fill(
+    el,
+    title,
+    h('p', { class: 'muted', text: `${read.turns_total} turn(s); the last ${read.turns.length} shown, newest last, read from ${read.source ?? 'its store'}.${read.not_recorded?.length ? ` This store does not record: ${read.not_recorded.join(', ')}.` : ''}` }),
+    read.turns.map(renderTurn),
+  );
 }
 
 // ---- doctor -------------------------------------------------------------------------
@@ -714,6 +796,8 @@ async function loadChats() {
   const { chats } = await api('GET', '/chats');
   state.chats = chats;
   renderChats();
+  // The chat shown may have a new turn or a finished reply.
+  if (state.chatView && !state.chatView.loading) await reloadChatView();
 }
 
 async function loadStatus() {

@@ -122,6 +122,7 @@ pub const MCP_READ_TOOLS: &[&str] = &[
     "list_sessions",
     "get_drive",
     "wait_for_reply",
+    "read_chat",
     "doctor",
     "verify_journal",
     "list_interfaces",

@@ -68,8 +68,14 @@ pub(super) fn merge_observation(
 
 impl<C: Clock> App<C> {
     /// Applies observations to the chats table and publishes them (unless replayed history).
-    pub(super) fn on_observed(&mut self, events: Vec<koru_protocol::ObservedEvent>, replay: bool) {
+    pub(super) fn on_observed(
+        &mut self,
+        events: Vec<koru_protocol::ObservedEvent>,
+        replay: bool,
+        source: Option<std::path::PathBuf>,
+    ) {
         use koru_protocol::{ChatInfo, ObservedChatState, ObservedKind};
+        self.note_chat_source(&events, source);
         for observation in events {
             let key = (observation.store.clone(), observation.chat_id.clone());
             match observation.event {

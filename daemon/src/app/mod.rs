@@ -12,6 +12,7 @@
 //! (recovery actions); records in `sessions.rs` and `drives.rs`.
 
 mod chats;
+mod conversations;
 mod delivery;
 pub mod drive_news;
 pub mod drives;
@@ -124,6 +125,8 @@ pub enum DaemonEvent {
     Observed {
         events: Vec<koru_protocol::ObservedEvent>,
         replay: bool,
+        /// The store file they were read from (`None`: reported, e.g. by a hook).
+        source: Option<std::path::PathBuf>,
     },
     /// The observers' view of their store roots changed (watches, files, problems).
     ObserverHealth {
@@ -140,6 +143,10 @@ pub enum DaemonEvent {
     /// `access_refused`).
     AccessRefused {
         refusal: Box<crate::access::Refusal>,
+    },
+    /// A chat read back from its store for `chat.read` (`conversation::ChatReader`).
+    ChatReadFinished {
+        finished: Box<crate::conversation::ChatReadFinished>,
     },
     /// Periodic: heartbeats and deadlines.
     Tick,
@@ -235,6 +242,14 @@ pub struct App<C: Clock> {
     /// Chats whose last event was a completed reply: the same end reported again (the
     /// transcript's end record and the Stop hook) is not news.
     chat_completed: std::collections::HashSet<(String, String)>,
+    /// The file each chat was last read from by the observers: where `chat.read` reads it
+    /// back (shared between the chats of one file, such as a database).
+    chat_sources: HashMap<(String, String), Arc<std::path::Path>>,
+    /// Reads chats back from their stores, off the loop.
+    chat_reader: Box<dyn crate::conversation::ChatReader>,
+    /// `chat.read` requests waiting for their read, by ticket.
+    chat_reads: HashMap<u64, conversations::PendingRead>,
+    next_chat_read: u64,
     /// The observers' store roots, as last reported.
     observers: Vec<koru_protocol::ObserverStatus>,
     /// Where plugin sessions' announced chat-store folders go (the watcher, or nowhere).
@@ -283,6 +298,10 @@ impl<C: Clock> App<C> {
             chats: std::collections::BTreeMap::new(),
             chat_drive: HashMap::new(),
             chat_completed: std::collections::HashSet::new(),
+            chat_sources: HashMap::new(),
+            chat_reader: Box::new(crate::conversation::read::RecordingChatReader::default()),
+            chat_reads: HashMap::new(),
+            next_chat_read: 1,
             observers: Vec::new(),
             session_store_roots: Box::new(NoSessionStoreRoots),
             journal: None,
@@ -295,6 +314,13 @@ impl<C: Clock> App<C> {
     /// `roots` for as long as each session lasts (by default they are ignored).
     pub fn with_session_store_roots(mut self, roots: Box<dyn SessionStoreRoots>) -> Self {
         self.session_store_roots = roots;
+        self
+    }
+
+    /// Reads chats back from their stores with `reader` (`chat.read`; by default reads are
+    /// only recorded, for unit tests).
+    pub fn with_chat_reader(mut self, reader: Box<dyn crate::conversation::ChatReader>) -> Self {
+        self.chat_reader = reader;
         self
     }
 
@@ -360,7 +386,12 @@ impl<C: Clock> App<C> {
             }
             DaemonEvent::AccessRefused { refusal } => self.on_access_refused(*refusal),
             DaemonEvent::Tick => self.on_tick(),
-            DaemonEvent::Observed { events, replay } => self.on_observed(events, replay),
+            DaemonEvent::Observed {
+                events,
+                replay,
+                source,
+            } => self.on_observed(events, replay, source),
+            DaemonEvent::ChatReadFinished { finished } => self.on_chat_read_finished(*finished),
             DaemonEvent::ObserverHealth { observers } => self.observers = observers,
         }
     }

@@ -119,7 +119,7 @@ impl<C: Clock> App<C> {
                         Message::ObserveReported(koru_protocol::ObserveReported { applied }),
                     ),
                 );
-                self.on_observed(report.observations, false);
+                self.on_observed(report.observations, false, None);
             }
             Message::DrivesList(filter) => {
                 let result = self.list_drives(&filter);
@@ -146,6 +146,7 @@ impl<C: Clock> App<C> {
                 },
             },
             Message::JournalVerify(_) => self.on_journal_verify(conn_id, id),
+            Message::ChatRead(read) => self.on_chat_read(conn_id, id, read),
             Message::DriveCancel(drive_ref) => {
                 self.on_drive_cancel(conn_id, id, &drive_ref.drive_id, now)
             }

@@ -775,6 +775,7 @@ fn observed(
             event,
         }],
         replay: false,
+        source: Some(std::path::PathBuf::from(format!("/store/{chat}.jsonl"))),
     }
 }
 
@@ -1761,6 +1762,7 @@ fn a_later_stage_drops_what_was_said_about_the_earlier_one() {
     ));
 }
 
+mod conversations;
 mod drive_news;
 mod journaling;
 mod submit_key;

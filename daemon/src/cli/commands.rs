@@ -10,7 +10,7 @@ use koru_protocol::{
     DriveCreate, DriveInfo, DriveOptions, DriveState, IdeProduct, Message, StreamEvent, Target,
 };
 
-use super::{CancelArgs, ObserveArgs, SendArgs};
+use super::{CancelArgs, ChatShowArgs, ObserveArgs, SendArgs};
 use crate::clock::{Clock, SystemClock};
 use crate::control::hosts::{qualify_drive, split_qualified, Host, HostChoice};
 use crate::control::{Client, Controller};
@@ -214,6 +214,9 @@ pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<Exi
     if wait {
         client.subscribe().await?;
     }
+    // A reply only the window's plugin reported has no text: with observers running, the
+    // wait goes on until the chat's store has it (or the wait runs out).
+    let text_awaited = args.wait_reply && client.status().await?.observing;
     let created = client
         .create_drive(DriveCreate {
             target,
@@ -255,8 +258,13 @@ pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<Exi
         .follow_drive(
             created,
             |drive| {
+                let reply_known = if text_awaited {
+                    drive.reply_text_known()
+                } else {
+                    drive.reply_settled()
+                };
                 drive.state.is_terminal()
-                    && !(wait_reply && drive.state == DriveState::Done && !drive.reply_settled())
+                    && !(wait_reply && drive.state == DriveState::Done && !reply_known)
             },
             |drive| drive.state.is_terminal().then_some(reply_deadline),
             Some(Duration::from_millis(120)),
@@ -277,13 +285,30 @@ pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<Exi
         Err(error) => return Err(error.into()),
     };
     progress.clear_spinner();
+    // The whole turn, read back from the chat's store, when the reply ended there.
+    let turn = if args.wait_reply
+        && last.state == DriveState::Done
+        && last.reply_text_known()
+        && last
+            .observation
+            .as_ref()
+            .is_some_and(|o| !o.is_from_plugin())
+    {
+        Some(read_whole_turn(&mut client, &last.drive_id).await)
+    } else {
+        None
+    };
     client.close().await;
     let last = shown(&last);
     if args.json {
-        print_json(&last)?;
+        let mut shown = serde_json::to_value(&last)?;
+        if let (Some(Ok(read)), Some(object)) = (&turn, shown.as_object_mut()) {
+            object.insert("chat_read".into(), serde_json::to_value(read)?);
+        }
+        print_json(&shown)?;
     }
     if args.wait_reply && last.state == DriveState::Done {
-        return Ok(report_reply(&last, reply_timed_out, args.json));
+        return Ok(report_reply(&last, turn, reply_timed_out, args.json));
     }
     if last.state == DriveState::Done
         && last.verification == koru_protocol::Verification::Unverified
@@ -563,6 +588,152 @@ pub async fn chats(choice: &HostChoice, json: bool) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
+/// `koru chat show`: a chat's turns (or a drive's), every reply read whole.
+pub async fn chat_show(choice: &HostChoice, args: ChatShowArgs) -> anyhow::Result<ExitCode> {
+    let (host, chat_id, drive_id) = match (&args.chat_id, &args.drive) {
+        (_, Some(drive)) => {
+            let (host, bare) = host_of_id(choice, drive, "chat show")?;
+            (host, None, Some(bare))
+        }
+        (Some(chat), None) => (single_host(choice, "chat show")?, Some(chat.clone()), None),
+        (None, None) => bail!("give a chat id (`koru chats` lists them) or --drive"),
+    };
+    let mut client = connect(&host).await?;
+    let read = read_turns(
+        &mut client,
+        chat_id,
+        args.store.clone(),
+        drive_id,
+        args.turns,
+    )
+    .await;
+    client.close().await;
+    let read = read?;
+    if args.json {
+        print_json(&read)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    print!("{}", render_turns(&read));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The turns `chat.read` gives, each reply completed page by page.
+async fn read_turns(
+    client: &mut Client,
+    chat_id: Option<String>,
+    store: Option<String>,
+    drive_id: Option<String>,
+    turns: Option<u32>,
+) -> anyhow::Result<koru_protocol::ChatReadResult> {
+    let mut read = client
+        .read_chat(koru_protocol::ChatRead {
+            chat_id: chat_id.clone(),
+            store: store.clone(),
+            drive_id: drive_id.clone(),
+            turns,
+            ..Default::default()
+        })
+        .await?;
+    let store = Some(read.store.clone());
+    let chat = Some(read.chat_id.clone());
+    for turn in &mut read.turns {
+        while let Some(next) = turn.reply_next_offset {
+            let more = client
+                .read_chat(koru_protocol::ChatRead {
+                    chat_id: chat.clone(),
+                    store: store.clone(),
+                    turn: Some(turn.index),
+                    reply_offset: Some(next),
+                    ..Default::default()
+                })
+                .await?;
+            let Some(page) = more.turns.into_iter().next() else {
+                bail!(
+                    "turn {} of chat {} went away while it was read",
+                    turn.index,
+                    read.chat_id
+                );
+            };
+            if page.reply_offset != next || page.reply.as_deref().is_none_or(str::is_empty) {
+                bail!(
+                    "turn {} of chat {} changed while it was read",
+                    turn.index,
+                    read.chat_id
+                );
+            }
+            turn.reply
+                .get_or_insert_with(String::new)
+                .push_str(page.reply.as_deref().unwrap_or(""));
+            turn.reply_next_offset = page.reply_next_offset;
+        }
+    }
+    Ok(read)
+}
+
+/// Turns for a person: a heading per turn, the prompt, the steps, the whole reply.
+pub(super) fn render_turns(read: &koru_protocol::ChatReadResult) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} chat {}{} — {} turn(s){}",
+        read.store.trim_start_matches("chat_history_"),
+        read.chat_id,
+        read.workspace
+            .as_deref()
+            .map(|w| format!(" in {w}"))
+            .unwrap_or_default(),
+        read.turns_total,
+        if read.not_recorded.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (this store does not record: {})",
+                read.not_recorded.join(", ")
+            )
+        }
+    );
+    if read.turns.is_empty() {
+        let _ = writeln!(out, "(no turns yet)");
+    }
+    for turn in &read.turns {
+        let when = turn
+            .started_ms
+            .and_then(|ms| chrono::DateTime::from_timestamp_millis(ms as i64))
+            .map(|t| format!(" {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
+            .unwrap_or_default();
+        let model = turn
+            .model
+            .as_deref()
+            .map(|m| format!(" · {m}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "\n── turn {}{when} · {}{model}",
+            turn.index,
+            turn.state.as_str()
+        );
+        match &turn.prompt {
+            Some(prompt) => {
+                let _ = writeln!(out, "> {}", prompt.replace('\n', "\n> "));
+            }
+            None => {
+                let _ = writeln!(out, "(no prompt: the agent went on by itself)");
+            }
+        }
+        for step in &turn.steps {
+            let _ = writeln!(out, "  • {}", crate::conversation::step_line(step));
+        }
+        if let Some(error) = &turn.error {
+            let _ = writeln!(out, "failed: {error}");
+        }
+        if let Some(reply) = &turn.reply {
+            let _ = writeln!(out, "{reply}");
+        }
+    }
+    out
+}
+
 /// The `PROOF` column of `koru drives`: what proves the drive's delivery (its submit
 /// evidence, `unverified` for OS injection, what the chat's history showed), or why a
 /// drive not sent yet waits.
@@ -606,25 +777,91 @@ pub fn describe_evidence(evidence: koru_protocol::SubmitEvidence) -> &'static st
     }
 }
 
-/// Prints the reply (or why there is none) for `koru send --wait-reply`; exit 0 only on a reply.
-fn report_reply(drive: &DriveInfo, timed_out: bool, json: bool) -> ExitCode {
+/// A drive's turn read back from its chat's store, the whole reply in one piece (read
+/// page after page).
+async fn read_whole_turn(
+    client: &mut crate::control::Client,
+    drive_id: &str,
+) -> anyhow::Result<koru_protocol::ChatReadResult> {
+    let ask = |reply_offset| koru_protocol::ChatRead {
+        drive_id: Some(drive_id.to_string()),
+        reply_offset: Some(reply_offset),
+        ..Default::default()
+    };
+    let mut read = client.read_chat(ask(0)).await?;
+    let Some(turn) = read.turns.first_mut() else {
+        return Ok(read);
+    };
+    while let Some(next) = turn.reply_next_offset {
+        let more = client.read_chat(ask(next)).await?;
+        let Some(page) = more.turns.into_iter().next() else {
+            break;
+        };
+        if page.reply_offset != next || page.reply.as_deref().is_none_or(str::is_empty) {
+            anyhow::bail!("the reply of drive {drive_id} changed while it was read");
+        }
+        turn.reply
+            .get_or_insert_with(String::new)
+            .push_str(page.reply.as_deref().unwrap_or(""));
+        turn.reply_next_offset = page.reply_next_offset;
+    }
+    Ok(read)
+}
+
+/// Prints the reply (or why there is none) for `koru send --wait-reply`; exit 0 only on a
+/// reply. The whole reply goes to stdout after a line naming the chat; the steps the
+/// agent took go to stderr.
+fn report_reply(
+    drive: &DriveInfo,
+    turn: Option<anyhow::Result<koru_protocol::ChatReadResult>>,
+    timed_out: bool,
+    json: bool,
+) -> ExitCode {
     use koru_protocol::ObservedStage;
     match &drive.observation {
         Some(o) if o.stage == ObservedStage::Replied => {
-            if !json {
-                match (&o.reply_excerpt, o.reply_length) {
-                    (Some(excerpt), length) => println!(
-                        "{} replied ({} chars): {excerpt}",
-                        drive.drive_id,
-                        length.unwrap_or(excerpt.chars().count())
-                    ),
-                    // The window's chat said it finished but gives plugins no reply text.
-                    (None, _) => println!(
-                        "{} replied (the chat finished its answer; it does not hand the text to the plugin — `koru chats` shows it once the chat's store is written)",
-                        drive.drive_id
-                    ),
-                }
+            if json {
+                return ExitCode::SUCCESS;
             }
+            let read = match turn {
+                Some(Ok(read)) => read,
+                Some(Err(error)) => {
+                    eprintln!(
+                        "koru: drive {} replied in {} chat {}, but its turn could not be read back: {error:#}",
+                        drive.drive_id, o.store, o.chat_id
+                    );
+                    return ExitCode::FAILURE;
+                }
+                None if o.is_from_plugin() => {
+                    // The window's chat said it finished but gives plugins no reply text.
+                    println!(
+                        "{} replied (the chat finished its answer; it does not hand the text to the plugin{})",
+                        drive.drive_id,
+                        if timed_out {
+                            ", and no chat store had it before the wait ran out — `koru chat show` reads it once the chat's store is written"
+                        } else {
+                            " — `koru chats` shows it once the chat's store is written"
+                        }
+                    );
+                    return ExitCode::SUCCESS;
+                }
+                None => {
+                    println!("{} replied", drive.drive_id);
+                    return ExitCode::SUCCESS;
+                }
+            };
+            let Some(turn) = read.turns.first() else {
+                return ExitCode::FAILURE;
+            };
+            for step in &turn.steps {
+                eprintln!("koru: step: {}", crate::conversation::step_line(step));
+            }
+            let reply = turn.reply.as_deref().unwrap_or("");
+            println!(
+                "{} replied ({} chars) in {} chat {}:",
+                drive.drive_id, turn.reply_chars, read.store, read.chat_id
+            );
+            println!("{reply}");
             ExitCode::SUCCESS
         }
         Some(o) => {

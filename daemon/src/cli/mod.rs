@@ -94,6 +94,9 @@ pub enum Command {
     Observe(ObserveArgs),
     /// List the chats the observers know, with their state
     Chats(JsonFlag),
+    /// Read a chat back from its store: prompts, the agent's steps, whole replies
+    #[command(subcommand)]
+    Chat(ChatCommand),
     /// Run a recovery action: re-probe, reload the registry, retry or cancel a drive, reconnect a plugin, focus a window
     Recover(RecoverArgs),
     /// Commands for other tools' hooks
@@ -131,6 +134,7 @@ impl Command {
                 | Command::Cancel(_)
                 | Command::Recover(_)
                 | Command::Chats(_)
+                | Command::Chat(_)
                 | Command::Observe(_)
                 | Command::Doctor(_)
                 | Command::Mcp(_)
@@ -295,6 +299,10 @@ pub struct DaemonArgs {
     /// store writes no end-of-turn record (basis `inferred`)
     #[arg(long, value_name = "MS", default_value_t = 5_000)]
     pub observe_quiet_ms: u64,
+    /// Hand out the agents' tool arguments (step summaries, command lines) as the chat
+    /// stores have them, without replacing secrets-looking values by `[redacted]`
+    #[arg(long)]
+    pub no_redact_tool_arguments: bool,
     /// Keep the drive journal in DIR [default: $XDG_STATE_HOME/koru/journal]
     #[arg(long, value_name = "DIR")]
     pub journal: Option<PathBuf>,
@@ -316,6 +324,32 @@ pub struct DaemonArgs {
     /// Start a new journal segment beyond this many bytes (tests make it small)
     #[arg(long, value_name = "BYTES", hide = true)]
     pub journal_segment_bytes: Option<u64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ChatCommand {
+    /// Print a chat's last turns (or a drive's turn): each prompt, the steps the agent took
+    /// (tools, files, commands with their exit status) and the whole reply
+    Show(ChatShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ChatShowArgs {
+    /// The chat (`koru chats` lists them); or give --drive
+    #[arg(required_unless_present = "drive", conflicts_with = "drive")]
+    pub chat_id: Option<String>,
+    /// The drive whose turn to show (the chat its prompt was seen in)
+    #[arg(long, value_name = "DRIVE_ID")]
+    pub drive: Option<String>,
+    /// The store of the chat, when two stores have a chat of that id
+    #[arg(long, value_name = "STORE")]
+    pub store: Option<String>,
+    /// How many of the chat's last turns [default: 1; at most 50]
+    #[arg(long, value_name = "N")]
+    pub turns: Option<u32>,
+    /// Print JSON (`chat.read.result`, the replies whole) instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -577,6 +611,7 @@ pub async fn run(
         }
         Command::Observe(args) => commands::observe(hosts, args).await,
         Command::Chats(flag) => commands::chats(hosts, flag.json).await,
+        Command::Chat(ChatCommand::Show(args)) => commands::chat_show(hosts, args).await,
         Command::Daemon(_) | Command::Mcp(_) | Command::Dev(DevCommand::FakePlugin(_)) => {
             anyhow::bail!("daemon, mcp and dev fake-plugin are not client commands")
         }

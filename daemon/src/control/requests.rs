@@ -136,6 +136,17 @@ macro_rules! typed_requests {
             }
         }
 
+        /// `chat.read`: turns of a chat (or a drive's turn), read back from its store.
+        pub async fn read_chat(
+            &mut self,
+            read: koru_protocol::ChatRead,
+        ) -> Result<koru_protocol::ChatReadResult, $crate::control::ClientError> {
+            match self.request(koru_protocol::Message::ChatRead(read)).await? {
+                koru_protocol::Message::ChatReadResult(result) => Ok(*result),
+                other => Err($crate::control::requests::unexpected("chat.read", &other)),
+            }
+        }
+
         /// `recovery.run`: the action's result, `ok: false` included (a blocker is an answer).
         pub async fn run_recovery(
             &mut self,

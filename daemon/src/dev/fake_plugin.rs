@@ -94,6 +94,15 @@ pub struct FakePluginArgs {
     /// Delay between the recorded prompt and the recorded reply with --claude-store
     #[arg(long, value_name = "MS", default_value_t = 200)]
     pub reply_delay_ms: u64,
+    /// With --claude-store: the agent's reply is this file's whole text (read at each turn),
+    /// instead of "Done: <the prompt's first line>"
+    #[arg(long, value_name = "FILE", requires = "claude_store")]
+    pub reply_file: Option<PathBuf>,
+    /// With --claude-store: before its reply the agent runs this shell command through its
+    /// `Bash` tool (recorded as the tool call and its result, `exit N` ending the output
+    /// when the command failed), as Claude Code records a step
+    #[arg(long, value_name = "COMMAND", requires = "claude_store")]
+    pub tool_call: Option<String>,
 }
 
 /// Where and how the fake "IDE" records its agent's turns (`--claude-store`).
@@ -103,6 +112,8 @@ struct FakeAgentStore {
     session: String,
     cwd: String,
     reply_delay: Duration,
+    reply_file: Option<PathBuf>,
+    tool_call: Option<String>,
 }
 
 impl FakeAgentStore {
@@ -130,12 +141,57 @@ impl FakeAgentStore {
             "cwd": self.cwd, "sessionId": self.session, "version": "2.1.220", "type": "user",
             "message": {"role": "user", "content": prompt}, "uuid": id, "timestamp": Self::now()}),
         );
+        let mut parent = id;
+        if let Some(command) = &self.tool_call {
+            // The agent's step: its Bash tool call, run for real in the workspace, and the
+            // result as Claude Code records it.
+            let call_id = format!("toolu_{}", uuid::Uuid::new_v4().simple());
+            let call_uuid = uuid::Uuid::new_v4().to_string();
+            self.append(serde_json::json!({"parentUuid": parent, "isSidechain": false, "cwd": self.cwd,
+                "sessionId": self.session, "version": "2.1.220", "type": "assistant",
+                "message": {"role": "assistant", "model": "fake-model", "id": format!("msg_{}", uuid::Uuid::new_v4().simple()),
+                    "content": [{"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": command, "description": "Run the command"}}],
+                    "stop_reason": "tool_use"},
+                "uuid": call_uuid, "timestamp": Self::now()}));
+            let ran = tokio::process::Command::new("sh")
+                .arg("-c")
+                .arg(command)
+                .current_dir(&self.cwd)
+                .output()
+                .await;
+            let (output, failed) = match ran {
+                Ok(out) => {
+                    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+                    text.push_str(&String::from_utf8_lossy(&out.stderr));
+                    match out.status.code() {
+                        Some(0) => (text, false),
+                        code => (format!("Exit code {}\n{text}", code.unwrap_or(-1)), true),
+                    }
+                }
+                Err(error) => (format!("cannot run: {error}"), true),
+            };
+            let result_uuid = uuid::Uuid::new_v4().to_string();
+            self.append(serde_json::json!({"parentUuid": call_uuid, "isSidechain": false, "cwd": self.cwd,
+                "sessionId": self.session, "version": "2.1.220", "type": "user",
+                "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": output, "is_error": failed}]},
+                "toolUseResult": {"stdout": output, "stderr": "", "interrupted": false},
+                "uuid": result_uuid, "timestamp": Self::now()}));
+            parent = result_uuid;
+        }
         tokio::time::sleep(self.reply_delay).await;
-        let first_line = prompt.lines().next().unwrap_or("").to_string();
+        let reply = match &self.reply_file {
+            Some(path) => std::fs::read_to_string(path).unwrap_or_else(|error| {
+                eprintln!("fake plugin: cannot read {}: {error}", path.display());
+                String::new()
+            }),
+            None => format!("Done: {}", prompt.lines().next().unwrap_or("")),
+        };
         let reply_id = uuid::Uuid::new_v4().to_string();
-        self.append(serde_json::json!({"parentUuid": id, "isSidechain": false, "cwd": self.cwd,
+        self.append(serde_json::json!({"parentUuid": parent, "isSidechain": false, "cwd": self.cwd,
             "sessionId": self.session, "version": "2.1.220", "type": "assistant",
-            "message": {"role": "assistant", "content": [{"type": "text", "text": format!("Done: {first_line}")}], "stop_reason": "end_turn"},
+            "message": {"role": "assistant", "model": "fake-model", "id": format!("msg_{}", uuid::Uuid::new_v4().simple()),
+                "content": [{"type": "text", "text": reply}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 12, "output_tokens": 34}},
             "uuid": reply_id, "timestamp": Self::now()}));
         self.append(serde_json::json!({"parentUuid": reply_id, "isSidechain": false, "cwd": self.cwd,
             "sessionId": self.session, "version": "2.1.220", "type": "system", "subtype": "turn_duration",
@@ -600,6 +656,8 @@ async fn serve(
                     session: session_file.clone(),
                     cwd: args.workspace[0].display().to_string(),
                     reply_delay: Duration::from_millis(args.reply_delay_ms),
+                    reply_file: args.reply_file.clone(),
+                    tool_call: args.tool_call.clone(),
                 });
                 let task = tokio::spawn(answer(
                     acks_tx.clone(),

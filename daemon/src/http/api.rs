@@ -79,6 +79,18 @@ pub fn routes() -> ApiRouter<AppState> {
             get_with(chats, |op| op.summary("The chats the observers know")),
         )
         .api_route(
+            "/api/v1/chats/{id}/turns",
+            get_with(chat_turns, |op| {
+                op.summary("A chat's last turns read back from its store: prompt, steps, the whole reply (paged)")
+            }),
+        )
+        .api_route(
+            "/api/v1/drives/{id}/turn",
+            get_with(drive_turn, |op| {
+                op.summary("The turn a drive's prompt started, read back from its chat's store")
+            }),
+        )
+        .api_route(
             "/api/v1/doctor",
             get_with(doctor, |op| {
                 op.summary("The doctor report, probed now (docs/doctor.md)")
@@ -496,6 +508,70 @@ async fn chats(daemon: Daemon) -> Result<Json<ChatsListResult>, ApiError> {
     let result = daemon
         .once(|c| Box::pin(c.chats(ChatsList::default())))
         .await?;
+    Ok(Json(result))
+}
+
+/// The `{id}` of `chats/{id}/turns`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ChatId {
+    /// The chat's id, as `GET chats` lists it.
+    pub id: String,
+}
+
+/// Which turns `GET chats/{id}/turns` returns, and how its texts are cut.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct TurnsQuery {
+    /// The chat's store (registry interface id), when two stores have a chat of that id.
+    pub store: Option<String>,
+    /// The last N turns (default 1, at most 50).
+    pub turns: Option<u32>,
+    /// One turn by its index (0 is the first), e.g. to page through its reply.
+    pub turn: Option<u64>,
+    /// Where each reply starts, in characters (default 0).
+    pub reply_offset: Option<u64>,
+    /// The most characters of each reply and prompt (default and at most 100000).
+    pub max_chars: Option<u64>,
+}
+
+async fn chat_turns(
+    daemon: Daemon,
+    Path(ChatId { id }): Path<ChatId>,
+    Query(query): Query<TurnsQuery>,
+) -> Result<Json<koru_protocol::ChatReadResult>, ApiError> {
+    let read = koru_protocol::ChatRead {
+        chat_id: Some(id),
+        store: query.store.filter(|s| !s.is_empty()),
+        drive_id: None,
+        turns: query.turns,
+        turn: query.turn,
+        reply_offset: query.reply_offset,
+        max_chars: query.max_chars,
+    };
+    let result = daemon.once(move |c| Box::pin(c.read_chat(read))).await?;
+    Ok(Json(result))
+}
+
+/// How `GET drives/{id}/turn` cuts its texts.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct TurnPageQuery {
+    /// Where the reply starts, in characters (default 0).
+    pub reply_offset: Option<u64>,
+    /// The most characters of the reply and the prompt (default and at most 100000).
+    pub max_chars: Option<u64>,
+}
+
+async fn drive_turn(
+    daemon: Daemon,
+    Path(DriveId { id }): Path<DriveId>,
+    Query(query): Query<TurnPageQuery>,
+) -> Result<Json<koru_protocol::ChatReadResult>, ApiError> {
+    let read = koru_protocol::ChatRead {
+        drive_id: Some(id),
+        reply_offset: query.reply_offset,
+        max_chars: query.max_chars,
+        ..Default::default()
+    };
+    let result = daemon.once(move |c| Box::pin(c.read_chat(read))).await?;
     Ok(Json(result))
 }
 

@@ -113,7 +113,13 @@ impl ApiError {
     pub fn from_daemon(error: &koru_protocol::ErrorMessage) -> Self {
         let keep = |status: StatusCode| ApiError::new(status, error.code.as_str(), &error.message);
         match error.code {
-            ErrorCode::NoTarget | ErrorCode::UnknownDrive => keep(StatusCode::NOT_FOUND),
+            ErrorCode::NoTarget | ErrorCode::UnknownDrive | ErrorCode::UnknownChat => {
+                keep(StatusCode::NOT_FOUND)
+            }
+            // Nothing to read back yet (the chat has not recorded the prompt): ask again.
+            ErrorCode::NotObservable => keep(StatusCode::CONFLICT),
+            // The chat's store file cannot be read now.
+            ErrorCode::ChatUnreadable => keep(StatusCode::BAD_GATEWAY),
             ErrorCode::DriveFinished | ErrorCode::NotRetryable | ErrorCode::AmbiguousTarget => {
                 keep(StatusCode::CONFLICT)
             }

@@ -91,6 +91,8 @@ mod tests {
             "/api/v1/drives/{id}/cancel",
             "/api/v1/journal/verify",
             "/api/v1/chats",
+            "/api/v1/chats/{id}/turns",
+            "/api/v1/drives/{id}/turn",
             "/api/v1/doctor",
             "/api/v1/interfaces",
             "/api/v1/registry/reload",
@@ -101,6 +103,6 @@ mod tests {
         ] {
             assert!(paths.paths.contains_key(path), "{path} is missing");
         }
-        assert_eq!(paths.paths.len(), 15);
+        assert_eq!(paths.paths.len(), 17);
     }
 }

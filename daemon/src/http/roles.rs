@@ -18,6 +18,8 @@ pub const ROUTE_ROLES: &[(&str, &str, Role)] = &[
     ("POST", "/api/v1/drives/{id}/cancel", Role::Drive),
     ("GET", "/api/v1/journal/verify", Role::Observe),
     ("GET", "/api/v1/chats", Role::Observe),
+    ("GET", "/api/v1/chats/{id}/turns", Role::Observe),
+    ("GET", "/api/v1/drives/{id}/turn", Role::Observe),
     ("GET", "/api/v1/doctor", Role::Observe),
     ("GET", "/api/v1/interfaces", Role::Observe),
     ("POST", "/api/v1/registry/reload", Role::Drive),

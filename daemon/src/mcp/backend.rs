@@ -227,6 +227,17 @@ pub fn check_prompt(prompt: &str) -> Result<(), ToolError> {
 
 /// Whether a drive in `state` has got as far as `wait` asks (for `replied`: done, and the
 /// chat's history settled how the turn ended).
+/// Whether waiting for a drive's reply is over: its text can be read back from a chat
+/// store, or (`text_awaited` false: the daemon observes no store) the chat said how its
+/// turn ended.
+fn reply_known(drive: &DriveInfo, text_awaited: bool) -> bool {
+    if text_awaited {
+        drive.reply_text_known()
+    } else {
+        drive.reply_settled()
+    }
+}
+
 fn reached(state: DriveState, settled: bool, wait: WaitFor) -> bool {
     if wait == WaitFor::Replied && state == DriveState::Done {
         return settled;
@@ -510,6 +521,30 @@ impl Backend {
         Ok(self.shown(pick, drive?))
     }
 
+    /// `read_chat`: turns of a chat, or a drive's turn, read back from its store (ids may
+    /// be qualified `HOST/…`; the answer's are then too).
+    pub async fn read_chat(
+        &self,
+        host: Option<&str>,
+        mut read: koru_protocol::ChatRead,
+    ) -> Result<koru_protocol::ChatReadResult, ToolError> {
+        let (pick, mut ids) =
+            self.pick(host, &[read.drive_id.as_deref(), read.chat_id.as_deref()])?;
+        read.chat_id = ids.pop().flatten();
+        read.drive_id = ids.pop().flatten();
+        let mut conn = self.open(pick).await?;
+        let result = conn.read_chat(read).await;
+        conn.close().await;
+        let mut result = result?;
+        if let Some(name) = self.several().then(|| self.name_of(pick)).flatten() {
+            result.chat_id = format!("{name}/{}", result.chat_id);
+            if let Some(drive_id) = &mut result.drive_id {
+                *drive_id = format!("{name}/{drive_id}");
+            }
+        }
+        Ok(result)
+    }
+
     /// `verify_journal`: each host's report (one, without a host, for a single daemon).
     pub async fn verify_journal(&self) -> Vec<HostAnswer<koru_protocol::VerifyReport>> {
         self.ask_every(|c| Box::pin(c.verify_journal())).await
@@ -654,6 +689,7 @@ impl Backend {
         if request.wait != WaitFor::None {
             conn.subscribe().await?;
         }
+        let text_awaited = request.wait == WaitFor::Replied && conn.status().await?.observing;
         let reply = conn
             .create_drive(DriveCreate {
                 target,
@@ -681,7 +717,7 @@ impl Backend {
         let followed = follow_drive(
             &mut conn,
             created,
-            |drive| reached(drive.state, drive.reply_settled(), wait),
+            |drive| reached(drive.state, reply_known(drive, text_awaited), wait),
             |_| Some(deadline),
             None,
             |event| {
@@ -716,6 +752,7 @@ impl Backend {
         let drive_id = ids.into_iter().flatten().next().unwrap_or_default();
         let mut conn = self.open(pick).await?;
         conn.subscribe().await?;
+        let text_awaited = conn.status().await?.observing;
         let last = match conn.get_drive(drive_id).await {
             Ok(last) => last,
             Err(error) => {
@@ -728,7 +765,7 @@ impl Backend {
             &mut conn,
             last,
             |drive| {
-                drive.reply_settled()
+                reply_known(drive, text_awaited)
                     || matches!(
                         drive.state,
                         DriveState::Failed | DriveState::Cancelled | DriveState::TimedOut
@@ -751,12 +788,12 @@ impl Backend {
     }
 
     /// `wait_for_reply` for a session: the next completed reply in a chat of the session's
-    /// workspace folders, as `(chat id, excerpt, length)`.
+    /// workspace folders, as `(store, chat id, excerpt, length)`.
     pub async fn wait_for_session_reply(
         &self,
         session_id: &str,
         timeout: Duration,
-    ) -> Result<Option<(String, String, usize)>, ToolError> {
+    ) -> Result<Option<(String, String, String, usize)>, ToolError> {
         let (pick, ids) = self.pick(None, &[Some(session_id)])?;
         let bare = ids.into_iter().flatten().next().unwrap_or_default();
         let mut conn = self.open(pick).await?;
@@ -807,7 +844,12 @@ impl Backend {
             });
             if in_workspace {
                 conn.close().await;
-                return Ok(Some((observation.chat_id, excerpt, length)));
+                return Ok(Some((
+                    observation.store,
+                    observation.chat_id,
+                    excerpt,
+                    length,
+                )));
             }
         }
     }

@@ -70,6 +70,76 @@ pub fn observation_place(o: &koru_protocol::DriveObservation) -> String {
     }
 }
 
+/// Steps listed one per line in a turn's text; the rest are counted (the structured
+/// content has them all).
+const STEPS_LISTED: usize = 30;
+
+/// A turn read back from its store, for the LLM: what the agent did (its steps) and its
+/// whole reply (or the page asked for, with how to ask for the rest). `again` names the
+/// chat or drive for the next page's call (`drive_id=d_…` or `chat_id=…`).
+pub fn turn(
+    read: &koru_protocol::ChatReadResult,
+    turn: &koru_protocol::ChatTurn,
+    again: &str,
+) -> String {
+    let mut text = format!(
+        "reply ({} chars) in {} chat {}, turn {} ({})",
+        turn.reply_chars,
+        read.store,
+        read.chat_id,
+        turn.index,
+        turn.state.as_str()
+    );
+    if let Some(model) = &turn.model {
+        text.push_str(&format!(", model {model}"));
+    }
+    if let Some(error) = &turn.error {
+        text.push_str(&format!("\nfailed: {error}"));
+    }
+    if !turn.steps.is_empty() {
+        text.push_str(&format!("\nsteps ({}):", turn.steps.len()));
+        for step in turn.steps.iter().take(STEPS_LISTED) {
+            text.push_str("\n- ");
+            text.push_str(&crate::conversation::step_line(step));
+        }
+        if turn.steps.len() > STEPS_LISTED {
+            text.push_str(&format!(
+                "\n- … and {} more (the structured content lists every step)",
+                turn.steps.len() - STEPS_LISTED
+            ));
+        }
+    }
+    if !read.not_recorded.is_empty() {
+        text.push_str(&format!(
+            "\n(this store does not record: {})",
+            read.not_recorded.join(", ")
+        ));
+    }
+    match &turn.reply {
+        Some(reply) => {
+            if turn.reply_offset > 0 || turn.reply_next_offset.is_some() {
+                let end = turn.reply_offset + reply.chars().count() as u64;
+                text.push_str(&format!(
+                    "\nreply characters {}–{} of {}:",
+                    turn.reply_offset, end, turn.reply_chars
+                ));
+            } else {
+                text.push_str("\nreply:");
+            }
+            text.push('\n');
+            text.push_str(reply);
+        }
+        None => text.push_str("\n(no reply text yet)"),
+    }
+    if let Some(next) = turn.reply_next_offset {
+        text.push_str(&format!(
+            "\n(the reply goes on: call read_chat with {again}, turn={}, reply_offset={next})",
+            turn.index
+        ));
+    }
+    text
+}
+
 /// A completed reply in one line: its length and start, or that the chat gave no text.
 pub fn reply_line(o: &koru_protocol::DriveObservation) -> String {
     match &o.reply_excerpt {

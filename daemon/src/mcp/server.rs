@@ -88,6 +88,9 @@ pub struct SendPromptArgs {
     /// The host to send on, when this server serves several (`koru mcp --host …`); a session id given as HOST/s_… names it already.
     #[serde(default)]
     pub host: Option<String>,
+    /// With wait=replied: the most characters of the reply to return (default 100000); read_chat pages through the rest.
+    #[serde(default)]
+    pub max_chars: Option<u64>,
 }
 
 /// A drive id.
@@ -158,6 +161,39 @@ pub struct WaitForReplyArgs {
     /// The most seconds to wait (default 60, at most 3600).
     #[serde(default)]
     pub timeout_s: Option<f64>,
+    /// The most characters of the reply to return (default 100000); read_chat pages through the rest.
+    #[serde(default)]
+    pub max_chars: Option<u64>,
+}
+
+/// `read_chat` input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadChatArgs {
+    /// The chat to read (an id from a reply or from `koru chats`); or give drive_id.
+    #[serde(default)]
+    pub chat_id: Option<String>,
+    /// The drive whose turn to read (the chat its prompt was seen in).
+    #[serde(default)]
+    pub drive_id: Option<String>,
+    /// The chat's store, when two stores have a chat of that id.
+    #[serde(default)]
+    pub store: Option<String>,
+    /// The chat's last N turns (default 1, at most 50).
+    #[serde(default)]
+    pub turns: Option<u32>,
+    /// One turn by its index (0 is the first), to page through its reply.
+    #[serde(default)]
+    pub turn: Option<u64>,
+    /// Where the reply starts, in characters (the offset a cut reply names).
+    #[serde(default)]
+    pub reply_offset: Option<u64>,
+    /// The most characters of each reply and prompt (default and at most 100000).
+    #[serde(default)]
+    pub max_chars: Option<u64>,
+    /// The host, when this server serves several; an id given as HOST/… names it already.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// `doctor` input.
@@ -225,6 +261,13 @@ fn ok(text: String) -> Result<CallToolResult, McpError> {
     Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
 }
 
+/// A text result with structured content beside it (the same facts as JSON).
+fn ok_structured(text: String, structured: serde_json::Value) -> Result<CallToolResult, McpError> {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(structured);
+    Ok(result)
+}
+
 fn failed(error: ToolError) -> Result<CallToolResult, McpError> {
     Ok(CallToolResult::error(vec![ContentBlock::text(
         error.render(),
@@ -268,6 +311,7 @@ impl KoruMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let wait = args.wait.unwrap_or(WaitFor::Submitted);
+        let max_chars = args.max_chars;
         let request = SendRequest {
             host: args.host,
             target: args.target,
@@ -308,11 +352,14 @@ impl KoruMcp {
                         drive.drive_id
                     ));
                 }
+                let mut structured = None;
                 if wait == WaitFor::Replied && drive.state == koru_protocol::DriveState::Done {
                     match &drive.observation {
                         Some(o) if o.stage == koru_protocol::ObservedStage::Replied => {
+                            let (reply, read) = self.reply_of(&drive, max_chars).await;
                             text.push('\n');
-                            text.push_str(&format::reply_line(o));
+                            text.push_str(&reply);
+                            structured = read;
                         }
                         Some(o) => text.push_str(&format!("\nchat history: {}", serde_json::to_value(o.stage).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())),
                         None => text.push_str("\nreply: not observed (no chat history showed the prompt within the wait)"),
@@ -326,11 +373,58 @@ impl KoruMcp {
                 );
                 if failed_drive {
                     Ok(CallToolResult::error(vec![ContentBlock::text(text)]))
+                } else if let Some(read) = structured {
+                    ok_structured(text, read)
                 } else {
                     ok(text)
                 }
             }
             Err(error) => failed(error),
+        }
+    }
+
+    /// The reply of a drive whose chat said it replied: the whole turn read back from the
+    /// chat's store (text, and the read as structured content), or, when only the window's
+    /// plugin reported the end, where the text will come from.
+    async fn reply_of(
+        &self,
+        drive: &koru_protocol::DriveInfo,
+        max_chars: Option<u64>,
+    ) -> (String, Option<serde_json::Value>) {
+        let Some(observation) = &drive.observation else {
+            return (String::new(), None);
+        };
+        if observation.is_from_plugin() {
+            return (
+                format!(
+                    "{}\nthe text will come from the chat's own history store once the chat writes it there (for VS Code: Copilot's chatSessions); no store had it within the wait: call wait_for_reply or read_chat with drive_id={} again",
+                    format::reply_line(observation),
+                    drive.drive_id
+                ),
+                None,
+            );
+        }
+        let read = koru_protocol::ChatRead {
+            drive_id: Some(drive.drive_id.clone()),
+            max_chars,
+            ..Default::default()
+        };
+        match self.backend.read_chat(None, read).await {
+            Ok(read) => match read.turns.first() {
+                Some(turn) => (
+                    format::turn(&read, turn, &format!("drive_id={}", drive.drive_id)),
+                    serde_json::to_value(&read).ok(),
+                ),
+                None => (format::reply_line(observation), None),
+            },
+            Err(error) => (
+                format!(
+                    "{}\n(the whole turn could not be read back: {})",
+                    format::reply_line(observation),
+                    error.render()
+                ),
+                None,
+            ),
         }
     }
 
@@ -385,7 +479,13 @@ impl KoruMcp {
                     );
                 };
                 match observation.stage {
-                    koru_protocol::ObservedStage::Replied => ok(format::reply_line(observation)),
+                    koru_protocol::ObservedStage::Replied => {
+                        let (text, read) = self.reply_of(&drive, args.max_chars).await;
+                        match read {
+                            Some(read) => ok_structured(text, read),
+                            None => ok(text),
+                        }
+                    }
                     stage => failed(ToolError::new(
                         ToolErrorCode::NotReplied(stage),
                         format!(
@@ -406,8 +506,27 @@ impl KoruMcp {
                 .wait_for_session_reply(session, timeout)
                 .await
             {
-                Ok(Some((chat, excerpt, length))) => {
-                    ok(format!("reply ({length} chars) in chat {chat}: {excerpt}"))
+                Ok(Some((store, chat, excerpt, length))) => {
+                    let read = koru_protocol::ChatRead {
+                        chat_id: Some(chat.clone()),
+                        store: Some(store),
+                        max_chars: args.max_chars,
+                        ..Default::default()
+                    };
+                    match self.backend.read_chat(None, read).await {
+                        Ok(read) => match read.turns.last() {
+                            Some(turn) => ok_structured(
+                                format::turn(&read, turn, &format!("chat_id={}", read.chat_id)),
+                                serde_json::to_value(&read).unwrap_or_default(),
+                            ),
+                            None => ok(format!("reply ({length} chars) in chat {chat}: {excerpt}")),
+                        },
+                        // The reply was seen; its text could not be read back now.
+                        Err(error) => ok(format!(
+                            "reply ({length} chars) in chat {chat}: {excerpt}\n(the whole turn could not be read back: {})",
+                            error.render()
+                        )),
+                    }
                 }
                 Ok(None) => failed(
                     ToolError::new(
@@ -424,6 +543,58 @@ impl KoruMcp {
                 ToolErrorCode::InvalidArgument,
                 "give exactly one of `drive_id` and `session`",
             )),
+        }
+    }
+
+    #[tool(
+        description = "Read a chat back from its own history store: each turn's prompt, the steps the agent took (tools called, files edited, commands run with exit status, errors) and the whole final reply. Give chat_id (last `turns`, default 1) or drive_id (the turn that drive's prompt started); page a long reply with turn and reply_offset. Text for reading, structured content with every field."
+    )]
+    async fn read_chat(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<ReadChatArgs>>,
+    ) -> Result<CallToolResult, McpError> {
+        if args.chat_id.is_some() == args.drive_id.is_some() {
+            return failed(ToolError::new(
+                ToolErrorCode::InvalidArgument,
+                "give exactly one of `chat_id` and `drive_id`",
+            ));
+        }
+        let again = match (&args.drive_id, &args.chat_id) {
+            (Some(drive_id), _) => format!("drive_id={drive_id}"),
+            (None, Some(chat_id)) => format!("chat_id={chat_id}"),
+            (None, None) => String::new(),
+        };
+        let read = koru_protocol::ChatRead {
+            chat_id: args.chat_id,
+            store: args.store,
+            drive_id: args.drive_id,
+            turns: args.turns,
+            turn: args.turn,
+            reply_offset: args.reply_offset,
+            max_chars: args.max_chars,
+        };
+        match self.backend.read_chat(args.host.as_deref(), read).await {
+            Ok(read) => {
+                let mut text = String::new();
+                if read.turns.is_empty() {
+                    text = format!("{} chat {}: no turns yet", read.store, read.chat_id);
+                }
+                for turn in &read.turns {
+                    if !text.is_empty() {
+                        text.push_str("\n\n");
+                    }
+                    text.push_str("prompt: ");
+                    text.push_str(
+                        turn.prompt
+                            .as_deref()
+                            .unwrap_or("(none: the agent went on by itself)"),
+                    );
+                    text.push('\n');
+                    text.push_str(&format::turn(&read, turn, &again));
+                }
+                ok_structured(text, serde_json::to_value(&read).unwrap_or_default())
+            }
+            Err(error) => failed(error),
         }
     }
 

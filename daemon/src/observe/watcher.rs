@@ -25,6 +25,8 @@ pub enum ObserverReport {
     Observed {
         events: Vec<ObservedEvent>,
         replay: bool,
+        /// The file (or database) they were read from: where the chats can be read back.
+        source: PathBuf,
     },
     /// The roots' status changed (watches, files, problems).
     Health { observers: Vec<ObserverStatus> },
@@ -345,7 +347,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
             }
         }
         let history = self.files.get(&path).is_some_and(|f| f.history);
-        self.forward(store, observations, history).await;
+        self.forward(store, observations, history, &path).await;
     }
 
     fn note_problem(
@@ -371,7 +373,13 @@ impl<E: From<ObserverReport> + Send> State<E> {
         );
     }
 
-    async fn forward(&mut self, store: Store, observations: Vec<Observation>, replay: bool) {
+    async fn forward(
+        &mut self,
+        store: Store,
+        observations: Vec<Observation>,
+        replay: bool,
+        source: &Path,
+    ) {
         if observations.is_empty() {
             return;
         }
@@ -390,7 +398,11 @@ impl<E: From<ObserverReport> + Send> State<E> {
             .collect();
         let _ = self
             .events
-            .send(E::from(ObserverReport::Observed { events, replay }))
+            .send(E::from(ObserverReport::Observed {
+                events,
+                replay,
+                source: source.to_path_buf(),
+            }))
             .await;
     }
 
@@ -418,16 +430,16 @@ impl<E: From<ObserverReport> + Send> State<E> {
         let now = SystemClock.now_ms();
         let quiet_ms = self.config.quiet.as_millis() as u64;
         let mut found = Vec::new();
-        for followed in self.files.values_mut() {
+        for (path, followed) in self.files.iter_mut() {
             let observations = followed
                 .follower
                 .on_quiet(now, followed.last_change_ms, quiet_ms);
             if !observations.is_empty() {
-                found.push((followed.store, observations, followed.history));
+                found.push((followed.store, observations, followed.history, path.clone()));
             }
         }
-        for (store, observations, history) in found {
-            self.forward(store, observations, history).await;
+        for (store, observations, history, path) in found {
+            self.forward(store, observations, history, &path).await;
         }
     }
 

@@ -485,9 +485,9 @@ pub fn role_may_send(role: Role, type_name: &str) -> bool {
     match type_name {
         "ping" | "pong" | "bye" | "error" => true,
         "ack" | "event" => role == Role::Plugin,
-        "status" | "sessions.list" | "drives.list" | "chats.list" | "observe.report"
-        | "journal.verify" | "drive.create" | "drive.get" | "drive.cancel" | "events.subscribe"
-        | "recovery.run" => role == Role::Controller,
+        "status" | "sessions.list" | "drives.list" | "chats.list" | "chat.read"
+        | "observe.report" | "journal.verify" | "drive.create" | "drive.get" | "drive.cancel"
+        | "events.subscribe" | "recovery.run" => role == Role::Controller,
         _ => false,
     }
 }

@@ -91,36 +91,15 @@ impl LineParser for ClaudeCodeParser {
         let flag = |name: &str| record.get(name).and_then(Value::as_bool) == Some(true);
         let content = record.get("message").and_then(|m| m.get("content"));
         match kind {
-            "user" => {
-                if flag("isMeta") {
-                    return Ok(out);
-                }
-                let blocks = Blocks::of(content);
-                if blocks.tool_results > 0 && blocks.text.is_empty() {
+            "user" => match user_record(&record) {
+                UserRecord::NotAPrompt => {}
+                UserRecord::ToolResults => {
                     // The result of a tool the assistant asked for: the turn goes on.
                     chat.reply_ready = false;
-                    return Ok(out);
                 }
-                if blocks.text.starts_with("[Request interrupted by user") {
-                    chat.cancel(&mut out);
-                    return Ok(out);
-                }
-                let injected = [
-                    "<command-name>",
-                    "<command-message>",
-                    "<local-command-stdout>",
-                    "<system-reminder>",
-                    "<task-notification>",
-                ]
-                .iter()
-                .any(|tag| blocks.text.trim_start().starts_with(tag));
-                if blocks.text.trim().is_empty() || injected || flag("isCompactSummary") {
-                    // Slash commands, their output, reminders, background-task notices and
-                    // compaction summaries are not prompts a person typed.
-                    return Ok(out);
-                }
-                chat.prompt(&mut out, &blocks.text);
-            }
+                UserRecord::Interrupted => chat.cancel(&mut out),
+                UserRecord::Prompt(text) => chat.prompt(&mut out, &text),
+            },
             "assistant" => {
                 if flag("isApiErrorMessage") {
                     chat.fail(&mut out, &Blocks::of(content).text);
@@ -170,6 +149,52 @@ impl LineParser for ClaudeCodeParser {
     fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
         self.chat.on_quiet(now_ms, last_change_ms, quiet_ms)
     }
+}
+
+/// What a `user` record is to the turn (the rules the turn reader in
+/// `conversation::stores::claude_code` shares, so both agree on which records are prompts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserRecord {
+    /// Not part of the chat's own turns: side chains (sub-agents), `isMeta` records, slash
+    /// commands and their output, reminders, background-task notices, compaction summaries
+    /// and blank text.
+    NotAPrompt,
+    /// Only results of tools the assistant asked for: the turn goes on.
+    ToolResults,
+    /// `[Request interrupted by user…]`: the turn was cancelled.
+    Interrupted,
+    /// A prompt a person typed, as its text blocks joined.
+    Prompt(String),
+}
+
+/// Classifies a record of `type` `user`.
+pub fn user_record(record: &serde_json::Map<String, Value>) -> UserRecord {
+    let flag = |name: &str| record.get(name).and_then(Value::as_bool) == Some(true);
+    if flag("isSidechain") || flag("isMeta") {
+        return UserRecord::NotAPrompt;
+    }
+    let blocks = Blocks::of(record.get("message").and_then(|m| m.get("content")));
+    if blocks.tool_results > 0 && blocks.text.is_empty() {
+        return UserRecord::ToolResults;
+    }
+    if blocks.text.starts_with("[Request interrupted by user") {
+        return UserRecord::Interrupted;
+    }
+    let injected = [
+        "<command-name>",
+        "<command-message>",
+        "<local-command-stdout>",
+        "<system-reminder>",
+        "<task-notification>",
+    ]
+    .iter()
+    .any(|tag| blocks.text.trim_start().starts_with(tag));
+    if blocks.text.trim().is_empty() || injected || flag("isCompactSummary") {
+        // Slash commands, their output, reminders, background-task notices and
+        // compaction summaries are not prompts a person typed.
+        return UserRecord::NotAPrompt;
+    }
+    UserRecord::Prompt(blocks.text)
 }
 
 /// The text and block counts of a `message.content`.

@@ -173,7 +173,7 @@ fn agent_text(chat: &mut ChatTurns, message: String, phase: Option<&Value>) {
 
 /// The text of a paginated-mode item: its `content` parts' `text`, joined, or its own
 /// `text`.
-fn item_text(item: &Value) -> String {
+pub fn item_text(item: &Value) -> String {
     match item.get("content").and_then(Value::as_array) {
         Some(parts) => parts
             .iter()

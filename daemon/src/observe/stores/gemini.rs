@@ -29,7 +29,7 @@ use crate::observe::ParseError;
 pub const STORE: &str = "chat_history_gemini_cli";
 
 /// What the CLI writes to the chat when the user cancels a request.
-const CANCELLED_NOTICE: &str = "Request cancelled.";
+pub const CANCELLED_NOTICE: &str = "Request cancelled.";
 
 /// Reads a pre-0.39 session file (one JSON object) into a snapshot. `Err` when the bytes
 /// are not a complete session object (a file caught mid-rewrite: read it again).
@@ -196,6 +196,12 @@ impl GeminiLog {
         }
     }
 
+    /// The live messages as the lines read so far leave them, in the order they were first
+    /// written (what the turn reader in `conversation::stores::gemini` builds turns from).
+    pub fn messages(&self) -> &[Value] {
+        &self.messages
+    }
+
     /// Drops `message_id` and everything after it; everything when it is unknown (as the
     /// CLI's loader does).
     fn rewind_to(&mut self, message_id: &str) {
@@ -216,7 +222,7 @@ pub fn workspace_from_project_root(bytes: &[u8]) -> Option<String> {
 
 /// The text of a `PartListUnion` (a string, a part, or a list of either): its `text`
 /// parts, thoughts left out.
-fn text_of(content: &Value) -> String {
+pub fn text_of(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
         Value::Array(parts) => parts.iter().map(text_of).collect(),
@@ -230,7 +236,7 @@ fn text_of(content: &Value) -> String {
 }
 
 /// Whether the content carries a tool result (the CLI's synthetic `user` messages).
-fn has_function_response(content: &Value) -> bool {
+pub fn has_function_response(content: &Value) -> bool {
     match content {
         Value::Array(parts) => parts.iter().any(has_function_response),
         Value::Object(part) => part.contains_key("functionResponse"),
@@ -240,7 +246,7 @@ fn has_function_response(content: &Value) -> bool {
 
 /// The CLI's `isIgnoredUserContent`: empty input, slash and `?` commands, and the context
 /// it injects itself are not prompts.
-fn is_ignored_prompt(trimmed: &str) -> bool {
+pub fn is_ignored_prompt(trimmed: &str) -> bool {
     trimmed.is_empty()
         || trimmed.starts_with('/')
         || trimmed.starts_with('?')
@@ -272,6 +278,24 @@ fn ended(state: &TurnState) -> bool {
     matches!(state, TurnState::Cancelled | TurnState::Failed(_))
 }
 
+/// The prompt a user message stands for, when it is one: what the user typed
+/// (`displayContent` when the sent content differs, as with expanded `@file` references);
+/// `None` for the notices the CLI writes as user messages. The message is a user message
+/// without a function response.
+pub fn typed_prompt(message: &Value) -> Option<String> {
+    let text = text_of(message.get("content").unwrap_or(&Value::Null));
+    if is_ignored_prompt(text.trim()) {
+        return None;
+    }
+    Some(
+        message
+            .get("displayContent")
+            .map(text_of)
+            .filter(|typed| !typed.trim().is_empty())
+            .unwrap_or(text),
+    )
+}
+
 /// The turns of a session's messages, oldest first.
 fn turns_of(messages: &[Value]) -> Vec<TurnSnapshot> {
     let mut turns: Vec<TurnSnapshot> = Vec::new();
@@ -283,17 +307,9 @@ fn turns_of(messages: &[Value]) -> Vec<TurnSnapshot> {
             .and_then(parse_ts);
         let kind = message.get("type").and_then(Value::as_str).unwrap_or("");
         if kind == "user" && !has_function_response(content) {
-            let text = text_of(content);
-            if is_ignored_prompt(text.trim()) {
+            let Some(typed) = typed_prompt(message) else {
                 continue;
-            }
-            // `displayContent` is what the user typed when the sent content differs
-            // (expanded `@file` references).
-            let typed = message
-                .get("displayContent")
-                .map(text_of)
-                .filter(|typed| !typed.trim().is_empty())
-                .unwrap_or(text);
+            };
             let mut id = match message.get("id").and_then(Value::as_str) {
                 Some(id) if !id.is_empty() => id.to_string(),
                 _ => format!("#{index}"),

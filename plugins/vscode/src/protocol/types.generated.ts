@@ -106,6 +106,12 @@ export type Envelope = {
   | (JournalVerifyResult & {
       type: "journal.verify.result";
     })
+  | (ChatRead & {
+      type: "chat.read";
+    })
+  | (ChatReadResult & {
+      type: "chat.read.result";
+    })
 );
 /**
  * A request id chosen by the sender: an integer or a string. Replies carry it back.
@@ -184,6 +190,9 @@ export type ErrorCode =
   | "journal_unavailable"
   | "queue_full"
   | "forbidden_role"
+  | "unknown_chat"
+  | "not_observable"
+  | "chat_unreadable"
   | "unknown";
 /**
  * What to do when the target chat is busy (replying or waiting for input).
@@ -494,6 +503,20 @@ export type VerifyProblemKind =
   | "blob_mismatch"
   | "malformed"
   | "unusable";
+/**
+ * Where a turn stands.
+ */
+export type TurnState =
+  ("cancelled" | "failed") | "complete" | "in_progress" | "needs_input" | "unknown";
+/**
+ * What a step was, by what it did (the store's own tool name is in `tool`).
+ */
+export type StepKind =
+  "command" | "edit" | "write" | "read" | "search" | "web" | "agent" | "tool" | "unknown";
+/**
+ * How a step ended.
+ */
+export type StepOutcome = "ok" | "error" | "rejected" | "unknown";
 
 /**
  * `hello`: the first line every client sends.
@@ -1408,6 +1431,162 @@ export interface VerifyProblem {
    */
   seq?: number | null;
 }
+/**
+ * `chat.read` (controller → daemon): turns of one chat, read back from the chat's own
+ * store when asked. Name the chat (`chat_id`, with `store` when two stores have a chat of
+ * that id) or a drive (`drive_id`: the turn its prompt started, in the chat the observers
+ * matched it to).
+ */
+export interface ChatRead {
+  chat_id?: string | null;
+  /**
+   * The drive whose turn to read (instead of `chat_id`).
+   */
+  drive_id?: string | null;
+  /**
+   * The most characters of each reply and prompt to return (default and maximum
+   * 100,000).
+   */
+  max_chars?: number | null;
+  /**
+   * Where the reply text starts, in characters (paging a long reply; default 0).
+   */
+  reply_offset?: number | null;
+  /**
+   * The store (registry interface id) of `chat_id`.
+   */
+  store?: string | null;
+  /**
+   * One turn by its index (0 is the chat's first), e.g. to page through its reply.
+   */
+  turn?: number | null;
+  /**
+   * The last N turns (default 1, at most 50). Ignored with `drive_id` or `turn`.
+   */
+  turns?: number | null;
+}
+/**
+ * `chat.read.result`: the turns asked for, oldest first.
+ */
+export interface ChatReadResult {
+  chat_id: string;
+  /**
+   * The drive asked about, when the read named one.
+   */
+  drive_id?: string | null;
+  /**
+   * What this store does not record (so its absence in a turn says nothing): any of
+   * `timestamps`, `model`, `usage`, `step_outcomes`, `exit_status`, `file_paths`,
+   * `steps`.
+   */
+  not_recorded?: string[];
+  /**
+   * The file (or database) the turns were read from.
+   */
+  source?: string | null;
+  store: string;
+  turns: ChatTurn[];
+  /**
+   * How many turns the chat has in its store.
+   */
+  turns_total: number;
+  workspace?: string | null;
+}
+/**
+ * One prompt and what the agent did with it.
+ */
+export interface ChatTurn {
+  /**
+   * The turn's last record's time (Unix ms), when the store has it.
+   */
+  ended_ms?: number | null;
+  /**
+   * Why the turn failed, when it did.
+   */
+  error?: string | null;
+  /**
+   * The turn's position in the chat (0 is the first).
+   */
+  index: number;
+  /**
+   * The model that answered, as the store names it.
+   */
+  model?: string | null;
+  /**
+   * The user's prompt (absent for a turn the agent started by itself, e.g. after a
+   * background task's notice); cut at `max_chars` when `prompt_chars` is larger.
+   */
+  prompt?: string | null;
+  /**
+   * The prompt's whole length in characters.
+   */
+  prompt_chars?: number;
+  /**
+   * The final reply text, from `reply_offset`, at most `max_chars` characters.
+   */
+  reply?: string | null;
+  /**
+   * The whole reply's length in characters.
+   */
+  reply_chars?: number;
+  /**
+   * Set when more of the reply follows `reply`: the `reply_offset` to ask for next.
+   */
+  reply_next_offset?: number | null;
+  /**
+   * Where `reply` starts in the whole reply, in characters.
+   */
+  reply_offset?: number;
+  /**
+   * The prompt's time (Unix ms), when the store has it.
+   */
+  started_ms?: number | null;
+  state: TurnState;
+  /**
+   * The agent's steps in order (tool calls and their outcomes).
+   */
+  steps?: TurnStep[];
+  usage?: TurnUsage | null;
+}
+/**
+ * One step of the agent.
+ */
+export interface TurnStep {
+  at_ms?: number | null;
+  /**
+   * The command line, for a command.
+   */
+  command?: string | null;
+  /**
+   * The start of the error, when it failed.
+   */
+  error?: string | null;
+  exit_code?: number | null;
+  kind: StepKind;
+  outcome: StepOutcome;
+  /**
+   * The files or folders it touched, as the store names them.
+   */
+  paths?: string[];
+  /**
+   * Its arguments in short, on one line.
+   */
+  summary: string;
+  /**
+   * The tool's name as the store records it (`Bash`, `exec_command`, `replace_in_file`, …).
+   */
+  tool: string;
+}
+/**
+ * Tokens the turn used, as far as the store says.
+ */
+export interface TurnUsage {
+  cache_read_tokens?: number | null;
+  cache_write_tokens?: number | null;
+  input_tokens?: number | null;
+  output_tokens?: number | null;
+  reasoning_tokens?: number | null;
+}
 
 /** Every message type of this protocol version, as the schema lists them. */
 export const MESSAGE_TYPES: readonly string[] = [
@@ -1442,4 +1621,6 @@ export const MESSAGE_TYPES: readonly string[] = [
   "recovery.result",
   "journal.verify",
   "journal.verify.result",
+  "chat.read",
+  "chat.read.result",
 ];

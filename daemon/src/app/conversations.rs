@@ -1,0 +1,348 @@
+//! `chat.read` in the daemon core: which chat (or which drive's turn) a controller asks for, checked against what the observers know, handed to the `ChatReader` off the loop with the file the observers last read the chat from, and answered — texts paged, the line kept under the connection's limit — when the read comes back.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use koru_protocol::{
+    ChatRead, ChatReadResult, Envelope, ErrorCode, ErrorMessage, Location, Message, ObservedStage,
+    RequestId, MAX_CHAT_READ_TURNS,
+};
+
+use crate::clock::Clock;
+use crate::conversation::{ChatReadFinished, Keep, Paging, ReadError, ReadRequest};
+
+use super::delivery::unknown_drive;
+use super::{App, ConnId, PLUGIN_OBSERVATION_STORE};
+
+/// A read handed to the reader, waiting for its result.
+#[derive(Debug)]
+pub(super) struct PendingRead {
+    conn_id: ConnId,
+    id: Option<RequestId>,
+    store: String,
+    chat_id: String,
+    source: Arc<Path>,
+    drive_id: Option<String>,
+    keep: Keep,
+    paging: Paging,
+}
+
+fn invalid(field: &str, message: String) -> ErrorMessage {
+    ErrorMessage::new(ErrorCode::InvalidMessage, message).with_location(Location {
+        field: Some(field.to_string()),
+        ..Location::default()
+    })
+}
+
+impl<C: Clock> App<C> {
+    /// `chat.read`: resolves the chat and starts the read (answered by
+    /// [`App::on_chat_read_finished`]), or refuses at once with what is wrong.
+    pub(super) fn on_chat_read(&mut self, conn_id: ConnId, id: Option<RequestId>, read: ChatRead) {
+        match self.chat_read_request(&read) {
+            Ok((request, drive_id)) => {
+                let ticket = self.next_chat_read;
+                self.next_chat_read += 1;
+                let source: Arc<Path> = Arc::from(request.source.as_path());
+                self.chat_reads.insert(
+                    ticket,
+                    PendingRead {
+                        conn_id,
+                        id,
+                        store: request.store.clone(),
+                        chat_id: request.chat_id.clone(),
+                        source,
+                        drive_id,
+                        keep: request.keep.clone(),
+                        paging: Paging::new(read.max_chars, read.reply_offset),
+                    },
+                );
+                self.chat_reader.start(ticket, request);
+            }
+            Err(error) => self.send_error(conn_id, id, error),
+        }
+    }
+
+    /// What to read for `read`, and the drive it is about, or why nothing can be.
+    fn chat_read_request(
+        &self,
+        read: &ChatRead,
+    ) -> Result<(ReadRequest, Option<String>), ErrorMessage> {
+        if let Some(turns) = read.turns {
+            if turns == 0 || turns > MAX_CHAT_READ_TURNS {
+                return Err(invalid(
+                    "turns",
+                    format!("`turns` is {turns}; ask for 1 to {MAX_CHAT_READ_TURNS} turns"),
+                ));
+            }
+        }
+        if let Some(drive_id) = &read.drive_id {
+            if read.chat_id.is_some() {
+                return Err(invalid(
+                    "chat_id",
+                    "give `drive_id` or `chat_id`, not both".into(),
+                ));
+            }
+            let (store, chat_id, digest) = self.drive_chat(drive_id)?;
+            let source = self.chat_source(&store, &chat_id)?;
+            return Ok((
+                ReadRequest {
+                    store,
+                    chat_id,
+                    source,
+                    keep: Keep::PromptDigest(digest),
+                },
+                Some(drive_id.clone()),
+            ));
+        }
+        let Some(chat_id) = &read.chat_id else {
+            return Err(invalid(
+                "chat_id",
+                "chat.read needs `chat_id` (`koru chats` lists them) or `drive_id`".into(),
+            ));
+        };
+        let found: Vec<&(String, String)> = self
+            .chats
+            .keys()
+            .filter(|(store, id)| id == chat_id && read.store.as_ref().is_none_or(|s| s == store))
+            .collect();
+        let (store, chat_id) = match found.as_slice() {
+            [] => {
+                return Err(ErrorMessage::new(
+                    ErrorCode::UnknownChat,
+                    match &read.store {
+                        Some(store) => format!(
+                            "no chat {chat_id} in {store} (`koru chats` lists the chats the observers know)"
+                        ),
+                        None => format!(
+                            "no chat {chat_id} (`koru chats` lists the chats the observers know)"
+                        ),
+                    },
+                ))
+            }
+            [one] => (*one).clone(),
+            several => {
+                return Err(invalid(
+                    "store",
+                    format!(
+                        "chat {chat_id} is in {} stores: {}; give `store`",
+                        several.len(),
+                        several
+                            .iter()
+                            .map(|(store, _)| store.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ))
+            }
+        };
+        let source = self.chat_source(&store, &chat_id)?;
+        let keep = match read.turn {
+            Some(index) => Keep::Index(index),
+            None => Keep::Last(read.turns.unwrap_or(1) as usize),
+        };
+        Ok((
+            ReadRequest {
+                store,
+                chat_id,
+                source,
+                keep,
+            },
+            None,
+        ))
+    }
+
+    /// The store and chat a drive's prompt was seen in, and the prompt's digest.
+    fn drive_chat(&self, drive_id: &str) -> Result<(String, String, String), ErrorMessage> {
+        let Some(drive) = self.drives.get(drive_id) else {
+            return Err(match self.drive_from_history(drive_id) {
+                Some(drive) => ErrorMessage::new(
+                    ErrorCode::NotObservable,
+                    match drive.observation.filter(|o| o.store != PLUGIN_OBSERVATION_STORE) {
+                        Some(seen) => format!(
+                            "drive {drive_id} is only in the journal now, which keeps no prompt to find its turn by; read its chat instead: chat_id {} (store {})",
+                            seen.chat_id, seen.store
+                        ),
+                        None => format!(
+                            "drive {drive_id} is only in the journal now, and no chat store showed its prompt"
+                        ),
+                    },
+                ),
+                None => unknown_drive(drive_id),
+            });
+        };
+        match &drive.observation {
+            Some(seen) if seen.stage == ObservedStage::Ambiguous => Err(ErrorMessage::new(
+                ErrorCode::NotObservable,
+                format!(
+                    "drive {drive_id}'s prompt was seen, but not as its own: {}",
+                    seen.detail.as_deref().unwrap_or("several drives match it")
+                ),
+            )),
+            Some(seen) if seen.store != PLUGIN_OBSERVATION_STORE => Ok((
+                seen.store.clone(),
+                seen.chat_id.clone(),
+                drive.prompt_digest.clone(),
+            )),
+            Some(seen) => Err(ErrorMessage::new(
+                ErrorCode::NotObservable,
+                format!(
+                    "drive {drive_id}: the window's chat told its plugin the turn is {}, but a chat gives plugins no reply text; the text will come from the chat's history store once the chat writes it there (for VS Code, Copilot's chatSessions), and no store has shown the prompt yet",
+                    seen.stage.as_str()
+                ),
+            )),
+            None => Err(ErrorMessage::new(
+                ErrorCode::NotObservable,
+                format!(
+                    "no chat store has shown drive {drive_id}'s prompt yet (the drive is {}); its turn can be read once the chat records it",
+                    drive.state.as_str()
+                ),
+            )),
+        }
+    }
+
+    /// The file the observers last read a chat from.
+    fn chat_source(&self, store: &str, chat_id: &str) -> Result<std::path::PathBuf, ErrorMessage> {
+        match self
+            .chat_sources
+            .get(&(store.to_string(), chat_id.to_string()))
+        {
+            Some(source) => Ok(source.to_path_buf()),
+            None => Err(ErrorMessage::new(
+                ErrorCode::ChatUnreadable,
+                format!(
+                    "chat {chat_id} of {store} was reported to the daemon (by a hook), not read from a file it knows: there is nothing to read back"
+                ),
+            )),
+        }
+    }
+
+    /// A read came back: the answer, or the error, to the connection that asked.
+    pub(super) fn on_chat_read_finished(&mut self, finished: ChatReadFinished) {
+        let Some(pending) = self.chat_reads.remove(&finished.ticket) else {
+            return;
+        };
+        let reply = match finished.result {
+            Ok(found) => self.chat_read_answer(&pending, found),
+            Err(error) => Err(read_error(&pending, error)),
+        };
+        match reply {
+            Ok(line) => {
+                if self.connections.contains_key(&pending.conn_id) {
+                    self.send_line(pending.conn_id, line);
+                }
+            }
+            Err(error) => self.send_error(pending.conn_id, pending.id, error),
+        }
+    }
+
+    /// The answer to a finished read as the line to send, cut so that it fits the
+    /// connection's limit.
+    fn chat_read_answer(
+        &self,
+        pending: &PendingRead,
+        found: crate::conversation::ChatTurns,
+    ) -> Result<bytes::Bytes, ErrorMessage> {
+        let encode = |result: ChatReadResult| {
+            super::encode(&Envelope::with_id(
+                pending.id.clone(),
+                Message::ChatReadResult(Box::new(result)),
+            ))
+        };
+        if found.turns.is_empty() {
+            return Err(match (&pending.drive_id, &pending.keep) {
+                (Some(drive_id), _) => ErrorMessage::new(
+                    ErrorCode::NotObservable,
+                    format!(
+                        "drive {drive_id}'s prompt is no longer in {} (chat {}): the file was rewritten since it was seen",
+                        pending.source.display(),
+                        pending.chat_id
+                    ),
+                ),
+                (None, Keep::Index(index)) => invalid(
+                    "turn",
+                    format!(
+                        "chat {} has {} turns (0 to {}); there is no turn {index}",
+                        pending.chat_id,
+                        found.total,
+                        found.total.saturating_sub(1)
+                    ),
+                ),
+                _ => {
+                    return Ok(encode(self.chat_read_result(pending, &found, Vec::new())));
+                }
+            });
+        }
+        let limit = self.config.max_line_bytes;
+        let mut paging = pending.paging;
+        loop {
+            let turns = found
+                .turns
+                .iter()
+                .map(|(index, turn)| crate::conversation::wire_turn(*index, turn.clone(), paging))
+                .collect();
+            // The line as it will be sent, its envelope and newline included.
+            let line = encode(self.chat_read_result(pending, &found, turns));
+            if line.len() <= limit || paging.max_chars <= 1 {
+                return Ok(line);
+            }
+            // Too long for one line: fewer characters per text (the reply's next offset
+            // says where the rest starts).
+            paging.max_chars /= 2;
+        }
+    }
+
+    fn chat_read_result(
+        &self,
+        pending: &PendingRead,
+        found: &crate::conversation::ChatTurns,
+        turns: Vec<koru_protocol::ChatTurn>,
+    ) -> ChatReadResult {
+        let workspace = self
+            .chats
+            .get(&(pending.store.clone(), pending.chat_id.clone()))
+            .and_then(|c| c.workspace.clone());
+        ChatReadResult {
+            store: pending.store.clone(),
+            chat_id: pending.chat_id.clone(),
+            workspace,
+            source: Some(pending.source.display().to_string()),
+            drive_id: pending.drive_id.clone(),
+            turns_total: found.total,
+            turns,
+            not_recorded: found.not_recorded.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// Remembers the file a batch of observations was read from, for each chat in it.
+    pub(super) fn note_chat_source(
+        &mut self,
+        events: &[koru_protocol::ObservedEvent],
+        source: Option<std::path::PathBuf>,
+    ) {
+        let Some(source) = source else {
+            return;
+        };
+        let source: Arc<Path> = Arc::from(source.as_path());
+        for event in events {
+            let key = (event.store.clone(), event.chat_id.clone());
+            if self.chat_sources.get(&key) != Some(&source) {
+                self.chat_sources.insert(key, source.clone());
+            }
+        }
+    }
+}
+
+/// A failed read as the error its caller gets.
+fn read_error(pending: &PendingRead, error: ReadError) -> ErrorMessage {
+    let code = match &error {
+        ReadError::NoSuchChat { .. } => ErrorCode::UnknownChat,
+        _ => ErrorCode::ChatUnreadable,
+    };
+    ErrorMessage::new(
+        code,
+        format!(
+            "reading chat {} of {}: {error}",
+            pending.chat_id, pending.store
+        ),
+    )
+}

@@ -448,3 +448,36 @@ test('the drive list pages back through the journal, and the journal is named an
     await context.close();
   });
 });
+
+test("a chat's turns are read back from its store: prompt, the agent's step, the whole reply", async () => {
+  await withDaemon({ claudeProjects: true }, async (daemon) => {
+    const replyFile = path.join(daemon.root, 'reply.txt');
+    const reply = ['All 12 tests pass now ✓', '', '<script>alert(1)</script> stays text', ...Array.from({ length: 80 }, (_, i) => `line ${i} — 日本語 🦀`)].join('\n');
+    fs.writeFileSync(replyFile, reply);
+    const agent = await daemon.plugin({
+      name: 'agent',
+      product: 'vscode',
+      claudeStore: true,
+      extra: ['--reply-delay-ms', '50', '--reply-file', replyFile, '--tool-call', 'exit 3'],
+    });
+    const { page, context, problems } = await openDashboard(daemon);
+    await sendFromPage(page, agent, 'Run the tests and fix what fails');
+    await page.locator('article.drive.drive-done').first().waitFor({ timeout: 15_000 });
+    const show = page.getByRole('button', { name: 'Show turns' }).first();
+    await show.waitFor({ timeout: 15_000 });
+    await show.click();
+    const turn = page.locator('#chat-view article.turn').first();
+    await turn.waitFor({ timeout: 10_000 });
+    // The reply may still be in progress when the view first opens; it is read again as the chat changes.
+    await waitFor(async () => (await turn.locator('pre.reply').textContent()) === reply, 15_000, 'the whole reply in the chat view');
+    assert.equal(await turn.locator('blockquote.prompt').textContent(), 'Run the tests and fix what fails');
+    assert.equal(await turn.locator('ol.steps li').first().textContent(), 'Bash exit 3 → exit 3');
+    assert.match(await turn.locator('ol.steps li').first().getAttribute('class'), /step-error/);
+    assert.equal(await page.locator('#chat-view script').count(), 0, 'a reply never becomes markup');
+    await shot(page, 'chat-view', { fullPage: true });
+    await page.getByRole('button', { name: 'Hide turns' }).first().click();
+    assert.equal(await page.locator('#chat-view').isHidden(), true);
+    noProblems(problems);
+    await context.close();
+  });
+});

@@ -1,4 +1,4 @@
-"""Drives `koru mcp` (stdio) and the daemon's streamable HTTP endpoint with the official Python MCP SDK: tools and schemas, send_prompt to `koru dev fake-plugin`, get_drive, cancel_drive, and the error cases — unknown session, daemon down, bad arguments, missing or wrong token, foreign Origin.
+"""Drives `koru mcp` (stdio) and the daemon's streamable HTTP endpoint with the official Python MCP SDK: tools and schemas, send_prompt to `koru dev fake-plugin`, get_drive, cancel_drive, a controller's loop reading a whole 20 KB reply from a Claude Code session log (send_prompt wait=replied, wait_for_reply, read_chat paged), and the error cases — unknown session, daemon down, bad arguments, missing or wrong token, foreign Origin.
 
 Usage: test_mcp_sdk.py KORU_BIN   (run.sh sets up the virtualenv). Exit 0 only when every check holds.
 """
@@ -19,7 +19,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 KORU = sys.argv[1]
-TOOLS = ["list_sessions", "send_prompt", "get_drive", "cancel_drive", "wait_for_reply", "doctor", "list_interfaces", "recover", "verify_journal"]
+TOOLS = ["list_sessions", "send_prompt", "get_drive", "cancel_drive", "wait_for_reply", "read_chat", "doctor", "list_interfaces", "recover", "verify_journal"]
 failures = []
 passed = 0
 
@@ -37,12 +37,31 @@ def text(result):
     return "\n".join(getattr(block, "text", "") for block in result.content)
 
 
+def structured(result):
+    """A tool result's structured content, whatever the SDK version calls the field."""
+    value = getattr(result, "structured_content", None)
+    return value if value is not None else getattr(result, "structuredContent", None)
+
+
+def long_reply():
+    """About 20 KB over many lines: Unicode, quotes, backslashes, JSON-looking text."""
+    lines = ["Summary ✓", ""]
+    n = 0
+    while sum(len(line.encode()) + 1 for line in lines) < 20_000:
+        n += 1
+        lines.append(f"{n:04} — 日本語, emoji 🦀, \"quotes\" and 'x', backslash \\ and {{\"json\": [1]}}")
+    return "\n".join(lines) + "\nno newline at the end"
+
+
+REPLY = long_reply()
+
+
 class Sandbox:
     """A private runtime/state/config dir, a daemon with --http, and fake plugins."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="koru-mcp-sdk-")
-        for sub in ["run", "state", "config", "home", "ws/fast", "ws/slow"]:
+        for sub in ["run", "state", "config", "home", "ws/fast", "ws/slow", "ws/agent"]:
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
         os.chmod(os.path.join(self.dir, "run"), 0o700)
         self.env = {
@@ -55,6 +74,14 @@ class Sandbox:
         }
         self.fast = os.path.join(self.dir, "ws/fast")
         self.slow = os.path.join(self.dir, "ws/slow")
+        self.agent = os.path.realpath(os.path.join(self.dir, "ws/agent"))
+        # The window whose agent is Claude Code writes its session log here (made before the
+        # daemon starts, so that what is written there is news).
+        self.claude_project = os.path.join(self.dir, "home/.claude/projects", self.agent.replace("/", "-"))
+        os.makedirs(self.claude_project, exist_ok=True)
+        self.reply_file = os.path.join(self.dir, "reply.txt")
+        with open(self.reply_file, "w", encoding="utf-8") as f:
+            f.write(REPLY)
         self.processes = []
 
     def koru(self, *args):
@@ -81,7 +108,9 @@ class Sandbox:
         # is a daemon key press, which needs a display).
         self.spawn("dev", "fake-plugin", "--product", "code-server", "--workspace", self.fast)
         self.spawn("dev", "fake-plugin", "--product", "vscode", "--workspace", self.slow, "--behaviour", "slow", "--delay-ms", "5000")
-        self.wait_until(lambda: len(json.loads(self.koru("sessions", "--json").stdout or "[]")) == 2, "two plugin sessions")
+        self.spawn("dev", "fake-plugin", "--product", "vscode", "--workspace", self.agent, "--claude-store", self.claude_project,
+                   "--reply-file", self.reply_file, "--tool-call", "echo checked", "--reply-delay-ms", "50")
+        self.wait_until(lambda: len(json.loads(self.koru("sessions", "--json").stdout or "[]")) == 3, "three plugin sessions")
         status = json.loads(self.koru("status", "--json").stdout)
         self.url = status["http"]["mcp_url"]
         self.token = status["http"]["token"]
@@ -104,12 +133,12 @@ async def exercise(session, sandbox, label):
     check(sorted(tools) == sorted(TOOLS), f"{label}: exactly the tools {TOOLS}, got {sorted(tools)}")
     send_schema = tools["send_prompt"].input_schema
     check(send_schema.get("required") == ["target", "prompt"], f"{label}: send_prompt requires target and prompt: {send_schema.get('required')}")
-    check(set(send_schema["properties"]) == {"target", "prompt", "submit", "wait", "timeout_s", "host"}, f"{label}: send_prompt properties")
+    check(set(send_schema["properties"]) == {"target", "prompt", "submit", "wait", "timeout_s", "host", "max_chars"}, f"{label}: send_prompt properties")
     check(all(tools[name].description for name in TOOLS), f"{label}: every tool has a description")
 
     result = await session.call_tool("list_sessions", {})
     lines = text(result).splitlines()
-    check(not result.is_error and len(lines) == 2, f"{label}: list_sessions gives one line per window: {lines}")
+    check(not result.is_error and len(lines) == 3, f"{label}: list_sessions gives one line per window: {lines}")
     check(any("code-server" in line and sandbox.fast in line for line in lines), f"{label}: the code-server window and its folder")
     filtered = await session.call_tool("list_sessions", {"product": "code-server"})
     check(len(text(filtered).splitlines()) == 1, f"{label}: list_sessions filters by product")
@@ -137,6 +166,33 @@ async def exercise(session, sandbox, label):
     check(not result.is_error and running.startswith("d_"), f"{label}: send_prompt wait=none returns at once: {text(result)}")
     result = await session.call_tool("cancel_drive", {"drive_id": running})
     check(not result.is_error and f"drive {running} cancelled" in text(result), f"{label}: cancel_drive: {text(result)}")
+
+    # A controller's loop: push, wait for the reply, read the whole answer and the agent's
+    # step, page through it.
+    result = await session.call_tool(
+        "send_prompt",
+        {"target": sandbox.agent, "prompt": f"Review the parser ({label})", "wait": "replied", "timeout_s": 20},
+    )
+    body = text(result)
+    check(not result.is_error and body.endswith("\nreply:\n" + REPLY), f"{label}: send_prompt wait=replied ends with the whole reply: {body[:300]}")
+    check("\n- Bash echo checked → ok" in body, f"{label}: the agent's step: {body[:400]}")
+    read = structured(result)
+    check(read is not None and read["turns"][0]["reply"] == REPLY, f"{label}: the turn as structured content")
+    drive_id = body.split()[1]
+    result = await session.call_tool("wait_for_reply", {"drive_id": drive_id, "timeout_s": 5})
+    check(not result.is_error and text(result).endswith("\nreply:\n" + REPLY), f"{label}: wait_for_reply returns the whole reply")
+    pieces, offset, pages = [], 0, 0
+    while True:
+        result = await session.call_tool("read_chat", {"drive_id": drive_id, "reply_offset": offset, "max_chars": 4000})
+        turn = structured(result)["turns"][0]
+        pieces.append(turn["reply"])
+        pages += 1
+        if turn.get("reply_next_offset") is None:
+            break
+        offset = turn["reply_next_offset"]
+    check("".join(pieces) == REPLY and pages == -(-len(REPLY) // 4000), f"{label}: read_chat pages return every character once ({pages} pages)")
+    result = await session.call_tool("read_chat", {"chat_id": "no-such-chat"})
+    check(result.is_error and text(result).startswith("error unknown_chat:"), f"{label}: read_chat of an unknown chat: {text(result)}")
 
     # Failures are tool results with isError and a code.
     result = await session.call_tool("send_prompt", {"target": "s_nosuchsession", "prompt": "x", "timeout_s": 5})

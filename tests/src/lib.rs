@@ -964,3 +964,98 @@ pub fn roo_task_folder(task_dir: &Path, prompt: &str, workspace: &Path, status: 
     )
     .expect("history_item.json can be written");
 }
+
+/// Reads back, through the daemon's `chat.read`, every turn a corpus file's hand-written
+/// `<file>.turns.json` lists (`{"turns_total", "turns": {"<index>": {fields}}}`), and
+/// returns the differences: the chat's turn count, and for each listed turn its prompt,
+/// reply, state, error, model, usage and steps (tool, kind, summary, paths, command,
+/// exit_code, outcome, error) as far as the expectation lists them. Times are compared by
+/// the daemon crate's own corpus tests, not here.
+pub fn read_back_differences(
+    socket: &Path,
+    store: &str,
+    chat_id: &str,
+    expected: &serde_json::Value,
+) -> Vec<String> {
+    let (mut conn, _) = greet(socket, &controller_hello());
+    conn.set_read_timeout(Duration::from_secs(10));
+    let mut differences = Vec::new();
+    let Some(turns) = expected["turns"].as_object() else {
+        return vec![format!("{chat_id}: the expectation lists no turns")];
+    };
+    for (index, want) in turns {
+        let index: u64 = index.parse().expect("turn indexes are numbers");
+        conn.send(
+            &serde_json::json!({"v": 1, "id": index, "type": "chat.read", "store": store,
+            "chat_id": chat_id, "turn": index}),
+        );
+        let answer = conn.recv().expect("the daemon answers chat.read");
+        if answer["type"] != "chat.read.result" {
+            differences.push(format!("{chat_id} turn {index}: {answer}"));
+            continue;
+        }
+        if let Some(total) = expected.get("turns_total") {
+            if &answer["turns_total"] != total {
+                differences.push(format!(
+                    "{chat_id}: turns_total {} read back, {total} expected",
+                    answer["turns_total"]
+                ));
+            }
+        }
+        let got = &answer["turns"][0];
+        if got["reply_next_offset"].is_u64() {
+            differences.push(format!("{chat_id} turn {index}: the reply came in pages"));
+        }
+        for field in ["prompt", "reply", "state", "error", "model", "usage"] {
+            let Some(want_value) = want.get(field) else {
+                continue;
+            };
+            let got_value = got.get(field).unwrap_or(&serde_json::Value::Null);
+            if want_value != got_value {
+                differences.push(format!(
+                    "{chat_id} turn {index} {field}: {got_value} read back, {want_value} expected"
+                ));
+            }
+        }
+        let Some(want_steps) = want.get("steps").and_then(|s| s.as_array()) else {
+            continue;
+        };
+        let got_steps = got["steps"].as_array().cloned().unwrap_or_default();
+        if want_steps.len() != got_steps.len() {
+            differences.push(format!(
+                "{chat_id} turn {index}: {} steps read back, {} expected",
+                got_steps.len(),
+                want_steps.len()
+            ));
+            continue;
+        }
+        for (n, (want_step, got_step)) in want_steps.iter().zip(&got_steps).enumerate() {
+            for field in [
+                "tool",
+                "kind",
+                "summary",
+                "paths",
+                "command",
+                "exit_code",
+                "outcome",
+                "error",
+            ] {
+                let Some(want_value) = want_step.get(field) else {
+                    continue;
+                };
+                // Absent on the wire is what null or [] says in the expectation.
+                let got_value = match got_step.get(field) {
+                    Some(value) => value.clone(),
+                    None if field == "paths" => serde_json::json!([]),
+                    None => serde_json::Value::Null,
+                };
+                if want_value != &got_value {
+                    differences.push(format!(
+                        "{chat_id} turn {index} step {n} {field}: {got_value} read back, {want_value} expected"
+                    ));
+                }
+            }
+        }
+    }
+    differences
+}

@@ -573,6 +573,27 @@ fn replay(placement: Placement) {
     if placement == Placement::BeforeStart {
         // History is history: listed at once with its state from its own records…
         check_listing(&chats_listing(&sandbox, &files), &files, placement);
+        // …and each chat reads back, through the daemon, as its hand-written turns say.
+        let mut differences = Vec::new();
+        for file in &files {
+            let turns_file = PathBuf::from(format!("{}.turns.json", file.source.display()));
+            let expected: Value = serde_json::from_slice(
+                &std::fs::read(&turns_file)
+                    .unwrap_or_else(|error| panic!("{}: {error}", turns_file.display())),
+            )
+            .unwrap();
+            differences.extend(koru_system_tests::read_back_differences(
+                &sandbox.socket(),
+                &file.expect.store,
+                &file.expect.chat_id,
+                &expected,
+            ));
+        }
+        assert!(
+            differences.is_empty(),
+            "read back:\n{}",
+            differences.join("\n")
+        );
         // …and never published as news.
         let events = collect_events(&observer, 0);
         for file in &files {

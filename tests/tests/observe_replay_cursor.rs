@@ -449,6 +449,25 @@ fn replay(placement: Placement) {
     if placement == Placement::BeforeStart {
         // History: listed at once with its state from its own times, never news.
         check_listing(&sandbox, &expect, placement);
+        // Each chat reads back, through the daemon, as its hand-written turns say.
+        let expected: Value = serde_json::from_slice(
+            &std::fs::read(corpus_dir().join("state.vscdb.turns.json")).unwrap(),
+        )
+        .unwrap();
+        let mut differences = Vec::new();
+        for (chat_id, turns) in expected["chats"].as_object().unwrap() {
+            differences.extend(koru_system_tests::read_back_differences(
+                &sandbox.socket(),
+                &expect.store,
+                chat_id,
+                turns,
+            ));
+        }
+        assert!(
+            differences.is_empty(),
+            "read back:\n{}",
+            differences.join("\n")
+        );
         let published = events_by_chat(&observer, 0);
         assert!(
             published.is_empty(),

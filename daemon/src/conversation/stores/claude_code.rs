@@ -356,10 +356,15 @@ fn apply_result(call: &mut TurnStep, block: &Value, tool_use_result: Option<&Val
         StepOutcome::Ok
     };
     if is_error || refused {
-        let text = text
+        let mut text = text
             .trim()
             .trim_start_matches("<tool_use_error>")
             .trim_end_matches("</tool_use_error>");
+        if call.exit_code.is_some() {
+            // The exit status is said by `exit_code`; the error is what the command wrote,
+            // when it wrote anything.
+            text = text.split_once('\n').map_or("", |(_, rest)| rest);
+        }
         call.error = step_error(text);
     }
 }
@@ -491,7 +496,7 @@ mod tests {
         assert_eq!(call.command.as_deref(), Some("cargo test"));
         assert_eq!(call.exit_code, Some(101));
         assert_eq!(call.outcome, StepOutcome::Error);
-        assert_eq!(call.error.as_deref(), Some("Exit code 101 test failed"));
+        assert_eq!(call.error.as_deref(), Some("test failed"));
         assert_eq!(turn.started_ms, parse_ts("2026-02-11T10:00:00.000Z"));
         assert_eq!(turn.ended_ms, parse_ts("2026-02-11T10:00:09.000Z"));
         assert_eq!(turn.model.as_deref(), Some("claude-opus-4-6"));

@@ -5,7 +5,11 @@ use super::read::{feed_lines, malformed, read_document, ReadError, ReadRequest};
 use crate::observe::ParseError;
 
 pub mod claude_code;
+pub mod cline;
+pub mod cline_sdk;
 pub mod codex;
+pub mod copilot;
+pub mod cursor;
 pub mod gemini;
 
 /// A reader for a store written one JSON record per line: fed every complete line of one
@@ -62,10 +66,115 @@ pub fn read_store(
             }
             Ok(gemini::NOT_RECORDED)
         }
+        observed::copilot::STORE => {
+            let bytes = read_document(path)?;
+            let document = if path.extension().is_some_and(|e| e == "jsonl") {
+                copilot::document_from_log(&bytes)
+            } else {
+                copilot::document_from_json(&bytes)
+            }
+            .map_err(|e| malformed(path, store, e))?;
+            copilot::turns_from_session(&document, out).map_err(|e| malformed(path, store, e))?;
+            Ok(copilot::NOT_RECORDED)
+        }
+        observed::cline::STORE => {
+            let bytes = read_document(path)?;
+            cline::turns_from_task(&bytes, out).map_err(|e| malformed(path, store, e))?;
+            Ok(cline::NOT_RECORDED)
+        }
+        observed::cline_sdk::STORE => {
+            // `<id>.json` (the manifest) with `<id>.messages.json` beside it, once written.
+            let manifest = read_document(path)?;
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let messages_path = path.with_file_name(format!("{stem}.messages.json"));
+            let messages = match read_document(&messages_path) {
+                Ok(bytes) => Some(bytes),
+                Err(ReadError::Unreadable { .. }) if !messages_path.exists() => None,
+                Err(error) => return Err(error),
+            };
+            cline_sdk::turns_from_sdk_session(&manifest, messages.as_deref(), out)
+                .map_err(|e| malformed(path, store, e))?;
+            Ok(cline_sdk::NOT_RECORDED)
+        }
+        observed::cursor::STORE | observed::cursor::LEGACY_STORE => {
+            read_cursor(path, store, &request.chat_id, out)
+        }
         _ => Err(ReadError::NotReadable {
             store: store.to_string(),
         }),
     }
+}
+
+/// A Cursor chat from the database the observers read it from: a composer of the global
+/// database (its `composerData` and bubble rows), else — in a per-workspace database — a
+/// composer kept inline in the 2024 composer list, a tab of the legacy chat panel, or a
+/// composer whose rows are in the global database beside it.
+fn read_cursor(
+    path: &std::path::Path,
+    store: &str,
+    chat_id: &str,
+    out: &mut TurnCollector,
+) -> Result<&'static [&'static str], ReadError> {
+    use crate::observe::stores::cursor as rows;
+    let unreadable = |path: &std::path::Path, error: rows::CursorError| ReadError::Unreadable {
+        path: super::read::shown(path),
+        reason: error.to_string(),
+    };
+    let db = rows::CursorDb::open(path).map_err(|e| unreadable(path, e))?;
+    if let Some((composer, bubbles)) = db.composer_rows(chat_id).map_err(|e| unreadable(path, e))? {
+        cursor::turns_from_composer(&composer, &bubbles, out)
+            .map_err(|e| malformed(path, store, e))?;
+        return Ok(cursor::NOT_RECORDED);
+    }
+    if let Some(composers) = db
+        .item_value(rows::INLINE_COMPOSERS_KEY)
+        .map_err(|e| unreadable(path, e))?
+    {
+        let mut found = TurnCollector::new(super::model::Keep::Last(0));
+        if cursor::turns_from_inline_composer(&composers, chat_id, &mut found).is_ok() {
+            cursor::turns_from_inline_composer(&composers, chat_id, out)
+                .map_err(|e| malformed(path, store, e))?;
+            return Ok(cursor::NOT_RECORDED);
+        }
+    }
+    if let Some(chatdata) = db
+        .item_value(rows::LEGACY_CHAT_KEY)
+        .map_err(|e| unreadable(path, e))?
+    {
+        let mut found = TurnCollector::new(super::model::Keep::Last(0));
+        if cursor::turns_from_legacy_tab(&chatdata, chat_id, &mut found).is_ok() {
+            cursor::turns_from_legacy_tab(&chatdata, chat_id, out)
+                .map_err(|e| malformed(path, store, e))?;
+            return Ok(cursor::LEGACY_NOT_RECORDED);
+        }
+    }
+    // A per-workspace database's composer whose rows Cursor keeps in the global database:
+    // <User>/workspaceStorage/<hash>/state.vscdb → <User>/globalStorage/state.vscdb.
+    if store == rows::LEGACY_STORE {
+        if let Some(global) = path
+            .ancestors()
+            .nth(3)
+            .map(|user| user.join("globalStorage").join("state.vscdb"))
+            .filter(|global| global.is_file())
+        {
+            let db = rows::CursorDb::open(&global).map_err(|e| unreadable(&global, e))?;
+            if let Some((composer, bubbles)) = db
+                .composer_rows(chat_id)
+                .map_err(|e| unreadable(&global, e))?
+            {
+                cursor::turns_from_composer(&composer, &bubbles, out)
+                    .map_err(|e| malformed(&global, store, e))?;
+                return Ok(cursor::NOT_RECORDED);
+            }
+        }
+    }
+    Err(ReadError::NoSuchChat {
+        path: super::read::shown(path),
+        chat_id: chat_id.to_string(),
+    })
 }
 
 fn open(path: &std::path::Path) -> Result<std::fs::File, ReadError> {

@@ -45,6 +45,22 @@ pub fn parse_ui_messages(
             "ui_messages.json is not a JSON array".into(),
         ));
     };
+    Ok(ChatSnapshot {
+        chat_id: task_id.to_string(),
+        workspace: workspace.map(str::to_string),
+        turns: task_turns(&messages)
+            .into_iter()
+            .map(|(_, turn)| turn)
+            .collect(),
+        updated_ms: None,
+    })
+}
+
+/// The task's turns from its `ui_messages.json` array, each with the index of the message
+/// that opened it (its prompt, or the first work after a `resume_task` the user let carry
+/// on): the one rule for where turns begin, shared with the conversation reader
+/// (`conversation::stores::cline`). Messages before the first prompt belong to no turn.
+pub fn task_turns(messages: &[Value]) -> Vec<(usize, TurnSnapshot)> {
     let mut turns = TaskTurns::default();
     let mut first = true;
     for (index, message) in messages.iter().enumerate() {
@@ -55,12 +71,7 @@ pub fn parse_ui_messages(
         turns.feed(index, &message, classify(&message, first));
         first = false;
     }
-    Ok(ChatSnapshot {
-        chat_id: task_id.to_string(),
-        workspace: workspace.map(str::to_string),
-        turns: turns.finish(),
-        updated_ms: None,
-    })
+    turns.finish()
 }
 
 /// Roo's tasks/<id>/history_item.json → its `workspace`.
@@ -255,6 +266,8 @@ fn ended(state: &TurnState) -> bool {
 /// A turn being assembled from the messages.
 struct TurnBuilder {
     turn: TurnSnapshot,
+    /// The index of the message that opened the turn.
+    start: usize,
     /// The latest API call was cut short: its streamed messages do not reopen the turn.
     request_cut_short: bool,
     /// The task's result (a final `say:"completion_result"`) is the turn's latest answer:
@@ -291,6 +304,7 @@ impl TaskTurns {
                 state: TurnState::Waiting,
                 ts_ms: message.ts,
             },
+            start: index,
             request_cut_short: false,
             result_delivered: false,
         });
@@ -379,9 +393,9 @@ impl TaskTurns {
         }
     }
 
-    /// The turns, oldest first. A turn followed by another is over: completed, unless it
-    /// was cancelled or failed.
-    fn finish(self) -> Vec<TurnSnapshot> {
+    /// The turns, oldest first, with the index of the message that opened each. A turn
+    /// followed by another is over: completed, unless it was cancelled or failed.
+    fn finish(self) -> Vec<(usize, TurnSnapshot)> {
         let count = self.turns.len();
         self.turns
             .into_iter()
@@ -393,7 +407,7 @@ impl TaskTurns {
                 {
                     turn.state = TurnState::Completed;
                 }
-                turn
+                (builder.start, turn)
             })
             .collect()
     }

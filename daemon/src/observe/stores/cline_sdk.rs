@@ -56,6 +56,27 @@ pub fn parse_session(
     messages: Option<&[u8]>,
     fallback_chat_id: &str,
 ) -> Result<ChatSnapshot, ParseError> {
+    read_session(manifest, messages, fallback_chat_id).map(|session| session.snapshot)
+}
+
+/// A session read for its turns (`read_session`).
+#[derive(Debug)]
+pub struct SessionTurns {
+    pub snapshot: ChatSnapshot,
+    /// For each of `snapshot.turns`, the index in `messages` of the message that opened it
+    /// (`None` for a turn only the manifest's `prompt` shows yet).
+    pub starts: Vec<Option<usize>>,
+    /// The messages file's `messages` (empty when it has none yet).
+    pub messages: Vec<Value>,
+}
+
+/// `parse_session`, keeping where each turn starts and the messages: the one rule for where
+/// turns begin, shared with the conversation reader (`conversation::stores::cline_sdk`).
+pub fn read_session(
+    manifest: &[u8],
+    messages: Option<&[u8]>,
+    fallback_chat_id: &str,
+) -> Result<SessionTurns, ParseError> {
     let manifest = Manifest::read(manifest)?;
     let messages = match messages {
         // `writeFileSync` truncates before it writes: an empty file holds no messages yet.
@@ -63,9 +84,9 @@ pub fn parse_session(
         _ => MessagesFile::default(),
     };
     let mut turns = RunTurns::default();
-    for message in &messages.messages {
+    for (index, message) in messages.messages.iter().enumerate() {
         if let Some(message) = message.as_object() {
-            turns.feed(message);
+            turns.feed(index, message);
         }
     }
     let mut built = turns.finish();
@@ -77,6 +98,7 @@ pub fn parse_session(
         }
     }
     let count = built.len();
+    let starts = built.iter().map(|builder| builder.start).collect();
     let turns = built
         .into_iter()
         .enumerate()
@@ -88,13 +110,17 @@ pub fn parse_session(
             }
         })
         .collect();
-    Ok(ChatSnapshot {
-        chat_id: manifest
-            .session_id
-            .unwrap_or_else(|| fallback_chat_id.to_string()),
-        workspace: manifest.cwd.or(manifest.workspace_root),
-        turns,
-        updated_ms: None,
+    Ok(SessionTurns {
+        snapshot: ChatSnapshot {
+            chat_id: manifest
+                .session_id
+                .unwrap_or_else(|| fallback_chat_id.to_string()),
+            workspace: manifest.cwd.or(manifest.workspace_root),
+            turns,
+            updated_ms: None,
+        },
+        starts,
+        messages: messages.messages,
     })
 }
 
@@ -430,6 +456,8 @@ impl AssistantMessage {
 /// A turn being assembled from the messages.
 struct TurnBuilder {
     run: u64,
+    /// The index of the message that opened the turn (`None`: the manifest's prompt).
+    start: Option<usize>,
     prompt: Option<String>,
     /// The latest assistant message's text (each message is one model iteration; the
     /// last one with text is the answer so far).
@@ -444,6 +472,7 @@ impl TurnBuilder {
     fn new(run: u64, prompt: Option<String>) -> Self {
         TurnBuilder {
             run,
+            start: None,
             prompt,
             reply: String::new(),
             answered: false,
@@ -515,13 +544,14 @@ struct RunTurns {
 }
 
 impl RunTurns {
-    fn feed(&mut self, message: &Map<String, Value>) {
+    fn feed(&mut self, index: usize, message: &Map<String, Value>) {
         let ts = message.get("ts").and_then(time_ms);
         match message.get("role").and_then(Value::as_str) {
             Some("user") => match read_user_message(message) {
                 UserMessage::Runs { runs, prompt } => {
                     self.runs = self.runs.saturating_add(runs);
                     let mut turn = TurnBuilder::new(self.runs, prompt);
+                    turn.start = Some(index);
                     turn.ts_ms = ts;
                     self.turns.push(turn);
                 }

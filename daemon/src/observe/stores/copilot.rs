@@ -155,6 +155,11 @@ impl MutationLog {
         }
     }
 
+    /// The replayed session document as it stands (`None` before the first snapshot entry).
+    pub fn document(&self) -> Option<&Value> {
+        self.document.as_ref()
+    }
+
     /// The session as it stands (`None` before the first snapshot entry).
     pub fn snapshot(
         &self,
@@ -459,8 +464,10 @@ const MODEL_CANCELLED: u64 = 2;
 const MODEL_FAILED: u64 = 3;
 const MODEL_NEEDS_INPUT: u64 = 4;
 
-/// One request (a prompt and its response) → one turn.
-fn request_turn(position: usize, request: &Value) -> TurnSnapshot {
+/// One request (a prompt and its response) → one turn: the one rule for a request's prompt,
+/// reply and state, shared with the conversation reader (`conversation::stores::copilot`).
+/// `position` names a request without a `requestId`.
+pub fn request_turn(position: usize, request: &Value) -> TurnSnapshot {
     let id = request
         .get("requestId")
         .and_then(Value::as_str)

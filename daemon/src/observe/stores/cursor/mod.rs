@@ -34,7 +34,7 @@ use serde_json::Value;
 use crate::observe::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
 use crate::observe::text::parse_ts;
 
-pub use sqlite::{CursorDb, CursorError, BUSY_TIMEOUT, RECHECK_WINDOW};
+pub use sqlite::{ComposerRows, CursorDb, CursorError, BUSY_TIMEOUT, RECHECK_WINDOW};
 
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_cursor_sqlite";
@@ -53,6 +53,17 @@ pub fn composer_snapshot(
     workspace: Option<&str>,
 ) -> Option<ChatSnapshot> {
     read_composer(composer, bubbles, workspace).map(|reading| reading.snapshot)
+}
+
+/// Pure: one composer read as `composer_snapshot` reads it, with each turn's bubbles in
+/// conversation order (the prompt's bubble first, when the turn has one): the one rule for
+/// where turns begin, shared with the conversation reader (`conversation::stores::cursor`).
+/// `bubbles` are the bubble rows by id (empty for an inline `conversation[]`).
+pub fn composer_turns<'a>(
+    composer: &'a Value,
+    bubbles: &'a HashMap<String, Value>,
+) -> Option<(ChatSnapshot, Vec<Vec<&'a Value>>)> {
+    read_composer(composer, bubbles, None).map(|reading| (reading.snapshot, reading.turn_bubbles))
 }
 
 /// The `ItemTable` key of the chat panel Cursor had before composers.
@@ -96,71 +107,92 @@ pub fn legacy_chat_snapshots(chatdata: &Value, workspace: Option<&str>) -> Vec<C
         return Vec::new();
     };
     tabs.iter()
-        .filter_map(|tab| {
-            let chat_id = tab.get("tabId").and_then(Value::as_str)?.to_string();
-            let sent_ms = tab.get("lastSendTime").and_then(ms_of);
-            let mut bubbles = tab
-                .get("bubbles")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            while let Some((last, earlier)) = bubbles.split_last() {
-                let is_user = last.get("type").and_then(Value::as_str) == Some("user");
-                let text = last.get("text").and_then(Value::as_str).unwrap_or("");
-                if !(is_user && text.trim().is_empty()) {
-                    break;
-                }
-                bubbles = earlier;
-            }
-            let mut turns: Vec<TurnSnapshot> = Vec::new();
-            for (index, bubble) in bubbles.iter().enumerate() {
-                let text = bubble.get("text").and_then(Value::as_str).unwrap_or("");
-                match bubble.get("type").and_then(Value::as_str) {
-                    Some("user") => turns.push(TurnSnapshot {
-                        id: bubble
-                            .get("id")
-                            .and_then(Value::as_str)
-                            .map(str::to_string)
-                            .unwrap_or_else(|| format!("{chat_id}#{index}")),
-                        prompt: Some(text.to_string()),
-                        reply: String::new(),
-                        state: TurnState::Completed,
-                        ts_ms: sent_ms,
-                    }),
-                    Some("ai") => {
-                        // The reply is the turn's final message, as for the other stores.
-                        if let Some(turn) = turns.last_mut() {
-                            if !text.trim().is_empty() {
-                                turn.reply = text.to_string();
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            if let Some(last) = turns.last_mut() {
-                last.state = if last.reply.is_empty() {
-                    TurnState::Waiting
-                } else {
-                    TurnState::Open {
-                        tool_pending: false,
-                    }
-                };
-            }
-            Some(ChatSnapshot {
-                chat_id,
-                workspace: workspace.map(str::to_string),
-                turns,
-                updated_ms: sent_ms,
-            })
-        })
+        .filter_map(|tab| legacy_tab_turns(tab, workspace).map(|(snapshot, _)| snapshot))
         .collect()
+}
+
+/// Pure: one tab of the legacy chat panel (an element of `tabs`) read as
+/// `legacy_chat_snapshots` reads it, with each turn's bubbles in order (the prompt's bubble
+/// first): the one rule for where turns begin, shared with the conversation reader
+/// (`conversation::stores::cursor`). `None` for a tab without a `tabId`.
+pub fn legacy_tab_turns<'a>(
+    tab: &'a Value,
+    workspace: Option<&str>,
+) -> Option<(ChatSnapshot, Vec<Vec<&'a Value>>)> {
+    let chat_id = tab.get("tabId").and_then(Value::as_str)?.to_string();
+    let sent_ms = tab.get("lastSendTime").and_then(ms_of);
+    let mut bubbles = tab
+        .get("bubbles")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    while let Some((last, earlier)) = bubbles.split_last() {
+        let is_user = last.get("type").and_then(Value::as_str) == Some("user");
+        let text = last.get("text").and_then(Value::as_str).unwrap_or("");
+        if !(is_user && text.trim().is_empty()) {
+            break;
+        }
+        bubbles = earlier;
+    }
+    let mut turns: Vec<TurnSnapshot> = Vec::new();
+    let mut turn_bubbles: Vec<Vec<&Value>> = Vec::new();
+    for (index, bubble) in bubbles.iter().enumerate() {
+        let text = bubble.get("text").and_then(Value::as_str).unwrap_or("");
+        match bubble.get("type").and_then(Value::as_str) {
+            Some("user") => {
+                turns.push(TurnSnapshot {
+                    id: bubble
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!("{chat_id}#{index}")),
+                    prompt: Some(text.to_string()),
+                    reply: String::new(),
+                    state: TurnState::Completed,
+                    ts_ms: sent_ms,
+                });
+                turn_bubbles.push(vec![bubble]);
+            }
+            Some("ai") => {
+                // The reply is the turn's final message, as for the other stores.
+                if let Some(turn) = turns.last_mut() {
+                    if !text.trim().is_empty() {
+                        turn.reply = text.to_string();
+                    }
+                }
+                if let Some(group) = turn_bubbles.last_mut() {
+                    group.push(bubble);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(last) = turns.last_mut() {
+        last.state = if last.reply.is_empty() {
+            TurnState::Waiting
+        } else {
+            TurnState::Open {
+                tool_pending: false,
+            }
+        };
+    }
+    Some((
+        ChatSnapshot {
+            chat_id,
+            workspace: workspace.map(str::to_string),
+            turns,
+            updated_ms: sent_ms,
+        },
+        turn_bubbles,
+    ))
 }
 
 /// A composer mapped to a snapshot, and whether it is still moving.
 #[derive(Debug)]
-struct ComposerReading {
+struct ComposerReading<'a> {
     snapshot: ChatSnapshot,
+    /// Each turn's bubbles in conversation order (the prompt's first, when it has one).
+    turn_bubbles: Vec<Vec<&'a Value>>,
     /// Generating, or a listed bubble has no row yet: its bubble rows may change without
     /// the composer row changing.
     in_flight: bool,
@@ -249,17 +281,18 @@ fn entries<'a>(
         .unwrap_or_default()
 }
 
-/// A turn being assembled, with whether an assistant bubble answered it.
-struct TurnInProgress {
+/// A turn being assembled, with whether an assistant bubble answered it, and its bubbles.
+struct TurnInProgress<'a> {
     turn: TurnSnapshot,
     answered: bool,
+    bubbles: Vec<&'a Value>,
 }
 
-fn read_composer(
-    composer: &Value,
-    bubbles: &HashMap<String, Value>,
+fn read_composer<'a>(
+    composer: &'a Value,
+    bubbles: &'a HashMap<String, Value>,
     workspace: Option<&str>,
-) -> Option<ComposerReading> {
+) -> Option<ComposerReading<'a>> {
     let composer_id = composer
         .get("composerId")
         .and_then(Value::as_str)
@@ -311,6 +344,7 @@ fn read_composer(
                         ts_ms,
                     },
                     answered: false,
+                    bubbles: vec![bubble],
                 });
             }
             Role::Assistant => {
@@ -325,10 +359,12 @@ fn read_composer(
                             ts_ms: None,
                         },
                         answered: false,
+                        bubbles: Vec::new(),
                     });
                 }
                 if let Some(current) = turns.last_mut() {
                     current.answered = true;
+                    current.bubbles.push(bubble);
                     // The reply is the turn's final message (as for the other stores), not
                     // the commentary bubbles before it.
                     if !text.trim().is_empty() {
@@ -354,14 +390,17 @@ fn read_composer(
             last_in_flight = matches!(last.turn.state, TurnState::Waiting | TurnState::Replying);
         }
     }
+    let mut turn_bubbles = Vec::with_capacity(turns.len());
     let turns = turns
         .into_iter()
         .map(|mut progress| {
             progress.turn.ts_ms = progress.turn.ts_ms.or(updated_ms);
+            turn_bubbles.push(progress.bubbles);
             progress.turn
         })
         .collect();
     Some(ComposerReading {
+        turn_bubbles,
         snapshot: ChatSnapshot {
             chat_id: composer_id.to_string(),
             workspace: bubble_workspace.or_else(|| workspace.map(str::to_string)),

@@ -74,6 +74,10 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 /// forever).
 pub const RECHECK_WINDOW: Duration = Duration::from_secs(600);
 
+/// One composer's `composerData` JSON and its bubble rows by bubble id
+/// (`CursorDb::composer_rows`).
+pub type ComposerRows = (Value, HashMap<String, Value>);
+
 /// A row value's length and hash.
 type RowDigest = (usize, u64);
 
@@ -222,6 +226,52 @@ impl CursorDb {
         changed.extend(items.legacy);
         changed.extend(items.inline);
         Ok(changed)
+    }
+
+    /// One composer's rows, for reading its conversation back: the `composerData:<id>` JSON
+    /// (with `composerId` filled in from the key, as the observer reads it) and the
+    /// `bubbleId:<id>:<bubble>` rows its `fullConversationHeadersOnly` lists, by bubble id.
+    /// `None` when the database has no such row (or no `cursorDiskKV` table) or the row is
+    /// not JSON. Read the same read-only way as every read (`ReadPlan`), in one read
+    /// transaction.
+    pub fn composer_rows(&self, composer_id: &str) -> Result<Option<ComposerRows>, CursorError> {
+        let key = format!("composerData:{composer_id}");
+        self.read(|connection| {
+            if !has_table(connection, "cursorDiskKV")? {
+                return Ok(None);
+            }
+            let bytes: Option<Vec<u8>> = connection
+                .query_row(
+                    "SELECT value FROM cursorDiskKV WHERE key = ?1",
+                    [&key],
+                    |row| Ok(bytes_of(row.get_ref(0)?).map(<[u8]>::to_vec)),
+                )
+                .optional()?
+                .flatten();
+            let Some(composer) = bytes.and_then(|bytes| composer_value(&key, &bytes)) else {
+                return Ok(None);
+            };
+            let bubbles = fetch_bubbles(connection, &composer)?;
+            Ok(Some((composer, bubbles)))
+        })
+    }
+
+    /// One `ItemTable` value as JSON (the per-workspace databases' `composer.composerData`
+    /// and legacy chat panel): `None` when the key (or the table) is absent or the value is
+    /// not JSON. Read the same read-only way as every read.
+    pub fn item_value(&self, key: &str) -> Result<Option<Value>, CursorError> {
+        self.read(|connection| {
+            if !has_table(connection, "ItemTable")? {
+                return Ok(None);
+            }
+            let bytes: Option<Vec<u8>> = connection
+                .query_row("SELECT value FROM ItemTable WHERE key = ?1", [key], |row| {
+                    Ok(bytes_of(row.get_ref(0)?).map(<[u8]>::to_vec))
+                })
+                .optional()?
+                .flatten();
+            Ok(bytes.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
+        })
     }
 
     /// The workspace the database belongs to (a per-workspace `state.vscdb`), given to the

@@ -20,6 +20,7 @@ const READ_TOOLS: &[&str] = &[
     "get_drive",
     "list_interfaces",
     "list_sessions",
+    "read_chat",
     "verify_journal",
     "wait_for_reply",
 ];

@@ -1,13 +1,14 @@
-//! The controller reads the answer: a drive's whole reply and the agent's steps, read back from a real Claude Code session log by the real daemon, through `koru send --wait-reply`, `koru chat show`, MCP (the rmcp client: `send_prompt wait: replied`, `wait_for_reply`, `read_chat` with paging) and HTTP; and the daemon's memory while 1,000 replies of 50 KB are read.
+//! The controller reads the answer: a drive's whole reply and the agent's steps, read back from a real Claude Code session log by the real daemon, through `koru send --wait-reply`, `koru chat show`, MCP (the rmcp client: `send_prompt wait: replied`, `wait_for_reply`, `read_chat` with paging) and HTTP; and the daemon's memory while 1,000 replies of 50 KB are read through `read_chat` on its own MCP endpoint.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use koru_system_tests::mcp::tool_text;
-use koru_system_tests::{controller_hello, greet, stdout_json, Raw, Sandbox};
+use koru_system_tests::{stdout_json, Sandbox};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
@@ -346,8 +347,8 @@ fn rss_kb(pid: i32) -> u64 {
         .unwrap()
 }
 
-#[test]
-fn reading_a_thousand_replies_of_50_kb_does_not_grow_the_daemons_memory() {
+#[tokio::test(flavor = "multi_thread")]
+async fn reading_a_thousand_replies_of_50_kb_through_read_chat_does_not_grow_the_daemons_memory() {
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("big");
     // A session log of 20 turns with 50 KB replies, written before the daemon starts.
@@ -370,44 +371,86 @@ fn reading_a_thousand_replies_of_50_kb_does_not_grow_the_daemons_memory() {
         }
     }
     std::fs::write(project.join(format!("{session}.jsonl")), log).unwrap();
-    let daemon = sandbox.start_daemon(&[]);
-    let (mut conn, _) = greet(&sandbox.socket(), &controller_hello());
-    conn.set_read_timeout(Duration::from_secs(10));
+    // The daemon serves MCP itself (streamable HTTP): read_chat runs in its process.
+    let daemon = sandbox.start_daemon(&["--http", "127.0.0.1:0"]);
+    let status = stdout_json(&sandbox.run(&["status", "--json"]));
+    let url = status["http"]["mcp_url"].as_str().unwrap().to_string();
+    let token = status["http"]["token"].as_str().unwrap().to_string();
+    let base = url.trim_end_matches("/mcp").to_string();
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.clone());
+    let client = ()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("the MCP handshake over HTTP");
     // The history is read at start; wait until the chat is known.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        conn.send(&json!({"v": 1, "id": 0, "type": "chats.list"}));
-        let chats = conn.recv_type("chats.list.result");
-        if !chats["chats"].as_array().unwrap().is_empty() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the history was not read"
-        );
-        std::thread::sleep(Duration::from_millis(50));
+    while !stdout_json(&sandbox.run(&["chats", "--json"]))
+        .as_array()
+        .is_some_and(|chats| !chats.is_empty())
+    {
+        assert!(std::time::Instant::now() < deadline, "the history was not read");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let read = |conn: &mut Raw, i: u64| {
-        conn.send(
-            &json!({"v": 1, "id": i, "type": "chat.read", "chat_id": session, "turn": i % 20}),
-        );
-        let answer = conn.recv_type("chat.read.result");
-        let reply = answer["turns"][0]["reply"].as_str().unwrap().len();
-        assert!(reply > 49_000, "a whole 50 KB reply, got {reply} bytes");
+    let read = |i: u64| {
+        let client = &client;
+        async move {
+            let result = client
+                .call_tool(
+                    CallToolRequestParams::new("read_chat").with_arguments(
+                        json!({"chat_id": session, "turn": i % 20})
+                            .as_object()
+                            .unwrap()
+                            .clone(),
+                    ),
+                )
+                .await
+                .unwrap();
+            let turn = &result.structured_content.as_ref().unwrap()["turns"][0];
+            let reply = turn["reply"].as_str().unwrap().len();
+            assert!(reply > 49_000, "a whole 50 KB reply, got {reply} bytes");
+        }
     };
     let before = rss_kb(daemon.pid());
     for i in 0..100 {
-        read(&mut conn, i);
+        read(i).await;
     }
     let warm = rss_kb(daemon.pid());
     for i in 100..1_100 {
-        read(&mut conn, i);
+        read(i).await;
     }
     let after = rss_kb(daemon.pid());
-    // 1,000 replies of 50 KB are 50 MB handed out; what stays resident must not follow them.
+    // 1,000 replies of 50 KB (twice over: as text and as structured content) are 100 MB
+    // handed out; what stays resident must not follow them.
     assert!(
         after <= warm + 4 * 1024,
         "the daemon grew from {warm} kB to {after} kB over 1,000 reads of 50 KB replies"
     );
     eprintln!("daemon RSS: {before} kB before, {warm} kB after 100 reads, {after} kB after 1,100");
+    client.cancel().await.unwrap();
+
+    // The same turns over the JSON API, for an observe token too (reading is a read).
+    let observer = stdout_json(&sandbox.run(&["token", "create", "--role", "observe", "--json"]));
+    let observe_token = observer["token"].as_str().unwrap().to_string();
+    let http = reqwest::Client::new();
+    let get = |path: String, token: String| {
+        let http = http.clone();
+        let url = format!("{base}{path}");
+        async move {
+            let response = http.get(url).bearer_auth(token).send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, read) = get(format!("/api/v1/chats/{session}/turns?turns=2&max_chars=1000"), observe_token.clone()).await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["turns_total"], 20);
+    assert_eq!(read["turns"][1]["index"], 19);
+    assert_eq!(read["turns"][1]["prompt"], "question 19");
+    assert_eq!(read["turns"][1]["reply_next_offset"], 1000);
+    let (status, error) = get("/api/v1/chats/nope/turns".into(), token.clone()).await;
+    assert_eq!((status, error["code"].as_str()), (404, Some("unknown_chat")), "{error}");
+    let (status, error) = get("/api/v1/chats/x/turns?turns=0".into(), token.clone()).await;
+    assert_eq!((status, error["code"].as_str()), (400, Some("invalid_argument")), "{error}");
+    let (status, error) = get("/api/v1/drives/d_0000/turn".into(), token).await;
+    assert_eq!((status, error["code"].as_str()), (404, Some("unknown_drive")), "{error}");
 }

@@ -71,6 +71,7 @@ async fn exercise(client: &Client, workspace: &str, label: &str) {
         "list_interfaces",
         "recover",
         "verify_journal",
+        "read_chat",
     ] {
         assert!(
             names.contains(&expected),

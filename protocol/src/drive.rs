@@ -217,6 +217,21 @@ pub struct Ack {
     /// With `stage: submitted`: what proves it (absent: `command_returned`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<SubmitEvidence>,
+    /// With `stage: failed` and blocker `chat_refused`: what kind of refusal it was. A
+    /// `not_ready` refusal came before the chat took the prompt, from a chat still getting
+    /// ready (no usable model yet): the daemon holds the drive and sends it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<Refusal>,
+}
+
+/// What kind of refusal a `chat_refused` ack reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// The chat refused before it took the prompt because it is not ready yet (a window
+    /// whose chat has no usable model a moment after start): nothing was submitted, and
+    /// the same prompt may be sent again once the chat is ready.
+    NotReady,
 }
 
 /// Which session (or, without a plugin, which window) a drive is for.

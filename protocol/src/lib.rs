@@ -24,7 +24,7 @@ pub use conversation::{
 };
 pub use drive::{
     blocker, Ack, AckStage, AttemptOutcome, Blocker, BusyPolicy, DriveCancelNotice, DriveInfo,
-    DriveOptions, DriveRequest, DriveState, DriveStep, Route, RouteAttempt, StageRecord,
+    DriveOptions, DriveRequest, DriveState, DriveStep, Refusal, Route, RouteAttempt, StageRecord,
     SubmitEvidence, Target, Verification, WindowTarget,
 };
 pub use envelope::{

@@ -425,6 +425,7 @@ async fn answer_drives(
                     stage,
                     blocker: None,
                     evidence: None,
+                    refusal: None,
                 };
                 plugin.send(None, Message::Ack(ack)).await?;
             }

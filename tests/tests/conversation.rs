@@ -378,17 +378,20 @@ async fn reading_a_thousand_replies_of_50_kb_through_read_chat_does_not_grow_the
     let token = status["http"]["token"].as_str().unwrap().to_string();
     let base = url.trim_end_matches("/mcp").to_string();
     let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.clone());
-    let client = ()
-        .serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .expect("the MCP handshake over HTTP");
+    let client =
+        ().serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .expect("the MCP handshake over HTTP");
     // The history is read at start; wait until the chat is known.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !stdout_json(&sandbox.run(&["chats", "--json"]))
+    while stdout_json(&sandbox.run(&["chats", "--json"]))
         .as_array()
-        .is_some_and(|chats| !chats.is_empty())
+        .is_none_or(|chats| chats.is_empty())
     {
-        assert!(std::time::Instant::now() < deadline, "the history was not read");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the history was not read"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let read = |i: u64| {
@@ -441,16 +444,32 @@ async fn reading_a_thousand_replies_of_50_kb_through_read_chat_does_not_grow_the
             (status, response.json::<Value>().await.unwrap())
         }
     };
-    let (status, read) = get(format!("/api/v1/chats/{session}/turns?turns=2&max_chars=1000"), observe_token.clone()).await;
+    let (status, read) = get(
+        format!("/api/v1/chats/{session}/turns?turns=2&max_chars=1000"),
+        observe_token.clone(),
+    )
+    .await;
     assert_eq!(status, 200, "{read}");
     assert_eq!(read["turns_total"], 20);
     assert_eq!(read["turns"][1]["index"], 19);
     assert_eq!(read["turns"][1]["prompt"], "question 19");
     assert_eq!(read["turns"][1]["reply_next_offset"], 1000);
     let (status, error) = get("/api/v1/chats/nope/turns".into(), token.clone()).await;
-    assert_eq!((status, error["code"].as_str()), (404, Some("unknown_chat")), "{error}");
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (404, Some("unknown_chat")),
+        "{error}"
+    );
     let (status, error) = get("/api/v1/chats/x/turns?turns=0".into(), token.clone()).await;
-    assert_eq!((status, error["code"].as_str()), (400, Some("invalid_argument")), "{error}");
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (400, Some("invalid_argument")),
+        "{error}"
+    );
     let (status, error) = get("/api/v1/drives/d_0000/turn".into(), token).await;
-    assert_eq!((status, error["code"].as_str()), (404, Some("unknown_drive")), "{error}");
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (404, Some("unknown_drive")),
+        "{error}"
+    );
 }

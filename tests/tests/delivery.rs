@@ -266,3 +266,76 @@ fn a_remote_windows_folder_is_a_target_by_uri_or_short_form() {
     assert!(!other.status.success());
     assert!(String::from_utf8_lossy(&other.stderr).contains("no_target"));
 }
+
+#[test]
+fn the_first_prompt_into_a_fresh_window_whose_model_is_not_usable_yet_is_sent_again_and_gets_in_once(
+) {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&["--no-observe"]);
+    let workspace = sandbox.workspace("fresh-window");
+    let record = sandbox.path().join("received.jsonl");
+    // A fresh window: its chat lists a model (ready at hello) but refuses every request as
+    // "Language model unavailable" for its first 2.5 s.
+    let _plugin = sandbox.start_fake_plugin(&[
+        "--product",
+        "code-server",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--record",
+        record.to_str().unwrap(),
+        "--model-usable-after-ms",
+        "2500",
+    ]);
+    let prompt = "The first prompt ✓\n  «two» \t日本語";
+    let output = sandbox.run(&[
+        "send",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--wait",
+        "--json",
+        "--timeout",
+        "30",
+        prompt,
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    let drive = stdout_json(&output);
+    assert_eq!(drive["state"], "done", "{drive:#}");
+    // Every send is in the drive's history: the refused ones, then the one the chat took.
+    let attempts: Vec<(String, String)> = drive["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["route"].as_str().unwrap().to_string(),
+                a["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let refused = attempts.len() - 1;
+    assert!(refused >= 1, "{attempts:?}");
+    assert!(
+        attempts[..refused]
+            .iter()
+            .all(|(route, outcome)| route == "native_send" && outcome == "failed"),
+        "{attempts:?}"
+    );
+    assert_eq!(
+        attempts[refused],
+        ("native_send".to_string(), "succeeded".to_string())
+    );
+    assert!(drive["attempts"][0]["blocker"]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("Language model unavailable"));
+    // The fake window was sent the same prompt once per attempt, byte-exact each time.
+    let received: Vec<Value> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(received.len(), attempts.len());
+    assert!(received.iter().all(|r| r["prompt"] == prompt));
+}

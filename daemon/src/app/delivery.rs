@@ -12,7 +12,9 @@ use super::drives::{AckOutcome, DriveRecord};
 use super::recovery::DriveOrigin;
 use super::sessions::resolve_target;
 use crate::clock::Clock;
-use crate::drive::fallback::{after_failure, next_route, AfterFailure, RouteChoice};
+use crate::drive::fallback::{
+    after_failure, next_route, resend_after_not_ready, AfterFailure, RouteChoice,
+};
 use crate::drive::inject::{InjectionJob, InjectionOutcome, KeyPressJob, Reached};
 use crate::drive::planner::{plan, Candidate, PlanInput, PlanKey};
 
@@ -705,6 +707,7 @@ impl<C: Clock> App<C> {
             }
         }
         let drive = self.drives.get_mut(&ack.drive_id).expect("checked above");
+        let refusal = ack.refusal;
         let outcome = drive.apply_ack(ack.stage, ack.blocker, now);
         drive.step_deadline_ms = None;
         match outcome {
@@ -750,8 +753,96 @@ impl<C: Clock> App<C> {
                 }
                 self.pump(session_id, now);
             }
+            AckOutcome::StepFailed(blocker)
+                if refusal == Some(koru_protocol::Refusal::NotReady)
+                    && blocker.code == blocker::CHAT_REFUSED =>
+            {
+                self.refused_not_ready(&ack.drive_id, blocker, now)
+            }
             AckOutcome::StepFailed(blocker) => self.route_failed(&ack.drive_id, blocker, now),
         }
+    }
+
+    /// The chat refused the prompt before taking it because it was not ready yet (a fresh
+    /// window's chat without a usable model): nothing was submitted, so the drive is held
+    /// and the same route is tried again after a wait (`drive::fallback::
+    /// resend_after_not_ready`), while the window's other drives stay queued behind it.
+    /// Out of resends or time, it fails with the refusal as any `chat_refused` does.
+    fn refused_not_ready(&mut self, drive_id: &str, refusal: Blocker, now: u64) {
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        let resend_at = if drive.may_have_delivered() {
+            None
+        } else {
+            resend_after_not_ready(drive.resends, now, drive.deadline_ms)
+        };
+        let Some(resend_at) = resend_at else {
+            let blocker = if drive.resends > 0 {
+                Blocker::new(
+                    &refusal.code,
+                    format!(
+                        "{} (the chat refused the prompt {} times before taking it, as not ready; it was not sent again within the drive's deadline)",
+                        refusal.detail,
+                        drive.resends + 1
+                    ),
+                )
+            } else {
+                refusal
+            };
+            self.route_failed(drive_id, blocker, now);
+            return;
+        };
+        let Some(route) = drive.current.take() else {
+            return;
+        };
+        let wait = resend_at.saturating_sub(now);
+        let note = format!(
+            "refused before the chat took the prompt (not ready yet); sent again in {:.1} s",
+            wait as f64 / 1000.0
+        );
+        drive.end_attempt(
+            AttemptOutcome::Failed,
+            Some(refusal.clone()),
+            Some(note),
+            now,
+        );
+        drive.step_deadline_ms = None;
+        drive.candidates.push_front(route);
+        drive.resends += 1;
+        drive.resend_at_ms = Some(resend_at);
+        drive.waiting = Some(Blocker::new(
+            blocker::CHAT_NOT_READY,
+            format!(
+                "waits: the chat refused the prompt before taking it ({}); it is sent again at resend {} of {}",
+                refusal.detail,
+                drive.resends,
+                crate::drive::fallback::NOT_READY_RESEND_WAITS_MS.len()
+            ),
+        ));
+        tracing::info!(drive_id, detail = %refusal.detail, wait_ms = wait, resend = drive.resends, "the chat was not ready: the drive is sent again");
+        self.publish_drive(drive_id);
+    }
+
+    /// Sends again a drive held after a `not_ready` refusal, when its wait is over and the
+    /// window's plugin does not say its chat is not ready.
+    pub(super) fn resend_held(&mut self, drive_id: &str, now: u64) {
+        let Some(drive) = self.drives.get(drive_id) else {
+            return;
+        };
+        let not_ready = self
+            .sessions
+            .get(&drive.session_id)
+            .and_then(|s| s.chat_readiness.as_ref())
+            .is_some_and(|r| !r.ready);
+        if not_ready {
+            // The plugin now says so itself: wait for its `chat_readiness` (or the deadline).
+            return;
+        }
+        let drive = self.drives.get_mut(drive_id).expect("checked above");
+        drive.resend_at_ms = None;
+        drive.waiting = None;
+        self.start_next_route(drive_id, now);
     }
 
     /// Sends the next queued drive of a session when it has none running, and otherwise

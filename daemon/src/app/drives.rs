@@ -53,8 +53,13 @@ pub struct DriveRecord {
     pub retry_of: Option<String>,
     /// What proves `submitted`, for a drive a plugin submitted.
     pub submit_evidence: Option<koru_protocol::SubmitEvidence>,
-    /// Why the drive, not sent yet, is waiting.
+    /// Why the drive, not sent yet (or held to be sent again), is waiting.
     pub waiting: Option<Blocker>,
+    /// When a drive the chat refused as not ready yet is sent again (the route it was
+    /// refused on is back at the front of `candidates`).
+    pub resend_at_ms: Option<u64>,
+    /// How many times the drive was sent again after a `not_ready` refusal.
+    pub resends: u32,
     /// What the journal has of this drive so far (`None`: not journaled).
     pub journaled: Option<super::journaling::JournaledView>,
     /// A change the journal has not recorded yet waits for the next tick
@@ -124,6 +129,8 @@ impl DriveRecord {
             retry_of: None,
             submit_evidence: None,
             waiting: None,
+            resend_at_ms: None,
+            resends: 0,
             journaled: None,
             journal_due: false,
             told: None,
@@ -266,6 +273,7 @@ impl DriveRecord {
         self.blocker = blocker;
         // An ended drive waits for nothing any more.
         self.waiting = None;
+        self.resend_at_ms = None;
         self.enter(state, now_ms);
         true
     }
@@ -421,6 +429,15 @@ impl DriveTable {
         self.by_id
             .values()
             .filter(|d| !d.is_terminal() && d.step_deadline_ms.is_some_and(|t| t <= now_ms))
+            .map(|d| d.drive_id.clone())
+            .collect()
+    }
+
+    /// Ids of drives held after a `not_ready` refusal whose time to be sent again has come.
+    pub fn resend_due(&self, now_ms: u64) -> Vec<String> {
+        self.by_id
+            .values()
+            .filter(|d| !d.is_terminal() && d.resend_at_ms.is_some_and(|t| t <= now_ms))
             .map(|d| d.drive_id.clone())
             .collect()
     }

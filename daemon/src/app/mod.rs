@@ -497,10 +497,35 @@ impl<C: Clock> App<C> {
                 now,
             );
         }
+        for drive_id in self.drives.resend_due(now) {
+            self.resend_held(&drive_id, now);
+        }
         for drive_id in self.drives.overdue(now) {
             let Some(drive) = self.drives.get(&drive_id) else {
                 continue;
             };
+            if drive.resend_at_ms.is_some() {
+                // Held after the chat refused it as not ready: it ends with that refusal.
+                let refusal = drive
+                    .attempts
+                    .iter()
+                    .rev()
+                    .find_map(|a| a.blocker.clone())
+                    .unwrap_or_else(|| {
+                        Blocker::new(blocker::CHAT_REFUSED, "the chat refused the prompt")
+                    });
+                let detail = format!(
+                    "{} (the chat refused the prompt {} times before taking it, as not ready; the drive's deadline came before it was ready)",
+                    refusal.detail, drive.resends
+                );
+                self.finish_drive(
+                    &drive_id,
+                    DriveState::Failed,
+                    Some(Blocker::new(&refusal.code, detail)),
+                    now,
+                );
+                continue;
+            }
             if let Some(waiting) = drive
                 .waiting
                 .as_ref()

@@ -111,6 +111,7 @@ impl Harness {
                 stage: AckStage::Failed,
                 blocker: Some(koru_protocol::Blocker::new(code, "test")),
                 evidence: None,
+                refusal: None,
             }))),
         });
     }
@@ -200,6 +201,7 @@ impl Harness {
                 stage,
                 blocker: None,
                 evidence: None,
+                refusal: None,
             }))),
         });
     }
@@ -1284,6 +1286,7 @@ fn ack_with_evidence(
             stage: AckStage::Submitted,
             blocker: None,
             evidence,
+            refusal: None,
         }))),
     });
 }
@@ -1765,6 +1768,7 @@ fn a_later_stage_drops_what_was_said_about_the_earlier_one() {
 mod conversations;
 mod drive_news;
 mod journaling;
+mod refusal;
 mod submit_key;
 
 #[test]

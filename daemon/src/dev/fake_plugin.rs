@@ -83,6 +83,13 @@ pub struct FakePluginArgs {
     /// event: the fake's emulation of the user picking a model)
     #[arg(long, value_name = "MS")]
     pub ready_after_ms: Option<u64>,
+    /// Play a fresh window whose chat lists a model but cannot use it yet (the model is
+    /// selected this long after the fake starts): native-send drives before then are acked
+    /// `received`, then refused with `chat_refused` "Language model unavailable" and
+    /// `refusal: not_ready`, as the extension reports VS Code's refusal of a request it did
+    /// not take; later ones run as `ack` does
+    #[arg(long, value_name = "MS")]
+    pub model_usable_after_ms: Option<u64>,
     /// The protocol range to offer in hello, e.g. `2..3` to see a version mismatch
     #[arg(long, value_name = "MIN..MAX")]
     pub protocol: Option<String>,
@@ -311,12 +318,22 @@ pub async fn run(socket: &Path, args: FakePluginArgs) -> anyhow::Result<ExitCode
         ready: false,
         reason: Some(reason.clone()),
     });
+    if hello.chat.is_none() && args.model_usable_after_ms.is_some() {
+        // A model is listed, so the extension says ready: the chat's refusal tells the rest.
+        hello.chat = Some(ChatReadiness {
+            ready: true,
+            reason: None,
+        });
+    }
     if let Some(range) = &args.protocol {
         hello.protocol = parse_range(range)?;
     }
+    let model_usable_at = args
+        .model_usable_after_ms
+        .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
     let ide = Arc::new(Mutex::new(ide));
     loop {
-        match serve(socket, hello.clone(), &args, ide.clone()).await? {
+        match serve(socket, hello.clone(), &args, ide.clone(), model_usable_at).await? {
             SessionEnd::Reconnect => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 eprintln!("fake plugin: reconnecting as the daemon asked");
@@ -480,6 +497,7 @@ async fn execute_drive(
         stage,
         blocker,
         evidence: (stage == AckStage::Submitted).then_some(SubmitEvidence::CommandReturned),
+        refusal: None,
     };
     let capability_missing = |detail: String| {
         ack(
@@ -583,6 +601,7 @@ async fn serve(
     hello: koru_protocol::Hello,
     args: &FakePluginArgs,
     ide: Arc<Mutex<FakeIde>>,
+    model_usable_at: Option<tokio::time::Instant>,
 ) -> anyhow::Result<SessionEnd> {
     let mut reconnect = false;
     let mut client = Client::connect(socket, hello).await?;
@@ -659,14 +678,21 @@ async fn serve(
                     reply_file: args.reply_file.clone(),
                     tool_call: args.tool_call.clone(),
                 });
-                let task = tokio::spawn(answer(
-                    acks_tx.clone(),
-                    drive.clone(),
-                    args.behaviour,
-                    args.delay_ms,
-                    ide.clone(),
-                    store,
-                ));
+                let model_unusable =
+                    model_usable_at.is_some_and(|at| tokio::time::Instant::now() < at);
+                let task = if model_unusable && drive.route == Route::NativeSend {
+                    eprintln!("fake plugin: the chat has no usable model yet: refused");
+                    tokio::spawn(refuse_not_ready(acks_tx.clone(), drive.drive_id.clone()))
+                } else {
+                    tokio::spawn(answer(
+                        acks_tx.clone(),
+                        drive.clone(),
+                        args.behaviour,
+                        args.delay_ms,
+                        ide.clone(),
+                        store,
+                    ))
+                };
                 running.insert(drive.drive_id, task);
             }
             Message::Cancel(cancel) => {
@@ -694,6 +720,35 @@ async fn serve(
     }
 }
 
+/// What the extension sends for a request VS Code's chat refused before taking it because
+/// no model was usable yet: `received`, then, when the chat's refusal came back (after a
+/// moment, as the chat's does), `failed` with `chat_refused` and `refusal: not_ready`.
+async fn refuse_not_ready(acks: tokio::sync::mpsc::Sender<Ack>, drive_id: String) {
+    let received = Ack {
+        drive_id: drive_id.clone(),
+        stage: AckStage::Received,
+        blocker: None,
+        evidence: None,
+        refusal: None,
+    };
+    if acks.send(received).await.is_err() {
+        return;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = acks
+        .send(Ack {
+            drive_id,
+            stage: AckStage::Failed,
+            blocker: Some(Blocker::new(
+                koru_protocol::blocker::CHAT_REFUSED,
+                "Language model unavailable",
+            )),
+            evidence: None,
+            refusal: Some(koru_protocol::Refusal::NotReady),
+        })
+        .await;
+}
+
 /// Answers one drive as `behaviour` says.
 async fn answer(
     acks: tokio::sync::mpsc::Sender<Ack>,
@@ -708,6 +763,7 @@ async fn answer(
         stage: AckStage::Failed,
         blocker: Some(Blocker::new(code, detail)),
         evidence: None,
+        refusal: None,
     };
     match (behaviour, drive.route) {
         (Behaviour::Nack, _) => {
@@ -716,6 +772,7 @@ async fn answer(
                 stage: AckStage::Received,
                 blocker: None,
                 evidence: None,
+                refusal: None,
             };
             for ack in [
                 received,

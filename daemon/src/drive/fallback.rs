@@ -128,8 +128,42 @@ pub fn after_failure(blocker: &Blocker, may_have_delivered: bool) -> AfterFailur
     AfterFailure::FallBack
 }
 
+/// How long a drive the chat refused as not ready waits before each resend: a fresh
+/// window's chat got a usable model 0–4.5 s after start in the e2e runs, so the waits
+/// cover about 11 s in all.
+pub const NOT_READY_RESEND_WAITS_MS: [u64; 4] = [1_000, 2_000, 4_000, 4_000];
+
+/// When a drive refused before the chat took it, because the chat was not ready yet, is
+/// sent again: after the wait for its `resends`-th resend, if one is left and the resend
+/// still leaves the chat `RESEND_ROOM_MS` before the drive's deadline; `None` ends it.
+pub fn resend_after_not_ready(resends: u32, now_ms: u64, deadline_ms: u64) -> Option<u64> {
+    let wait = *NOT_READY_RESEND_WAITS_MS.get(resends as usize)?;
+    let at = now_ms.saturating_add(wait);
+    (at.saturating_add(RESEND_ROOM_MS) <= deadline_ms).then_some(at)
+}
+
+/// What a resend needs before the deadline: the chat refuses within about 4 s of a request.
+pub const RESEND_ROOM_MS: u64 = 2_000;
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_not_ready_refusal_is_sent_again_with_growing_waits_within_the_deadline() {
+        let deadline = 60_000;
+        let at: Vec<Option<u64>> = (0..5)
+            .map(|resends| resend_after_not_ready(resends, 10_000, deadline))
+            .collect();
+        assert_eq!(
+            at,
+            vec![Some(11_000), Some(12_000), Some(14_000), Some(14_000), None],
+            "four resends, then none"
+        );
+        // A resend that would leave the chat less than RESEND_ROOM_MS before the deadline
+        // is not made: the drive ends with the refusal instead of timing out mid-resend.
+        assert_eq!(resend_after_not_ready(0, 10_000, 13_000), Some(11_000));
+        assert_eq!(resend_after_not_ready(0, 10_000, 12_999), None);
+    }
     use super::*;
 
     fn candidate(interface: &str, route: Route, usable: Result<(), Blocker>) -> Arc<Candidate> {

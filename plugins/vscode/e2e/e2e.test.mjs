@@ -419,7 +419,7 @@ test('6. after the daemon is killed and restarted, the extension reconnects by i
   assert.equal((await waitForRequest(before + 1, 'the prompt after the restart')).prompt, 'after the restart ✓');
 });
 
-test("9. a window whose chat has no usable model: `koru send --wait` fails with chat_refused and the chat's message, and no drive is done", async () => {
+test("9. a window whose chat has no usable model: the prompt is sent again a few times, then `koru send --wait` fails with chat_refused and the chat's message, and no drive is done", async () => {
   const window = await openExtraWindow('no-model', { KORU_E2E_RECORDER_SELECT_MODEL: '0' });
   try {
     const session = await sessionFor(window.folder);
@@ -433,6 +433,10 @@ test("9. a window whose chat has no usable model: `koru send --wait` fails with 
     assert.equal(drives[0].state, 'failed');
     assert.equal(drives[0].blocker.code, 'chat_refused');
     assert.equal(drives[0].submit_evidence ?? null, null, 'never submitted');
+    // The chat refused as not ready each time: the daemon sent it again, on the same route, and gave up.
+    const sends = drives[0].attempts.filter((a) => a.outcome === 'failed');
+    assert.ok(sends.length >= 2 && sends.every((a) => a.route === 'native_send' && a.blocker?.code === 'chat_refused'), JSON.stringify(drives[0].attempts));
+    assert.match(drives[0].blocker.detail, /refused the prompt \d+ times/, drives[0].blocker.detail);
     assert.deepEqual(readJsonLines(window.recordFile), [], 'the participant never saw it');
     notes.no_model_stderr = result.stderr.trim().split('\n').at(-1);
   } finally {
@@ -445,7 +449,7 @@ const RACE_RUNS = Number(process.env.KORU_E2E_RACE_RUNS || 10);
 // first prompt comes), later runs after the prompt (measured: from about 1.5 s on).
 const RACE_SELECT_DELAY_STEP_MS = 500;
 
-test(`10. the first prompt, sent the moment the session appears while the chat's model is not yet selected, on ${RACE_RUNS} fresh windows: it reaches the participant byte-exact or ends not done with the reason`, async () => {
+test(`10. the first prompt, sent the moment the session appears while the chat's model is not yet selected, on ${RACE_RUNS} fresh windows: refused as not ready, it is sent again and reaches the participant byte-exact, once`, async () => {
   let extensionsDir;
   const runs = [];
   for (let i = 0; i < RACE_RUNS; i++) {
@@ -467,12 +471,16 @@ test(`10. the first prompt, sent the moment the session appears while the chat's
         detail: drive.blocker?.detail ?? null,
         readiness_at_hello: session.chat_readiness ?? null,
         to_received_ms: received ? received - drive.created_at_ms : null,
+        // Sends the chat refused as not ready before the one it took.
+        refused_sends: drive.attempts.filter((a) => a.outcome === 'failed' && a.blocker?.code === 'chat_refused').length,
+        created_to_done_ms: drive.finished_at_ms ? drive.finished_at_ms - drive.created_at_ms : null,
         settled_after_received_ms: received && drive.finished_at_ms ? drive.finished_at_ms - received : null,
       };
       if (drive.state === 'done') {
         run.exit_code = code;
         const arrived = await waitFor(() => readJsonLines(window.recordFile).find((r) => r.prompt === prompt), 15_000, `run ${i}: the done prompt at the participant`).catch(() => undefined);
         run.arrived = Boolean(arrived);
+        run.arrivals = readJsonLines(window.recordFile).filter((r) => r.prompt === prompt).length;
         if (arrived) run.arrived_after_received_ms = arrived.at_ms - received;
         // What the plugin reported after submitted, if anything.
         const listed = JSON.parse((await koru('drives', '--json')).stdout);
@@ -490,18 +498,16 @@ test(`10. the first prompt, sent the moment the session appears while the chat's
     }
   }
   figures.first_prompt_race = runs;
+  console.log(`first-prompt race: ${JSON.stringify(runs)}`);
   for (const [i, run] of runs.entries()) {
-    if (run.state === 'done') {
-      assert.equal(run.exit_code, 0);
-      assert.ok(run.arrived, `run ${i}: done without arrival: ${JSON.stringify(run)}`);
-    } else {
-      assert.notEqual(run.exit_code, 0);
-      assert.ok(run.blocker && run.detail, `run ${i}: not done without a reason: ${JSON.stringify(run)}`);
-      assert.equal(run.arrived, false, `run ${i}: ended ${run.state} but the participant has the prompt: ${JSON.stringify(run)}`);
-    }
+    // Every model is selected within 4.5 s of start, well inside the drive's 30 s: each first prompt gets in.
+    assert.equal(run.state, 'done', `run ${i}: the first prompt did not get in: ${JSON.stringify(run)}`);
+    assert.equal(run.exit_code, 0);
+    assert.ok(run.arrived, `run ${i}: done without arrival: ${JSON.stringify(run)}`);
+    assert.equal(run.arrivals, 1, `run ${i}: the participant got the prompt more than once: ${JSON.stringify(run)}`);
   }
   assert.ok(runs.some((r) => !r.model_selected_before_prompt), 'at least one first prompt met a chat whose model was not selected yet');
-  console.log(`first-prompt race: ${JSON.stringify(runs)}`);
+  assert.ok(runs.some((r) => r.refused_sends > 0), 'at least one first prompt was refused as not ready and sent again');
 });
 
 const FIGURE_DRIVES = Number(process.env.KORU_E2E_FIGURES || 0);

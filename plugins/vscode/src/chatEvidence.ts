@@ -1,6 +1,6 @@
 /** What a native chat send proves: runs `workbench.action.chat.open {query, blockOnResponse}` and decides, from the chat's own result and an acceptance window, whether the chat took the prompt (`submitted` with evidence), refused it (`chat_refused`), and how it ended (`chat_outcome`) — no `vscode` API, so it is tested with fakes. */
 
-import type { Blocker, ChatOutcome, NeedsInputKind, SubmitEvidence } from "./protocol/types.generated";
+import type { Blocker, ChatOutcome, NeedsInputKind, Refusal, SubmitEvidence } from "./protocol/types.generated";
 
 /** The command that opens VS Code's chat and, given a query, sends it. */
 export const CHAT_OPEN_COMMAND = "workbench.action.chat.open";
@@ -155,7 +155,7 @@ export function outcomeOf(result: ChatResult): ChatOutcome {
 /** What a native chat send ends with: the ack to send now, and the outcome (now or later). */
 export type SendDecision =
   | { stage: "submitted"; evidence: SubmitEvidence; outcome: Promise<ChatOutcome> | ChatOutcome }
-  | { stage: "failed"; blocker: Blocker };
+  | { stage: "failed"; blocker: Blocker; refusal?: Refusal };
 
 /** Timers, so tests can use short windows; the extension passes Node's. */
 export interface EvidenceTiming {
@@ -163,6 +163,8 @@ export interface EvidenceTiming {
   acceptanceWindowMs: number;
   /** After `chat_running`: how long to wait for the chat's result before reporting that none came. */
   outcomeTimeoutMs: number;
+  /** Whether this is the window's first chat request (a chat that takes none then is still starting). */
+  firstRequest?: boolean;
 }
 
 /** `koru.acceptanceWindowMs`'s default: a chat refused the requests after its first within 0.2–2.1 s on the 2-core e2e machine, idle or loaded (docs/planner.md, "The acceptance window"). */
@@ -212,9 +214,27 @@ export class FirstChatRequest {
   }
 }
 
-/** The `chat_refused` blocker for a detail. */
-function refused(detail: string): SendDecision {
-  return { stage: "failed", blocker: { code: "chat_refused", detail } };
+/**
+ * The messages of a chat that refuses because it has no usable language model yet: VS Code's
+ * chat fails a request whose model it cannot resolve with "Language model unavailable"
+ * before any participant runs (seen in code-server 4.139 for a fresh profile whose model was
+ * registered but not selected yet, plugins/vscode/e2e/README.md).
+ */
+const NOT_READY_MESSAGES: readonly RegExp[] = [/\blanguage model (is )?unavailable\b/i, /\bno (language )?model (is )?(available|selected)\b/i];
+
+/** Whether a refusal's message says the chat has no usable model yet. */
+export function saysModelNotReady(detail: string): boolean {
+  return NOT_READY_MESSAGES.some((pattern) => pattern.test(detail));
+}
+
+/**
+ * The `chat_refused` decision for a detail. `notReady` marks a refusal the chat gave before
+ * taking the request because it is not ready yet: the daemon then sends the prompt again
+ * (nothing was submitted, so nothing can be submitted twice).
+ */
+function refused(detail: string, notReady = false): SendDecision {
+  const blocker: Blocker = { code: "chat_refused", detail };
+  return notReady ? { stage: "failed", blocker, refusal: "not_ready" } : { stage: "failed", blocker };
 }
 
 /** What the command's promise settled as. */
@@ -260,10 +280,12 @@ export async function decideChatSend(sent: Promise<unknown>, timing: EvidenceTim
   const result = readChatResult(first.value);
   switch (result.kind) {
     case "not_taken":
-      return refused(NOT_TAKEN_DETAIL);
+      // On the window's first request: the chat has no default agent yet (it registers as
+      // its extension activates), so it is not ready rather than refusing for good.
+      return refused(NOT_TAKEN_DETAIL, timing.firstRequest === true);
     case "error":
       // Cancelled or already answering: the chat had taken the request.
-      if (!result.started && !result.cancelled) return refused(result.detail);
+      if (!result.started && !result.cancelled) return refused(result.detail, saysModelNotReady(result.detail));
       return { stage: "submitted", evidence: "chat_responded", outcome: outcomeOf(result) };
     default:
       return { stage: "submitted", evidence: "chat_responded", outcome: outcomeOf(result) };

@@ -1,7 +1,7 @@
 /** Runs the steps of a `drive` in order — the daemon decides, the extension executes — acking each proven stage (and for `submitted`, what proves it), stopping at the first failure with a classified blocker, restoring the clipboard whatever happens, and refusing commands outside the allow-list. */
 
 import { AcceptanceWindows, acceptanceWindowFor, decideChatSend, EvidenceTiming, FirstChatRequest, sendsChatQuery, withBlockOnResponse } from "./chatEvidence";
-import type { AckStage, Blocker, ChatOutcome, DriveStep, SubmitEvidence } from "./protocol/types.generated";
+import type { AckStage, Blocker, ChatOutcome, DriveStep, Refusal, SubmitEvidence } from "./protocol/types.generated";
 
 /** The side effects the executor needs, so tests can use fakes (the extension wires VS Code's). */
 export interface Host {
@@ -17,6 +17,8 @@ export interface StageAck {
   blocker?: Blocker;
   /** With `submitted`: what proves it. */
   evidence?: SubmitEvidence;
+  /** With `failed` and `chat_refused`: the chat was not ready yet (the daemon sends again). */
+  refusal?: Refusal;
 }
 
 /** The paste step's command: the executor puts the prompt in the clipboard around it. */
@@ -69,16 +71,18 @@ async function sendWithEvidence(
   signal: AbortSignal | undefined,
 ): Promise<boolean> {
   // The window's first chat request is slower to be refused (docs/planner.md, "The acceptance window").
+  const firstRequest = chatEvidence.firstRequest.take();
   const timing: EvidenceTiming = {
-    acceptanceWindowMs: acceptanceWindowFor(chatEvidence.timing, chatEvidence.firstRequest.take()),
+    acceptanceWindowMs: acceptanceWindowFor(chatEvidence.timing, firstRequest),
     outcomeTimeoutMs: chatEvidence.timing.outcomeTimeoutMs,
+    firstRequest,
   };
   // A command that throws at once is a refusal like one that rejects.
   const sent = Promise.resolve().then(() => host.executeCommand(command, withBlockOnResponse(args)));
   const decision = await decideChatSend(sent, timing, signal);
   if (!decision || signal?.aborted) return false;
   if (decision.stage === "failed") {
-    ack({ stage: "failed", blocker: decision.blocker });
+    ack(decision.refusal ? { stage: "failed", blocker: decision.blocker, refusal: decision.refusal } : { stage: "failed", blocker: decision.blocker });
     return false;
   }
   ack({ stage: "submitted", evidence: decision.evidence });

@@ -14,6 +14,7 @@ import {
   FirstChatRequest,
   formatDuration,
   NOT_TAKEN_DETAIL,
+  saysModelNotReady,
   outcomeOf,
   readChatResult,
   sendsChatQuery,
@@ -137,18 +138,36 @@ test("a response that pauses for the user within the window is submitted with ch
 });
 
 test("an error before any progress, no response, or a throwing command is chat_refused with the chat's message", async () => {
+  // No usable model yet: a refusal of a chat that is not ready, which the daemon sends again.
   assert.deepEqual(await decideChatSend(Promise.resolve({ errorDetails: { message: "Language model unavailable", responseIsIncomplete: true } }), fast), {
     stage: "failed",
     blocker: { code: "chat_refused", detail: "Language model unavailable" },
+    refusal: "not_ready",
+  });
+  // Other refusals are final.
+  assert.deepEqual(await decideChatSend(Promise.resolve({ errorDetails: { message: "You have exceeded your premium request allowance", isQuotaExceeded: true } }), fast), {
+    stage: "failed",
+    blocker: { code: "chat_refused", detail: "You have exceeded your premium request allowance (quota exceeded)" },
   });
   assert.deepEqual(await decideChatSend(Promise.resolve(undefined), fast), {
     stage: "failed",
     blocker: { code: "chat_refused", detail: NOT_TAKEN_DETAIL },
   });
+  // Not taken on the window's first request: the chat's default agent is not there yet.
+  assert.deepEqual(await decideChatSend(Promise.resolve(undefined), { ...fast, firstRequest: true }), {
+    stage: "failed",
+    blocker: { code: "chat_refused", detail: NOT_TAKEN_DETAIL },
+    refusal: "not_ready",
+  });
   assert.deepEqual(await decideChatSend(Promise.reject(new Error("Timed out waiting for default agent")), fast), {
     stage: "failed",
     blocker: { code: "chat_refused", detail: "workbench.action.chat.open failed: Timed out waiting for default agent" },
   });
+});
+
+test("saysModelNotReady knows the chat's no-model messages and nothing else", () => {
+  for (const yes of ["Language model unavailable", "language model is unavailable.", "No model available", "no language model selected"]) assert.equal(saysModelNotReady(yes), true, yes);
+  for (const no of ["boom", "Canceled", "rate limited", "The model returned an error", "quota exceeded for this language model"]) assert.equal(saysModelNotReady(no), false, no);
 });
 
 test("an error after the response showed progress, or a cancel, means the chat had taken the request", async () => {

@@ -430,16 +430,36 @@ test("native send with the chat's evidence: submit_evidence on the drive, the re
     assert.equal(replied.observation?.store, "plugin");
     assert.deepEqual(ide.calls.at(-1), ["workbench.action.chat.open", [{ query: "answer me", isPartialQuery: false, blockOnResponse: true }]]);
 
-    ide.chatAnswer = async () => ({ errorDetails: { message: "Language model unavailable", responseIsIncomplete: true } });
+    ide.chatAnswer = async () => ({ errorDetails: { message: "You have reached your monthly chat messages quota", isQuotaExceeded: true } });
     const refused = JSON.parse(await daemon.cli("send", "--workspace", workspace, "--wait", "--json", "refuse me"));
     assert.equal(refused.state, "failed");
     assert.equal(refused.blocker?.code, "chat_refused");
-    assert.match(refused.blocker?.detail, /Language model unavailable/);
+    assert.match(refused.blocker?.detail, /monthly chat messages quota \(quota exceeded\)/);
     assert.deepEqual(
       refused.attempts.filter((a: { outcome: string }) => a.outcome !== "not_tried").map((a: { route: string }) => a.route),
       ["native_send"],
       "no other route is tried after a refusal",
     );
+
+    // A chat with no usable model yet refuses the first two sends; the daemon sends the
+    // same prompt again on the same route until the chat takes it.
+    let refusals = 2;
+    ide.chatAnswer = async () =>
+      refusals-- > 0 ? { errorDetails: { message: "Language model unavailable", responseIsIncomplete: true } } : { timings: { firstProgress: 3, totalElapsed: 7 } };
+    const sendsBefore = ide.calls.filter(([command]) => command === "workbench.action.chat.open").length;
+    const resent = JSON.parse(await daemon.cli("send", "--workspace", workspace, "--wait", "--json", "wait for my model"));
+    assert.equal(resent.state, "done", JSON.stringify(resent));
+    assert.equal(resent.submit_evidence, "chat_responded");
+    assert.deepEqual(
+      resent.attempts.map((a: { route: string; outcome: string; blocker?: { code: string } }) => [a.route, a.outcome, a.blocker?.code]),
+      [
+        ["native_send", "failed", "chat_refused"],
+        ["native_send", "failed", "chat_refused"],
+        ["native_send", "succeeded", undefined],
+      ],
+      "every attempt is in the drive's history",
+    );
+    assert.equal(ide.calls.filter(([command]) => command === "workbench.action.chat.open").length - sendsBefore, 3, "sent three times, taken once");
 
     // Still answering after the acceptance window: chat_running, then the pause arrives as needs_input.
     let pause!: (value: unknown) => void;

@@ -185,7 +185,8 @@ test("native send the chat refuses: failed with chat_refused and its message, no
   const ide = new FakeChat();
   ide.answer = async () => ({ errorDetails: { message: "Language model unavailable", responseIsIncomplete: true } });
   const { acks, outcomes } = await runWithEvidence(nativeSend, ide);
-  assert.deepEqual(acks, [{ stage: "received" }, { stage: "failed", blocker: { code: "chat_refused", detail: "Language model unavailable" } }]);
+  // No usable model yet: the ack says so, and the daemon sends the prompt again.
+  assert.deepEqual(acks, [{ stage: "received" }, { stage: "failed", blocker: { code: "chat_refused", detail: "Language model unavailable" }, refusal: "not_ready" }]);
   await tick();
   assert.deepEqual(outcomes, []);
 });
@@ -210,7 +211,7 @@ test("the window's first chat request gets the longer window: a refusal after th
   const window = new FirstChatRequest();
   const started = Date.now();
   const first = await runWithEvidence(nativeSend, ide, 40, undefined, { firstRequest: window, firstWindowMs: 400 });
-  assert.deepEqual(first.acks, [{ stage: "received" }, { stage: "failed", blocker: { code: "chat_refused", detail: "Language model unavailable" } }]);
+  assert.deepEqual(first.acks, [{ stage: "received" }, { stage: "failed", blocker: { code: "chat_refused", detail: "Language model unavailable" }, refusal: "not_ready" }]);
   assert.ok(Date.now() - started < 400, "decided at the refusal, not at the end of the first-request window");
   assert.equal(window.taken, true);
   // The same window's next request gets the usual 40 ms: the same late refusal now comes after it.

@@ -208,6 +208,10 @@ export type Route = "native_send" | "plugin_drive" | "os_injection";
  */
 export type SubmitEvidence = "chat_responded" | "chat_running" | "command_returned" | "key_pressed";
 /**
+ * What kind of refusal a `chat_refused` ack reports.
+ */
+export type Refusal = "not_ready";
+/**
  * A stage a plugin reports for a drive.
  */
 export type AckStage = "received" | "focused" | "pasted" | "submitted" | "failed";
@@ -808,6 +812,12 @@ export interface Ack {
    * With `stage: submitted`: what proves it (absent: `command_returned`).
    */
   evidence?: SubmitEvidence | null;
+  /**
+   * With `stage: failed` and blocker `chat_refused`: what kind of refusal it was. A
+   * `not_ready` refusal came before the chat took the prompt, from a chat still getting
+   * ready (no usable model yet): the daemon holds the drive and sends it again.
+   */
+  refusal?: Refusal | null;
   stage: AckStage;
 }
 /**

@@ -350,6 +350,11 @@ public final class Messages {
         public Blocker blocker;
         /** With {@code submitted}: one of {@link SubmitEvidence} (absent: the daemon records {@code command_returned}). */
         public String evidence;
+        /**
+         * With {@code failed} and blocker {@code chat_refused}: {@code not_ready} when the chat refused
+         * before taking the prompt because it is not ready yet (the daemon sends the prompt again).
+         */
+        public String refusal;
 
         public Ack() {
             type = "ack";

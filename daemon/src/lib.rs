@@ -8,6 +8,8 @@
 
 /// Who may do what from outside the user's shell: roles and scoped bearer tokens.
 pub mod access;
+/// The terminal agents' hooks: Koru's entries in their settings, installed and removed.
+pub mod agent_hooks;
 /// The state machine: sessions, drives, chats, recovery, fed by one closed event enum.
 pub mod app;
 /// Folder watches that hear only names appearing (and the folder going away), not writes.

@@ -23,6 +23,7 @@ const LEVELS: &[(&str, &[&str])] = &[
         ],
     ),
     ("domain", &["registry", "observe", "drive", "journal"]),
+    ("agents' hooks", &["agent_hooks"]),
     ("read-back", &["conversation"]),
     ("control", &["control"]),
     ("doctor", &["doctor"]),

@@ -354,7 +354,14 @@ fn claude_code_hooks_report_what_the_transcript_never_records() {
     let output = hook(&permission);
     assert!(output.status.success());
     assert!(output.stdout.is_empty(), "a hook prints nothing on stdout");
-    assert!(String::from_utf8_lossy(&output.stderr).contains("no daemon at"));
+    // Nor on stderr (agents show it to the user): its failure goes to the hook log.
+    assert!(
+        output.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let log = std::fs::read_to_string(sandbox.path().join("state/koru/hook-errors.log")).unwrap();
+    assert!(log.contains("koru hook claude-code: no daemon at"), "{log}");
 
     let _daemon = sandbox.start_daemon(&[]);
     let observer = Observer::start(&sandbox);

@@ -1,100 +1,72 @@
-//! `koru hook claude-code`: a command for Claude Code's hooks (Notification, Stop, StopFailure) that forwards what the transcript never records — permission prompts, waiting for input — to the daemon as observations; `--print-config` prints the settings snippet that installs it.
+//! `koru hook AGENT`: the command Koru installs in Claude Code's, Codex CLI's and Gemini CLI's hooks — it reads the hook's JSON on stdin and forwards what the transcript never records (permission prompts, waiting for input, a turn that failed on an API error) and the turn's end to the daemon as observations, writing nothing to stdout or stderr and always exiting 0 so it never changes what the agent does; and `koru hook install|uninstall`, which put those entries into the agents' own settings and take them out again.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use koru_protocol::{NeedsInputKind, ObservationBasis, ObserveReport, ObservedEvent, ObservedKind};
+use anyhow::Context;
+use koru_protocol::ObserveReport;
 use serde_json::Value;
 
+use crate::agent_hooks::{install, observation_from_hook, HookAgent};
 use crate::control::Controller;
-use crate::observe::excerpt_and_length;
-use crate::observe::stores::claude_code;
 
-/// The observation a hook's stdin JSON means, if any. Pure, for tests.
-pub fn observation_from_hook(input: &Value, now_ms: u64) -> Option<ObservedEvent> {
-    let session = input.get("session_id")?.as_str()?;
-    let event = match input.get("hook_event_name")?.as_str()? {
-        "Notification" => {
-            let kind = input.get("notification_type").and_then(Value::as_str);
-            let message = input
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_lowercase();
-            let input = match kind {
-                Some("permission_prompt") => NeedsInputKind::Permission,
-                Some("idle_prompt") | Some("elicitation_dialog") => NeedsInputKind::Question,
-                Some("agent_needs_input") => NeedsInputKind::Other,
-                Some(_) => return None,
-                None if message.contains("permission") => NeedsInputKind::Permission,
-                None if message.contains("waiting for your input") => NeedsInputKind::Question,
-                None => NeedsInputKind::Other,
-            };
-            ObservedKind::NeedsInput { input }
-        }
-        "Stop" => {
-            let text = input
-                .get("last_assistant_message")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let (excerpt, length) = excerpt_and_length(text);
-            ObservedKind::ReplyCompleted { excerpt, length }
-        }
-        "StopFailure" => {
-            let reason = ["error", "message", "reason"]
-                .iter()
-                .find_map(|key| input.get(*key).and_then(Value::as_str))
-                .unwrap_or("the turn ended on an API error");
-            ObservedKind::Failed {
-                reason: excerpt_and_length(reason).0,
-            }
-        }
-        _ => return None,
-    };
-    Some(ObservedEvent {
-        store: claude_code::STORE.to_string(),
-        chat_id: session.to_string(),
-        workspace: input.get("cwd").and_then(Value::as_str).map(str::to_string),
-        store_ts_ms: None,
-        seen_at_ms: now_ms,
-        basis: ObservationBasis::Explicit,
-        event,
-    })
-}
-
-/// The settings snippet for `~/.claude/settings.json`.
+/// The settings snippet for `~/.claude/settings.json` (`koru hook claude-code --print-config`).
 pub fn config_snippet(koru: &Path) -> Value {
-    let command = format!("{} hook claude-code", koru.display());
-    let hook =
-        serde_json::json!([{"hooks": [{"type": "command", "command": command, "timeout": 5}]}]);
-    serde_json::json!({"hooks": {
-        "Notification": hook,
-        "Stop": hook,
-        "StopFailure": hook,
-    }})
+    let mut hooks = serde_json::Map::new();
+    for entry in HookAgent::ClaudeCode.entries(koru) {
+        hooks.insert(
+            entry.event.to_string(),
+            serde_json::json!([{"hooks": [{"type": "command", "command": entry.command, "timeout": entry.timeout_s}]}]),
+        );
+    }
+    serde_json::json!({ "hooks": hooks })
 }
 
-/// Runs the hook. It never fails Claude Code: problems go to stderr and the exit code is 0.
-pub async fn run(socket: &Path, print_config: bool) -> anyhow::Result<ExitCode> {
+/// Where a hook's own failures go: the agents show a hook's stderr to the user (Gemini CLI
+/// even at exit 0), so the hook keeps quiet and appends them here, at most 256 KB.
+fn hook_log_path() -> PathBuf {
+    crate::access::tokens::tokens_path().with_file_name("hook-errors.log")
+}
+
+fn log_failure(agent: HookAgent, what: &str) {
+    use std::io::Write;
+    let path = hook_log_path();
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() > 256 * 1024) {
+        let _ = std::fs::remove_file(&path);
+    }
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ");
+        let _ = writeln!(file, "{now} koru hook {}: {what}", agent.name());
+    }
+}
+
+/// Runs the hook for `agent`. It never fails the agent: it prints nothing and exits 0;
+/// problems go to the hook log (`$XDG_STATE_HOME/koru/hook-errors.log`).
+pub async fn run(socket: &Path, agent: HookAgent, print_config: bool) -> anyhow::Result<ExitCode> {
     if print_config {
         let koru = std::env::current_exe().unwrap_or_else(|_| "koru".into());
         println!("{}", serde_json::to_string_pretty(&config_snippet(&koru))?);
-        eprintln!(
-            "koru: merge this into ~/.claude/settings.json (or a project's .claude/settings.json)"
-        );
+        eprintln!("koru: `koru hook install claude-code` merges this into ~/.claude/settings.json");
         return Ok(ExitCode::SUCCESS);
     }
     let mut raw = String::new();
     if let Err(error) = std::io::stdin().read_to_string(&mut raw) {
-        eprintln!("koru hook: cannot read the hook input: {error}");
+        log_failure(agent, &format!("cannot read the hook input: {error}"));
         return Ok(ExitCode::SUCCESS);
     }
     let input: Value = match serde_json::from_str(&raw) {
         Ok(input) => input,
         Err(error) => {
-            eprintln!("koru hook: the hook input is not JSON: {error}");
+            log_failure(agent, &format!("the hook input is not JSON: {error}"));
             return Ok(ExitCode::SUCCESS);
         }
     };
@@ -102,7 +74,7 @@ pub async fn run(socket: &Path, print_config: bool) -> anyhow::Result<ExitCode> 
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    let Some(observation) = observation_from_hook(&input, now) else {
+    let Some(observation) = observation_from_hook(agent, &input, now) else {
         return Ok(ExitCode::SUCCESS);
     };
     let forward = async {
@@ -115,8 +87,93 @@ pub async fn run(socket: &Path, print_config: bool) -> anyhow::Result<ExitCode> 
     };
     match tokio::time::timeout(Duration::from_secs(2), forward).await {
         Ok(Ok(_)) => {}
-        Ok(Err(error)) => eprintln!("koru hook: {error}"),
-        Err(_) => eprintln!("koru hook: the daemon did not answer within 2 s"),
+        Ok(Err(error)) => log_failure(agent, &error.to_string()),
+        Err(_) => log_failure(agent, "the daemon did not answer within 2 s"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where an agent's settings file is: `--settings`, else the agent's user settings under
+/// `$HOME` (Codex: `$CODEX_HOME`).
+fn settings_for(agent: HookAgent, explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = explicit {
+        return Ok(path.to_path_buf());
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .context("HOME is not set: say which settings file with --settings")?;
+    let codex_home = std::env::var_os("CODEX_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    Ok(agent.settings_path(&home, codex_home.as_deref()))
+}
+
+/// `koru hook install|uninstall AGENT… [--settings FILE] [--dry-run]`.
+pub fn install_or_uninstall(
+    agents: &[HookAgent],
+    settings: Option<&Path>,
+    dry_run: bool,
+    uninstall: bool,
+) -> anyhow::Result<ExitCode> {
+    if settings.is_some() && agents.len() != 1 {
+        anyhow::bail!("--settings names one file: give exactly one agent with it");
+    }
+    let koru = std::env::current_exe().context("cannot tell where this koru binary is")?;
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+    // Every file is planned (and parsed) before any is written.
+    let mut plans = Vec::new();
+    for agent in agents {
+        let path = settings_for(*agent, settings)?;
+        let plan = if uninstall {
+            install::plan_uninstall(*agent, &path)
+        } else {
+            install::plan_install(*agent, &path, &koru)
+        }?;
+        plans.push(plan);
+    }
+    for plan in &plans {
+        let title = plan.agent.title();
+        let path = plan.path.display();
+        if !plan.changes() {
+            if uninstall {
+                println!("{title}: no Koru hooks in {path}; nothing to remove");
+            } else {
+                println!("{title}: Koru's hooks are already in {path}");
+            }
+            continue;
+        }
+        if dry_run {
+            print!("{}", plan.diff());
+            println!(
+                "{title}: would {} {} in {path} (--dry-run: nothing written)",
+                if uninstall {
+                    "remove Koru's hooks for"
+                } else {
+                    "add Koru's hooks for"
+                },
+                plan.events.join(", ")
+            );
+            continue;
+        }
+        let backup = install::apply(plan, &stamp)?;
+        println!(
+            "{title}: {} {} in {path}",
+            if uninstall {
+                "removed Koru's hooks for"
+            } else {
+                "added Koru's hooks for"
+            },
+            plan.events.join(", ")
+        );
+        if let Some(backup) = backup {
+            println!("  the file as it was: {}", backup.display());
+        }
+        if !uninstall {
+            if let Some(note) = plan.agent.after_install() {
+                println!("  {note}");
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -125,65 +182,10 @@ pub async fn run(socket: &Path, print_config: bool) -> anyhow::Result<ExitCode> 
 mod tests {
     use super::*;
 
-    fn kind(input: Value) -> Option<Value> {
-        observation_from_hook(&input, 5).map(|o| serde_json::to_value(o).unwrap())
-    }
-
     #[test]
-    fn notifications_become_needs_input_by_type_or_message() {
-        let base = |extra: Value| {
-            let mut v = serde_json::json!({"session_id": "s1", "cwd": "/w", "hook_event_name": "Notification",
-                "transcript_path": "/h/.claude/projects/-w/s1.jsonl"});
-            v.as_object_mut()
-                .unwrap()
-                .extend(extra.as_object().unwrap().clone());
-            v
-        };
-        let permission = kind(base(serde_json::json!({"notification_type": "permission_prompt", "message": "Claude needs your permission to use Bash"}))).unwrap();
-        assert_eq!(permission["kind"], "needs_input");
-        assert_eq!(permission["input"], "permission");
-        assert_eq!(permission["chat_id"], "s1");
-        assert_eq!(permission["workspace"], "/w");
-        assert_eq!(permission["basis"], "explicit");
-        let idle = kind(base(
-            serde_json::json!({"notification_type": "idle_prompt"}),
-        ))
-        .unwrap();
-        assert_eq!(idle["input"], "question");
-        let older = kind(base(
-            serde_json::json!({"message": "Claude is waiting for your input"}),
-        ))
-        .unwrap();
-        assert_eq!(older["input"], "question");
-        assert!(kind(base(
-            serde_json::json!({"notification_type": "auth_success"})
-        ))
-        .is_none());
-    }
-
-    #[test]
-    fn stop_is_a_completed_reply_and_other_events_are_ignored() {
-        let stop = kind(
-            serde_json::json!({"session_id": "s1", "cwd": "/w", "hook_event_name": "Stop",
-            "stop_hook_active": false, "last_assistant_message": "All tests pass."}),
-        )
-        .unwrap();
-        assert_eq!(stop["kind"], "reply_completed");
-        assert_eq!(stop["excerpt"], "All tests pass.");
-        let failure = kind(serde_json::json!({"session_id": "s1", "hook_event_name": "StopFailure", "error": "rate_limit"})).unwrap();
-        assert_eq!(failure["kind"], "failed");
-        assert_eq!(failure["reason"], "rate_limit");
-        assert!(
-            kind(serde_json::json!({"session_id": "s1", "hook_event_name": "PreToolUse"}))
-                .is_none()
-        );
-        assert!(kind(serde_json::json!({"hook_event_name": "Stop"})).is_none());
-    }
-
-    #[test]
-    fn the_config_snippet_runs_this_binary_for_the_three_events() {
+    fn the_config_snippet_runs_this_binary_for_claude_codes_events() {
         let snippet = config_snippet(Path::new("/usr/local/bin/koru"));
-        for event in ["Notification", "Stop", "StopFailure"] {
+        for event in HookAgent::ClaudeCode.events() {
             assert_eq!(
                 snippet["hooks"][event][0]["hooks"][0]["command"],
                 "/usr/local/bin/koru hook claude-code"

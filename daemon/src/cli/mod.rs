@@ -15,6 +15,7 @@ mod views;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::agent_hooks::HookAgent;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 /// Exit status of a client command whose daemon is not running.
@@ -354,14 +355,41 @@ pub struct ChatShowArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum HookCommand {
-    /// For Claude Code's hooks (Notification, Stop, StopFailure): reads the hook's JSON on
-    /// stdin and tells the daemon (permission prompts and waiting for input are not in the
-    /// transcript); never fails the hook
+    /// The hook for Claude Code (SessionStart, UserPromptSubmit, PermissionRequest,
+    /// Notification, Stop, StopFailure, SessionEnd): reads the hook's JSON on stdin and
+    /// tells the daemon what the transcript does not record; prints nothing, never fails
+    /// the hook
     ClaudeCode {
         /// Print the settings snippet that installs this hook, instead
         #[arg(long)]
         print_config: bool,
     },
+    /// The hook for Codex CLI (SessionStart, UserPromptSubmit, PermissionRequest, Stop,
+    /// SessionEnd), as for Claude Code
+    Codex,
+    /// The hook for Gemini CLI (SessionStart, BeforeAgent, AfterAgent, Notification,
+    /// SessionEnd), as for Claude Code
+    GeminiCli,
+    /// Put Koru's hook into agents' own settings, beside the user's hooks (a backup of
+    /// each file is kept; a file that does not parse is left untouched)
+    Install(HookInstallArgs),
+    /// Take out exactly the entries `koru hook install` added
+    Uninstall(HookInstallArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HookInstallArgs {
+    /// The agents (claude-code: ~/.claude/settings.json, codex: ~/.codex/hooks.json,
+    /// gemini-cli: ~/.gemini/settings.json)
+    #[arg(value_enum, required = true)]
+    pub agents: Vec<crate::agent_hooks::HookAgent>,
+    /// Edit this settings file instead (a project's .claude/settings.json, say); with one
+    /// agent only
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
+    /// Print the change as a diff and write nothing
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -607,8 +635,24 @@ pub async fn run(
         }
         Command::Dashboard(args) => dashboard_cmd::run(socket, args).await,
         Command::Hook(HookCommand::ClaudeCode { print_config }) => {
-            hook_cmd::run(socket, print_config).await
+            hook_cmd::run(socket, HookAgent::ClaudeCode, print_config).await
         }
+        Command::Hook(HookCommand::Codex) => hook_cmd::run(socket, HookAgent::Codex, false).await,
+        Command::Hook(HookCommand::GeminiCli) => {
+            hook_cmd::run(socket, HookAgent::GeminiCli, false).await
+        }
+        Command::Hook(HookCommand::Install(args)) => hook_cmd::install_or_uninstall(
+            &args.agents,
+            args.settings.as_deref(),
+            args.dry_run,
+            false,
+        ),
+        Command::Hook(HookCommand::Uninstall(args)) => hook_cmd::install_or_uninstall(
+            &args.agents,
+            args.settings.as_deref(),
+            args.dry_run,
+            true,
+        ),
         Command::Observe(args) => commands::observe(hosts, args).await,
         Command::Chats(flag) => commands::chats(hosts, flag.json).await,
         Command::Chat(ChatCommand::Show(args)) => commands::chat_show(hosts, args).await,

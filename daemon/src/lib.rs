@@ -63,6 +63,8 @@ pub mod registry;
 pub mod server;
 /// Plain-text tables and ages for the faces and doctor.
 pub mod table;
+/// Terminal agents found where they run: tmux panes and the agent processes under them.
+pub mod terminal;
 /// What a workspace named by a user or a controller means (path, folder URI, remote form)
 /// and how well it matches a window's folders.
 pub mod workspace_ref;

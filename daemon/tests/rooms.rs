@@ -22,7 +22,10 @@ const LEVELS: &[(&str, &[&str])] = &[
             "memory",
         ],
     ),
-    ("domain", &["registry", "observe", "drive", "journal"]),
+    (
+        "domain",
+        &["registry", "observe", "drive", "journal", "terminal"],
+    ),
     ("agents' hooks", &["agent_hooks"]),
     ("read-back", &["conversation"]),
     ("control", &["control"]),

@@ -383,6 +383,9 @@ pub async fn run(
         events_tx.clone(),
         config.redact_tool_arguments,
     )));
+    app = app.with_terminal_looker(Box::new(crate::terminal::SystemTerminalLooker::new(
+        events_tx.clone(),
+    )));
     // Desktop notifications when a drive needs the person, if there is a session bus to
     // send them on (whether a notification service listens is learnt from the first one).
     let mut notifier = None;
@@ -568,6 +571,14 @@ impl From<crate::observe::watcher::ObserverReport> for DaemonEvent {
                 source: Some(source),
             },
             ObserverReport::Health { observers } => DaemonEvent::ObserverHealth { observers },
+        }
+    }
+}
+
+impl From<crate::terminal::LookFinished> for DaemonEvent {
+    fn from(finished: crate::terminal::LookFinished) -> Self {
+        DaemonEvent::TerminalLook {
+            finished: Box::new(finished),
         }
     }
 }

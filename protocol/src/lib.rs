@@ -48,9 +48,10 @@ pub use observe::{
 pub use product::IdeProduct;
 pub use recovery::{RecoveryAction, RecoveryResult, RecoveryRun, RECOVERY_ACTIONS};
 pub use session::{
-    ChatOutcome, ChatState, DriveCreate, DriveRef, DrivesList, DrivesListResult, HttpStatus,
-    PluginEvent, PluginEventKind, RefusedHandshake, RegistryStatus, SessionHealth, SessionInfo,
-    SessionsList, SessionsListResult, StatusInfo, StreamEvent,
+    AgentChat, AgentState, ChatOutcome, ChatState, DriveCreate, DriveRef, DrivesList,
+    DrivesListResult, HttpStatus, PluginEvent, PluginEventKind, RefusedHandshake, RegistryStatus,
+    SessionHealth, SessionInfo, SessionsList, SessionsListResult, StatusInfo, StreamEvent,
+    TerminalAgentInfo, TerminalPlace,
 };
 
 /// The protocol version this build speaks natively (the highest it supports).

@@ -206,12 +206,90 @@ pub struct SessionsList {
     pub product: Option<IdeProduct>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// Also look for terminal agents (Claude Code, Codex CLI, Gemini CLI, opencode) in the
+    /// user's tmux panes and list them in `agents` (a look on demand: one `tmux
+    /// list-panes` per server and one read of the process table).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub agents: bool,
 }
 
-/// `sessions.list.result`: the plugin sessions, oldest first.
+/// `sessions.list.result`: the plugin sessions, oldest first, and, when asked, the terminal
+/// agents found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionsListResult {
     pub sessions: Vec<SessionInfo>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<TerminalAgentInfo>,
+}
+
+/// A terminal agent running in a terminal the daemon can see.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TerminalAgentInfo {
+    /// `t_` and 12 hex digits, stable while the agent's process runs in the same pane.
+    pub agent_id: String,
+    /// `claude-code`, `codex`, `gemini-cli` or `opencode`.
+    pub product: String,
+    /// The folder it runs in (the pane's current folder).
+    pub workspace: String,
+    /// The agent's process.
+    pub pid: u32,
+    pub terminal: TerminalPlace,
+    /// The agent's chat, from its history store, when the observers know one for the folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<AgentChat>,
+    pub state: AgentState,
+}
+
+impl TerminalAgentInfo {
+    /// One line for people: id, product, where it runs, folder, chat and state.
+    pub fn line(&self) -> String {
+        let TerminalPlace::Tmux { pane_id, place, .. } = &self.terminal;
+        let state = match self.state {
+            AgentState::Idle => "idle",
+            AgentState::Replying => "replying",
+            AgentState::NeedsInput => "needs_input",
+            AgentState::Unknown => "state unknown",
+        };
+        let chat = self
+            .chat
+            .as_ref()
+            .map(|c| format!(" chat {}", c.chat_id))
+            .unwrap_or_default();
+        format!(
+            "{} {} in tmux {place} ({pane_id}) {}{chat} {state}",
+            self.agent_id, self.product, self.workspace
+        )
+    }
+}
+
+/// Where a terminal agent runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TerminalPlace {
+    /// A tmux pane: its server's socket, its `%N` id and `session:window.pane` for people.
+    Tmux {
+        socket: String,
+        pane_id: String,
+        place: String,
+    },
+}
+
+/// A terminal agent's chat in its history store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentChat {
+    pub store: String,
+    pub chat_id: String,
+}
+
+/// What a terminal agent is doing, from its chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentState {
+    Idle,
+    Replying,
+    NeedsInput,
+    /// No chat of its is known yet.
+    Unknown,
 }
 
 /// `drives.list` (controller → daemon): drives, newest last. Without `history`, the ones

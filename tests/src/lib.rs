@@ -115,6 +115,8 @@ impl Sandbox {
             .env("XDG_RUNTIME_DIR", self.path().join("run"))
             .env("XDG_CONFIG_HOME", self.path().join("config"))
             .env("XDG_STATE_HOME", self.path().join("state"))
+            // tmux servers (and the daemon's look for terminal agents) stay in the sandbox.
+            .env("TMUX_TMPDIR", self.path().join("tmux"))
             .env("KORU_SOCKET", self.socket())
             .env(
                 "DBUS_SYSTEM_BUS_ADDRESS",

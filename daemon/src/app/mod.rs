@@ -21,6 +21,7 @@ pub mod recovery;
 mod requests;
 mod session_events;
 pub mod sessions;
+mod terminals;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -148,6 +149,10 @@ pub enum DaemonEvent {
     ChatReadFinished {
         finished: Box<crate::conversation::ChatReadFinished>,
     },
+    /// A look for terminal agents came back (`terminal::TerminalLooker`).
+    TerminalLook {
+        finished: Box<crate::terminal::LookFinished>,
+    },
     /// Periodic: heartbeats and deadlines.
     Tick,
 }
@@ -250,6 +255,8 @@ pub struct App<C: Clock> {
     /// `chat.read` requests waiting for their read, by ticket.
     chat_reads: HashMap<u64, conversations::PendingRead>,
     next_chat_read: u64,
+    /// Looks for terminal agents (`sessions.list` with `agents`) and who waits for them.
+    terminal: terminals::TerminalLooks,
     /// The observers' store roots, as last reported.
     observers: Vec<koru_protocol::ObserverStatus>,
     /// Where plugin sessions' announced chat-store folders go (the watcher, or nowhere).
@@ -302,6 +309,7 @@ impl<C: Clock> App<C> {
             chat_reader: Box::new(crate::conversation::read::RecordingChatReader::default()),
             chat_reads: HashMap::new(),
             next_chat_read: 1,
+            terminal: Default::default(),
             observers: Vec::new(),
             session_store_roots: Box::new(NoSessionStoreRoots),
             journal: None,
@@ -321,6 +329,16 @@ impl<C: Clock> App<C> {
     /// only recorded, for unit tests).
     pub fn with_chat_reader(mut self, reader: Box<dyn crate::conversation::ChatReader>) -> Self {
         self.chat_reader = reader;
+        self
+    }
+
+    /// Looks for terminal agents with `looker` when a `sessions.list` asks for them (by
+    /// default none is looked for).
+    pub fn with_terminal_looker(
+        mut self,
+        looker: Box<dyn crate::terminal::TerminalLooker>,
+    ) -> Self {
+        self.terminal.looker = Some(looker);
         self
     }
 
@@ -392,6 +410,7 @@ impl<C: Clock> App<C> {
                 source,
             } => self.on_observed(events, replay, source),
             DaemonEvent::ChatReadFinished { finished } => self.on_chat_read_finished(*finished),
+            DaemonEvent::TerminalLook { finished } => self.on_terminal_look(*finished),
             DaemonEvent::ObserverHealth { observers } => self.observers = observers,
         }
     }

@@ -1,10 +1,7 @@
 //! The requests a greeted peer sends after the handshake, dispatched by message type to the part of the state machine that answers them.
 
-use koru_protocol::{
-    AccessScope, Envelope, ErrorCode, ErrorMessage, Message, RequestId, Role, SessionsListResult,
-};
+use koru_protocol::{AccessScope, Envelope, ErrorCode, ErrorMessage, Message, RequestId};
 
-use super::sessions::resolve_target;
 use crate::clock::Clock;
 
 use super::delivery::{drive_result, unknown_drive};
@@ -53,40 +50,7 @@ impl<C: Clock> App<C> {
                     Envelope::with_id(id, Message::StatusResult(status)),
                 );
             }
-            Message::SessionsList(filter) => {
-                let mut sessions: Vec<_> = self
-                    .sessions
-                    .values()
-                    .map(Box::as_ref)
-                    .filter(|s| s.role == Role::Plugin)
-                    .filter(|s| {
-                        filter
-                            .product
-                            .as_ref()
-                            .is_none_or(|p| s.product() == Some(p))
-                    })
-                    .filter(|s| {
-                        filter.workspace.as_ref().is_none_or(|w| {
-                            resolve_target(
-                                &koru_protocol::Target::Workspace(w.clone()),
-                                std::iter::once(*s),
-                            )
-                            .is_ok()
-                        })
-                    })
-                    .map(|s| s.info())
-                    .collect();
-                sessions.sort_by(|a, b| {
-                    (a.connected_at_ms, &a.session_id).cmp(&(b.connected_at_ms, &b.session_id))
-                });
-                self.send(
-                    conn_id,
-                    Envelope::with_id(
-                        id,
-                        Message::SessionsListResult(SessionsListResult { sessions }),
-                    ),
-                );
-            }
+            Message::SessionsList(filter) => self.on_sessions_list(conn_id, id, filter),
             Message::ChatsList(filter) => {
                 let chats = self
                     .chats

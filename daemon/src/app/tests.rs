@@ -1770,6 +1770,7 @@ mod drive_news;
 mod journaling;
 mod refusal;
 mod submit_key;
+mod terminals;
 
 #[test]
 fn a_chat_waiting_for_the_user_holds_drives_only_up_to_the_bound() {

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use koru_protocol::{
     DriveInfo, DrivesList, DrivesListResult, SessionInfo, SessionsList, StatusInfo,
+    TerminalAgentInfo, TerminalPlace,
 };
 
 use super::commands::{connect, parse_since, print_json, proof_of};
@@ -165,31 +166,69 @@ fn print_status(status: &StatusInfo) {
     }
 }
 
+/// A terminal agent as `koru sessions --json` lists it, after the plugin sessions: its
+/// record with `"kind": "terminal_agent"` (plugin sessions carry no `kind`).
+fn agent_json(agent: &TerminalAgentInfo, host: Option<&str>) -> anyhow::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(agent)?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("kind".into(), "terminal_agent".into());
+        if let Some(host) = host {
+            object.insert("host".into(), host.into());
+        }
+    }
+    Ok(value)
+}
+
+/// Plugin sessions and the terminal agents found in tmux panes.
+fn sessions_request() -> SessionsList {
+    SessionsList {
+        agents: true,
+        ..SessionsList::default()
+    }
+}
+
 pub async fn sessions(choice: &HostChoice, json: bool) -> anyhow::Result<ExitCode> {
     let hosts = choice.resolve()?;
     if let [host] = hosts.as_slice() {
         let mut client = connect(host).await?;
-        let result = client.sessions(SessionsList::default()).await;
+        let result = client.sessions(sessions_request()).await;
         client.close().await;
-        let sessions = result?.sessions;
+        let result = result?;
         if json {
-            print_json(&sessions)?;
-        } else if sessions.is_empty() {
-            println!("no IDE plugin is connected");
+            let mut listed = Vec::new();
+            for session in &result.sessions {
+                listed.push(serde_json::to_value(session)?);
+            }
+            for agent in &result.agents {
+                listed.push(agent_json(agent, None)?);
+            }
+            print_json(&listed)?;
         } else {
-            let rows: Vec<(Option<&str>, &SessionInfo)> =
-                sessions.iter().map(|s| (None, s)).collect();
-            print_sessions(&rows);
+            if result.sessions.is_empty() {
+                println!("no IDE plugin is connected");
+            } else {
+                let rows: Vec<(Option<&str>, &SessionInfo)> =
+                    result.sessions.iter().map(|s| (None, s)).collect();
+                print_sessions(&rows);
+            }
+            let agents: Vec<(Option<&str>, &TerminalAgentInfo)> =
+                result.agents.iter().map(|a| (None, a)).collect();
+            print_agents(&agents);
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let answers = ask_each(&hosts, |c| Box::pin(c.sessions(SessionsList::default()))).await;
+    let answers = ask_each(&hosts, |c| Box::pin(c.sessions(sessions_request()))).await;
     let (answered, outcomes) = outcomes(&hosts, answers);
     let mut sessions = Vec::new();
+    let mut agents = Vec::new();
     for (host, result) in answered {
         for mut session in result.sessions {
             qualify_session(&mut session, &host);
             sessions.push((host.clone(), session));
+        }
+        for mut agent in result.agents {
+            agent.agent_id = format!("{host}/{}", agent.agent_id);
+            agents.push((host.clone(), agent));
         }
     }
     if json {
@@ -198,12 +237,15 @@ pub async fn sessions(choice: &HostChoice, json: bool) -> anyhow::Result<ExitCod
             sessions: Vec<serde_json::Value>,
             hosts: &'a [HostOutcome],
         }
-        let sessions = sessions
+        let mut listed = sessions
             .iter()
             .map(|(host, session)| tagged(host, session))
-            .collect::<anyhow::Result<_>>()?;
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        for (host, agent) in &agents {
+            listed.push(agent_json(agent, Some(host))?);
+        }
         print_json(&Merged {
-            sessions,
+            sessions: listed,
             hosts: &outcomes,
         })?;
     } else {
@@ -216,9 +258,65 @@ pub async fn sessions(choice: &HostChoice, json: bool) -> anyhow::Result<ExitCod
                 .collect();
             print_sessions(&rows);
         }
+        let rows: Vec<(Option<&str>, &TerminalAgentInfo)> = agents
+            .iter()
+            .map(|(host, agent)| (Some(host.as_str()), agent))
+            .collect();
+        print_agents(&rows);
         print_down(&outcomes);
     }
     Ok(exit_of(&outcomes))
+}
+
+/// The terminal agents found in tmux panes, as a table after the windows (nothing when
+/// there are none).
+fn print_agents(rows: &[(Option<&str>, &TerminalAgentInfo)]) {
+    if rows.is_empty() {
+        return;
+    }
+    let with_host = rows.iter().any(|(host, _)| host.is_some());
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(host, agent)| {
+            let TerminalPlace::Tmux { pane_id, place, .. } = &agent.terminal;
+            let mut row = Vec::new();
+            if with_host {
+                row.push(host.unwrap_or("-").to_string());
+            }
+            row.extend([
+                agent.agent_id.clone(),
+                agent.product.clone(),
+                format!("tmux {place} {pane_id}"),
+                agent.pid.to_string(),
+                serde_json::to_value(agent.state)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                agent
+                    .chat
+                    .as_ref()
+                    .map(|c| c.chat_id.clone())
+                    .unwrap_or_else(|| "-".into()),
+                agent.workspace.clone(),
+            ]);
+            row
+        })
+        .collect();
+    let mut headers = Vec::new();
+    if with_host {
+        headers.push("HOST");
+    }
+    headers.extend([
+        "AGENT",
+        "PRODUCT",
+        "WHERE",
+        "PID",
+        "STATE",
+        "CHAT",
+        "WORKSPACE",
+    ]);
+    println!("terminal agents:");
+    print!("{}", render(&headers, &table));
 }
 
 /// The sessions table; a HOST column when the rows carry their host.

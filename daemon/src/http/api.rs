@@ -388,7 +388,12 @@ async fn status(daemon: Daemon) -> Result<Json<StatusInfo>, ApiError> {
 
 async fn sessions(daemon: Daemon) -> Result<Json<SessionsListResult>, ApiError> {
     let result = daemon
-        .once(|c| Box::pin(c.sessions(SessionsList::default())))
+        .once(|c| {
+            Box::pin(c.sessions(SessionsList {
+                agents: true,
+                ..SessionsList::default()
+            }))
+        })
         .await?;
     Ok(Json(result))
 }

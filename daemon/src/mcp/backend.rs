@@ -459,6 +459,8 @@ impl Backend {
         let filter = SessionsList {
             product: product.map(|p| p.parse().unwrap_or_else(|never| match never {})),
             workspace,
+            // Terminal agents too, unless the call asks for one IDE product.
+            agents: true,
         };
         let answers = self
             .ask_every(|c| {
@@ -468,6 +470,7 @@ impl Backend {
             .await;
         let several = self.several();
         let mut sessions = Vec::new();
+        let mut agents = Vec::new();
         let mut down = Vec::new();
         let mut first_error = None;
         for answer in answers {
@@ -478,6 +481,13 @@ impl Backend {
                             qualify_session(&mut session, host);
                         }
                         sessions.push(session);
+                    }
+                    for agent in result.agents {
+                        let line = agent.line();
+                        agents.push(match (several, &answer.host) {
+                            (true, Some(host)) => format!("{host}/{line}"),
+                            _ => line,
+                        });
                     }
                 }
                 Err(error) => {
@@ -495,7 +505,7 @@ impl Backend {
             if let Some(error) = first_error {
                 return Err(error);
             }
-            return Ok(format::sessions(&sessions));
+            return Ok(format::with_agents(format::sessions(&sessions), &agents));
         }
         if down.len() == self.hosts.as_ref().map_or(1, |l| l.len()) {
             return Err(ToolError::new(
@@ -503,7 +513,7 @@ impl Backend {
                 format!("no host answered: {}", down.join("; ")),
             ));
         }
-        let mut text = format::sessions(&sessions);
+        let mut text = format::with_agents(format::sessions(&sessions), &agents);
         for line in down {
             text.push('\n');
             text.push_str(&line);

@@ -4,6 +4,18 @@ use koru_protocol::{AttemptOutcome, DriveInfo, DriveState, SessionInfo};
 use koru_registry::Interface;
 
 /// One line per plugin session: `id product version [focused] [busy] folders… (drives: n queued)`.
+/// The sessions' text followed by the terminal agents' lines, if any.
+pub fn with_agents(mut text: String, agents: &[String]) -> String {
+    if !agents.is_empty() {
+        text.push_str("\nterminal agents:");
+        for line in agents {
+            text.push('\n');
+            text.push_str(line);
+        }
+    }
+    text
+}
+
 pub fn sessions(sessions: &[SessionInfo]) -> String {
     let plugins: Vec<&SessionInfo> = sessions
         .iter()

@@ -28,6 +28,7 @@ pub struct Look {
 pub fn look(socket_dir: &Path) -> Look {
     let mut look = Look::default();
     let sockets = tmux::server_sockets(socket_dir);
+    tracing::debug!(dir = %socket_dir.display(), sockets = sockets.len(), "looking for terminal agents");
     if sockets.is_empty() {
         return look;
     }
@@ -48,6 +49,90 @@ pub fn look(socket_dir: &Path) -> Look {
         }
     }
     look
+}
+
+/// A look the daemon asked for, done.
+#[derive(Debug)]
+pub struct LookFinished {
+    pub ticket: u64,
+    pub agents: Vec<PaneAgent>,
+    pub problems: Vec<String>,
+}
+
+/// Looks for terminal agents off the daemon's loop; the answer comes back as a
+/// [`LookFinished`] event.
+pub trait TerminalLooker: Send + Sync {
+    fn start(&self, ticket: u64);
+}
+
+/// Looks for real, on tokio's blocking pool, in the user's tmux socket folder.
+pub struct SystemTerminalLooker<E> {
+    events: tokio::sync::mpsc::Sender<E>,
+    socket_dir: std::path::PathBuf,
+}
+
+impl<E> SystemTerminalLooker<E> {
+    /// Looks in `$TMUX_TMPDIR/tmux-UID` (else `/tmp/tmux-UID`).
+    pub fn new(events: tokio::sync::mpsc::Sender<E>) -> Self {
+        let tmpdir = std::env::var_os("TMUX_TMPDIR")
+            .filter(|d| !d.is_empty())
+            .map(std::path::PathBuf::from);
+        SystemTerminalLooker {
+            events,
+            socket_dir: tmux::socket_dir(tmpdir.as_deref(), nix::unistd::getuid().as_raw()),
+        }
+    }
+}
+
+impl<E: From<LookFinished> + Send + 'static> TerminalLooker for SystemTerminalLooker<E> {
+    fn start(&self, ticket: u64) {
+        let events = self.events.clone();
+        let dir = self.socket_dir.clone();
+        tokio::spawn(async move {
+            let found = tokio::task::spawn_blocking(move || look(&dir))
+                .await
+                .unwrap_or_else(|error| Look {
+                    agents: Vec::new(),
+                    problems: vec![format!("looking for terminal agents failed: {error}")],
+                });
+            let _ = events
+                .send(E::from(LookFinished {
+                    ticket,
+                    agents: found.agents,
+                    problems: found.problems,
+                }))
+                .await;
+        });
+    }
+}
+
+/// A looker for tests: records the tickets it was given; the test answers them.
+#[derive(Debug, Clone, Default)]
+pub struct RecordingTerminalLooker {
+    pub started: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl TerminalLooker for RecordingTerminalLooker {
+    fn start(&self, ticket: u64) {
+        if let Ok(mut started) = self.started.lock() {
+            started.push(ticket);
+        }
+    }
+}
+
+/// A terminal agent's stable id: `t_` and the first 12 hex digits of the SHA-256 of its
+/// server socket, pane id and process id.
+pub fn agent_id(agent: &PaneAgent) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    hash.update(agent.pane.socket.to_string_lossy().as_bytes());
+    hash.update([0]);
+    hash.update(agent.pane.pane_id.as_bytes());
+    hash.update([0]);
+    hash.update(agent.pid.to_le_bytes());
+    let digest = hash.finalize();
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("t_{hex}")
 }
 
 #[cfg(test)]

@@ -57,7 +57,10 @@ pub fn parse_panes(socket: &Path, text: &str) -> Vec<Pane> {
 
 /// The panes of the server at `socket`. A socket with no server behind it has no panes.
 pub fn list_panes(socket: &Path) -> Result<Vec<Pane>, TmuxError> {
+    // `-u`: without a UTF-8 locale (a daemon started by systemd, say) tmux would print
+    // every tab and non-ASCII character of the answer as `_`.
     let output = Command::new("tmux")
+        .arg("-u")
         .arg("-S")
         .arg(socket)
         .args(["list-panes", "-a", "-F", FORMAT])
@@ -170,6 +173,7 @@ fn tmux_call(socket: &Path, args: &[&str], stdin: Option<&[u8]>) -> Result<Strin
     use std::io::Write;
     let mut command = Command::new("tmux");
     command
+        .arg("-u")
         .arg("-S")
         .arg(socket)
         .args(args)

@@ -282,6 +282,19 @@ export type NeedsInputKind = "question" | "permission" | "tool_approval" | "othe
  */
 export type ObserverMode = "watched" | "waiting" | "polled";
 /**
+ * What a terminal agent is doing, from its chat.
+ */
+export type AgentState = ("idle" | "replying" | "needs_input") | "unknown";
+/**
+ * Where a terminal agent runs.
+ */
+export type TerminalPlace = {
+  kind: "tmux";
+  pane_id: string;
+  place: string;
+  socket: string;
+};
+/**
  * What the plugin last said about its chat.
  */
 export type ChatState = "unknown" | "idle" | "busy";
@@ -1039,14 +1052,56 @@ export interface RegistryStatus {
  * `sessions.list` (controller → daemon): optional filters.
  */
 export interface SessionsList {
+  /**
+   * Also look for terminal agents (Claude Code, Codex CLI, Gemini CLI, opencode) in the
+   * user's tmux panes and list them in `agents` (a look on demand: one `tmux
+   * list-panes` per server and one read of the process table).
+   */
+  agents?: boolean;
   product?: IdeProduct | null;
   workspace?: string | null;
 }
 /**
- * `sessions.list.result`: the plugin sessions, oldest first.
+ * `sessions.list.result`: the plugin sessions, oldest first, and, when asked, the terminal
+ * agents found.
  */
 export interface SessionsListResult {
+  agents?: TerminalAgentInfo[];
   sessions: SessionInfo[];
+}
+/**
+ * A terminal agent running in a terminal the daemon can see.
+ */
+export interface TerminalAgentInfo {
+  /**
+   * `t_` and 12 hex digits, stable while the agent's process runs in the same pane.
+   */
+  agent_id: string;
+  /**
+   * The agent's chat, from its history store, when the observers know one for the folder.
+   */
+  chat?: AgentChat | null;
+  /**
+   * The agent's process.
+   */
+  pid: number;
+  /**
+   * `claude-code`, `codex`, `gemini-cli` or `opencode`.
+   */
+  product: string;
+  state: AgentState;
+  terminal: TerminalPlace;
+  /**
+   * The folder it runs in (the pane's current folder).
+   */
+  workspace: string;
+}
+/**
+ * A terminal agent's chat in its history store.
+ */
+export interface AgentChat {
+  chat_id: string;
+  store: string;
 }
 /**
  * One connected plugin, as `sessions.list` reports it.

@@ -1,0 +1,194 @@
+//! `sessions.list` with terminal agents: the plugin sessions at once, or — when the request asks for `agents` — after a look for agents in the user's tmux panes done off the loop (`terminal::TerminalLooker`), each agent given the chat the observers know for its folder and that chat's state. One look serves every request that came while it ran.
+
+use koru_protocol::{
+    AgentChat, AgentState, Envelope, Message, ObservedChatState, RequestId, Role, SessionInfo,
+    SessionsList, SessionsListResult, TerminalAgentInfo, TerminalPlace,
+};
+
+use crate::clock::Clock;
+use crate::terminal::{LookFinished, PaneAgent};
+
+use super::sessions::resolve_target;
+use super::{App, ConnId};
+
+/// A `sessions.list` waiting for the running look.
+#[derive(Debug)]
+pub(super) struct WaitingList {
+    conn_id: ConnId,
+    id: Option<RequestId>,
+    filter: SessionsList,
+}
+
+/// The terminal-agent looks of the daemon: who waits, and the look running.
+#[derive(Default)]
+pub(super) struct TerminalLooks {
+    pub(super) looker: Option<Box<dyn crate::terminal::TerminalLooker>>,
+    waiting: Vec<WaitingList>,
+    running: Option<u64>,
+    next_ticket: u64,
+}
+
+/// A folder without its trailing slashes, for comparing.
+fn folder(path: &str) -> &str {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        "/"
+    } else {
+        trimmed
+    }
+}
+
+impl<C: Clock> App<C> {
+    /// The plugin sessions `filter` selects, oldest first.
+    fn plugin_sessions(&self, filter: &SessionsList) -> Vec<SessionInfo> {
+        let mut sessions: Vec<_> = self
+            .sessions
+            .values()
+            .map(Box::as_ref)
+            .filter(|s| s.role == Role::Plugin)
+            .filter(|s| {
+                filter
+                    .product
+                    .as_ref()
+                    .is_none_or(|p| s.product() == Some(p))
+            })
+            .filter(|s| {
+                filter.workspace.as_ref().is_none_or(|w| {
+                    resolve_target(
+                        &koru_protocol::Target::Workspace(w.clone()),
+                        std::iter::once(*s),
+                    )
+                    .is_ok()
+                })
+            })
+            .map(|s| s.info())
+            .collect();
+        sessions.sort_by(|a, b| {
+            (a.connected_at_ms, &a.session_id).cmp(&(b.connected_at_ms, &b.session_id))
+        });
+        sessions
+    }
+
+    /// `sessions.list`: answered at once, or, with `agents`, when a look for terminal
+    /// agents (started now, or already running) comes back.
+    pub(super) fn on_sessions_list(
+        &mut self,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        filter: SessionsList,
+    ) {
+        if !filter.agents || self.terminal.looker.is_none() {
+            let sessions = self.plugin_sessions(&filter);
+            self.send(
+                conn_id,
+                Envelope::with_id(
+                    id,
+                    Message::SessionsListResult(SessionsListResult {
+                        sessions,
+                        agents: Vec::new(),
+                    }),
+                ),
+            );
+            return;
+        }
+        self.terminal.waiting.push(WaitingList {
+            conn_id,
+            id,
+            filter,
+        });
+        if self.terminal.running.is_none() {
+            self.terminal.next_ticket += 1;
+            let ticket = self.terminal.next_ticket;
+            self.terminal.running = Some(ticket);
+            if let Some(looker) = &self.terminal.looker {
+                looker.start(ticket);
+            }
+        }
+    }
+
+    /// A look came back: every waiting `sessions.list` is answered with it.
+    pub(super) fn on_terminal_look(&mut self, finished: LookFinished) {
+        if self.terminal.running != Some(finished.ticket) {
+            return;
+        }
+        self.terminal.running = None;
+        tracing::debug!(
+            agents = finished.agents.len(),
+            problems = finished.problems.len(),
+            "terminal look done"
+        );
+        for problem in &finished.problems {
+            tracing::warn!(problem, "looking for terminal agents");
+        }
+        let agents: Vec<TerminalAgentInfo> =
+            finished.agents.iter().map(|a| self.agent_info(a)).collect();
+        for waiting in std::mem::take(&mut self.terminal.waiting) {
+            let sessions = self.plugin_sessions(&waiting.filter);
+            let agents = agents
+                .iter()
+                .filter(|a| {
+                    waiting
+                        .filter
+                        .workspace
+                        .as_deref()
+                        .is_none_or(|w| folder(w) == folder(&a.workspace))
+                })
+                .filter(|_| waiting.filter.product.is_none())
+                .cloned()
+                .collect();
+            self.send(
+                waiting.conn_id,
+                Envelope::with_id(
+                    waiting.id,
+                    Message::SessionsListResult(SessionsListResult { sessions, agents }),
+                ),
+            );
+        }
+    }
+
+    /// An agent as `sessions.list` shows it: its chat is the one of its store the
+    /// observers last saw active in its folder.
+    fn agent_info(&self, agent: &PaneAgent) -> TerminalAgentInfo {
+        let store = match agent.product {
+            crate::terminal::AgentProduct::ClaudeCode => {
+                Some(crate::observe::stores::claude_code::STORE)
+            }
+            crate::terminal::AgentProduct::Codex => Some(crate::observe::stores::codex::STORE),
+            crate::terminal::AgentProduct::GeminiCli => Some(crate::observe::stores::gemini::STORE),
+            crate::terminal::AgentProduct::Opencode => None,
+        };
+        let chat = store.and_then(|store| {
+            self.chats
+                .values()
+                .filter(|c| c.store == store)
+                .filter(|c| {
+                    c.workspace
+                        .as_deref()
+                        .is_some_and(|w| folder(w) == folder(&agent.pane.path))
+                })
+                .max_by_key(|c| c.last_activity_ms)
+        });
+        let state = match chat.map(|c| c.state) {
+            Some(ObservedChatState::Idle) => AgentState::Idle,
+            Some(ObservedChatState::Replying) => AgentState::Replying,
+            Some(ObservedChatState::NeedsInput) => AgentState::NeedsInput,
+            None => AgentState::Unknown,
+        };
+        TerminalAgentInfo {
+            agent_id: crate::terminal::agent_id(agent),
+            product: agent.product.name().to_string(),
+            workspace: agent.pane.path.clone(),
+            pid: agent.pid,
+            terminal: TerminalPlace::Tmux {
+                socket: agent.pane.socket.display().to_string(),
+                pane_id: agent.pane.pane_id.clone(),
+                place: agent.pane.place.clone(),
+            },
+            chat: chat.map(|c| AgentChat {
+                store: c.store.clone(),
+                chat_id: c.chat_id.clone(),
+            }),
+            state,
+        }
+    }
+}

@@ -41,9 +41,10 @@ pub use journal::{
     VerifyProblemKind, VerifyReport, VerifyVerdict,
 };
 pub use observe::{
-    ChatInfo, ChatsList, ChatsListResult, DriveObservation, NeedsInputKind, ObservationBasis,
-    ObserveReport, ObserveReported, ObservedChatState, ObservedEvent, ObservedKind, ObservedStage,
-    ObserverMode, ObserverStatus, StoreProblem, StoreProblemKind, PLUGIN_OBSERVATION_STORE,
+    AgentProcess, ChatInfo, ChatsList, ChatsListResult, DriveObservation, NeedsInputKind,
+    ObservationBasis, ObserveReport, ObserveReported, ObservedChatState, ObservedEvent,
+    ObservedKind, ObservedStage, ObserverMode, ObserverStatus, StoreProblem, StoreProblemKind,
+    PLUGIN_OBSERVATION_STORE,
 };
 pub use product::IdeProduct;
 pub use recovery::{RecoveryAction, RecoveryResult, RecoveryRun, RECOVERY_ACTIONS};

@@ -77,8 +77,24 @@ pub struct ObservedEvent {
     /// When Koru saw it (Unix ms).
     pub seen_at_ms: u64,
     pub basis: ObservationBasis,
+    /// Where the chat's agent runs, when a terminal agent's own hook reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<AgentProcess>,
     #[serde(flatten)]
     pub event: ObservedKind,
+}
+
+/// Where a terminal agent runs, as its hook saw it: the agent's process (the hook's nearest
+/// ancestor that is an agent) and, inside tmux, the server's socket and the pane
+/// (`$TMUX`, `$TMUX_PANE`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentProcess {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmux_socket: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmux_pane: Option<String>,
 }
 
 /// A chat's state as observed.

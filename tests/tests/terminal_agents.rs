@@ -161,4 +161,41 @@ fn an_agent_in_a_tmux_pane_is_listed_with_its_pane_chat_and_state() {
     });
     assert_eq!(listed["agents"][0]["agent_id"], id.as_str());
     assert_eq!(listed["agents"][0]["chat"]["chat_id"], session);
+
+    // The agent's own hook says which chat runs in that pane (a session just started,
+    // before its log says anything): that chat wins over the folder's newest.
+    let pane = agent["terminal"]["pane_id"].as_str().unwrap().to_string();
+    let socket = agent["terminal"]["socket"].as_str().unwrap().to_string();
+    let mut hook = sandbox
+        .koru()
+        .args(["hook", "claude-code"])
+        .env("TMUX", format!("{socket},1,0"))
+        .env("TMUX_PANE", &pane)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    hook.stdin
+        .take()
+        .unwrap()
+        .write_all(
+            json!({"session_id": "hooked-1", "cwd": workspace, "hook_event_name": "SessionStart",
+                "source": "startup", "transcript_path": "/nowhere.jsonl"})
+            .to_string()
+            .as_bytes(),
+        )
+        .unwrap();
+    let done = hook.wait_with_output().unwrap();
+    assert!(done.status.success() && done.stdout.is_empty() && done.stderr.is_empty());
+    let listed = stdout_json(&sandbox.run(&["sessions", "--json"]));
+    let agent = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "terminal_agent")
+        .unwrap();
+    assert_eq!(agent["chat"]["chat_id"], "hooked-1", "{listed:#}");
+    assert_eq!(agent["agent_id"], id.as_str(), "the same agent");
 }

@@ -5,7 +5,7 @@ pub mod json_settings;
 
 use std::path::{Path, PathBuf};
 
-use koru_protocol::{NeedsInputKind, ObservationBasis, ObservedEvent, ObservedKind};
+use koru_protocol::{AgentProcess, NeedsInputKind, ObservationBasis, ObservedEvent, ObservedKind};
 use serde_json::Value;
 
 use crate::observe::excerpt_and_length;
@@ -162,14 +162,19 @@ fn text<'a>(input: &'a Value, key: &str) -> Option<&'a str> {
 
 /// The observation an agent's hook input means, if any: what the transcript does not record
 /// (a permission prompt, the agent waiting for the user, a turn that failed on an API error)
-/// and the turn's end. Pure, for tests.
+/// and the turn's end — and, at a session's start and each prompt, that the chat exists and
+/// where its agent runs (`process`: what the hook could see of its agent). Pure, for tests.
 pub fn observation_from_hook(
     agent: HookAgent,
     input: &Value,
     now_ms: u64,
+    process: Option<AgentProcess>,
 ) -> Option<ObservedEvent> {
     let session = text(input, "session_id").filter(|s| !s.is_empty())?;
     let event = match (agent, text(input, "hook_event_name")?) {
+        (_, "SessionStart")
+        | (HookAgent::ClaudeCode | HookAgent::Codex, "UserPromptSubmit")
+        | (HookAgent::GeminiCli, "BeforeAgent") => ObservedKind::ChatSeen,
         (HookAgent::ClaudeCode, "Notification") => {
             let kind = text(input, "notification_type");
             let message = text(input, "message").unwrap_or("").to_lowercase();
@@ -232,7 +237,30 @@ pub fn observation_from_hook(
         store_ts_ms: None,
         seen_at_ms: now_ms,
         basis: ObservationBasis::Explicit,
+        process,
         event,
+    })
+}
+
+/// What a hook process can see of its agent: the nearest ancestor that is an agent
+/// process, and the tmux server and pane from `$TMUX` (`socket,pid,session`) and
+/// `$TMUX_PANE`. `None` when it sees nothing.
+pub fn agent_process(
+    tmux: Option<&str>,
+    tmux_pane: Option<&str>,
+    agent_pid: Option<u32>,
+) -> Option<AgentProcess> {
+    let tmux_socket = tmux
+        .and_then(|t| t.split(',').next())
+        .filter(|s| s.starts_with('/'))
+        .map(str::to_string);
+    let tmux_pane = tmux_pane
+        .filter(|p| p.starts_with('%') && tmux_socket.is_some())
+        .map(str::to_string);
+    (agent_pid.is_some() || tmux_socket.is_some()).then_some(AgentProcess {
+        pid: agent_pid,
+        tmux_socket,
+        tmux_pane,
     })
 }
 
@@ -242,7 +270,51 @@ mod tests {
     use serde_json::json;
 
     fn kind(agent: HookAgent, input: Value) -> Option<Value> {
-        observation_from_hook(agent, &input, 5).map(|o| serde_json::to_value(o).unwrap())
+        observation_from_hook(agent, &input, 5, None).map(|o| serde_json::to_value(o).unwrap())
+    }
+
+    #[test]
+    fn a_session_start_or_a_prompt_says_where_the_agent_runs() {
+        let process = agent_process(
+            Some("/tmp/tmux-1000/default,4100,0"),
+            Some("%7"),
+            Some(4321),
+        );
+        assert_eq!(
+            process,
+            Some(AgentProcess {
+                pid: Some(4321),
+                tmux_socket: Some("/tmp/tmux-1000/default".into()),
+                tmux_pane: Some("%7".into())
+            })
+        );
+        for (agent, event) in [
+            (HookAgent::ClaudeCode, "SessionStart"),
+            (HookAgent::ClaudeCode, "UserPromptSubmit"),
+            (HookAgent::Codex, "UserPromptSubmit"),
+            (HookAgent::GeminiCli, "BeforeAgent"),
+            (HookAgent::GeminiCli, "SessionStart"),
+        ] {
+            let seen = observation_from_hook(
+                agent,
+                &json!({"session_id": "s9", "cwd": "/w", "hook_event_name": event, "prompt": "hi"}),
+                5,
+                process.clone(),
+            )
+            .unwrap();
+            assert_eq!(seen.event, ObservedKind::ChatSeen, "{agent:?} {event}");
+            assert_eq!(seen.process, process);
+        }
+        // Outside tmux, and nothing to see at all.
+        assert_eq!(
+            agent_process(None, Some("%7"), Some(9)),
+            Some(AgentProcess {
+                pid: Some(9),
+                tmux_socket: None,
+                tmux_pane: None
+            })
+        );
+        assert_eq!(agent_process(Some("garbage"), None, None), None);
     }
 
     fn with(base: Value, extra: Value) -> Value {

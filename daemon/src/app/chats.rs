@@ -78,6 +78,10 @@ impl<C: Clock> App<C> {
         self.note_chat_source(&events, source);
         for observation in events {
             let key = (observation.store.clone(), observation.chat_id.clone());
+            if let Some(process) = &observation.process {
+                // A terminal agent's hook said where this chat's agent runs.
+                self.chat_process.insert(key.clone(), process.clone());
+            }
             match observation.event {
                 ObservedKind::ReplyCompleted { .. } => {
                     if !self.chat_completed.insert(key.clone()) {

@@ -257,6 +257,8 @@ pub struct App<C: Clock> {
     next_chat_read: u64,
     /// Looks for terminal agents (`sessions.list` with `agents`) and who waits for them.
     terminal: terminals::TerminalLooks,
+    /// Where each chat's terminal agent runs, as the agent's hook last said.
+    chat_process: HashMap<(String, String), koru_protocol::AgentProcess>,
     /// The observers' store roots, as last reported.
     observers: Vec<koru_protocol::ObserverStatus>,
     /// Where plugin sessions' announced chat-store folders go (the watcher, or nowhere).
@@ -310,6 +312,7 @@ impl<C: Clock> App<C> {
             chat_reads: HashMap::new(),
             next_chat_read: 1,
             terminal: Default::default(),
+            chat_process: HashMap::new(),
             observers: Vec::new(),
             session_store_roots: Box::new(NoSessionStoreRoots),
             journal: None,

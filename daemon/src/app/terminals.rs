@@ -157,16 +157,32 @@ impl<C: Clock> App<C> {
             crate::terminal::AgentProduct::GeminiCli => Some(crate::observe::stores::gemini::STORE),
             crate::terminal::AgentProduct::Opencode => None,
         };
-        let chat = store.and_then(|store| {
-            self.chats
-                .values()
-                .filter(|c| c.store == store)
-                .filter(|c| {
-                    c.workspace
-                        .as_deref()
-                        .is_some_and(|w| folder(w) == folder(&agent.pane.path))
+        let socket = agent.pane.socket.display().to_string();
+        // The chat the agent's own hook named for this process or pane, else the chat last
+        // active in the pane's folder.
+        let hooked = |c: &&koru_protocol::ChatInfo| {
+            self.chat_process
+                .get(&(c.store.clone(), c.chat_id.clone()))
+                .is_some_and(|p| {
+                    p.pid == Some(agent.pid)
+                        || (p.tmux_socket.as_deref() == Some(socket.as_str())
+                            && p.tmux_pane.as_deref() == Some(agent.pane.pane_id.as_str()))
                 })
+        };
+        let chat = store.and_then(|store| {
+            let of_store = || self.chats.values().filter(move |c| c.store == store);
+            of_store()
+                .filter(hooked)
                 .max_by_key(|c| c.last_activity_ms)
+                .or_else(|| {
+                    of_store()
+                        .filter(|c| {
+                            c.workspace
+                                .as_deref()
+                                .is_some_and(|w| folder(w) == folder(&agent.pane.path))
+                        })
+                        .max_by_key(|c| c.last_activity_ms)
+                })
         });
         let state = match chat.map(|c| c.state) {
             Some(ObservedChatState::Idle) => AgentState::Idle,

@@ -774,6 +774,7 @@ fn observed(
             store_ts_ms: Some(now),
             seen_at_ms: now,
             basis: koru_protocol::ObservationBasis::Explicit,
+            process: None,
             event,
         }],
         replay: false,

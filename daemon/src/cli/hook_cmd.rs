@@ -9,7 +9,7 @@ use anyhow::Context;
 use koru_protocol::ObserveReport;
 use serde_json::Value;
 
-use crate::agent_hooks::{install, observation_from_hook, HookAgent};
+use crate::agent_hooks::{agent_process, install, observation_from_hook, HookAgent};
 use crate::control::Controller;
 
 /// The settings snippet for `~/.claude/settings.json` (`koru hook claude-code --print-config`).
@@ -74,7 +74,15 @@ pub async fn run(socket: &Path, agent: HookAgent, print_config: bool) -> anyhow:
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    let Some(observation) = observation_from_hook(agent, &input, now) else {
+    // Where the agent runs: its process above this hook, and its tmux pane.
+    let agent_pid = crate::terminal::procs::agent_ancestor(std::os::unix::process::parent_id())
+        .map(|(pid, _)| pid);
+    let process = agent_process(
+        std::env::var("TMUX").ok().as_deref(),
+        std::env::var("TMUX_PANE").ok().as_deref(),
+        agent_pid,
+    );
+    let Some(observation) = observation_from_hook(agent, &input, now, process) else {
         return Ok(ExitCode::SUCCESS);
     };
     let forward = async {

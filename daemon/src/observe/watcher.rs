@@ -393,6 +393,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 store_ts_ms: o.store_ts_ms,
                 seen_at_ms,
                 basis: o.basis,
+                process: None,
                 event: o.event,
             })
             .collect();

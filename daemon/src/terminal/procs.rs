@@ -101,7 +101,8 @@ pub fn snapshot() -> HashMap<u32, Process> {
     processes
 }
 
-fn read_process(pid: u32) -> Option<Process> {
+/// One process from `/proc` (`None`: gone, or not readable).
+pub fn read_process(pid: u32) -> Option<Process> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so read after the
     // last `)`.
@@ -114,6 +115,23 @@ fn read_process(pid: u32) -> Option<Process> {
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
     Some(Process { pid, parent, argv })
+}
+
+/// The nearest of `pid` and its ancestors (at most 16 up) that is an agent's process: what
+/// a hook started by the agent (through a shell or two) runs under.
+pub fn agent_ancestor(pid: u32) -> Option<(u32, AgentProduct)> {
+    let mut pid = pid;
+    for _ in 0..16 {
+        let process = read_process(pid)?;
+        if let Some(agent) = agent_of(&process.argv) {
+            return Some((pid, agent));
+        }
+        if process.parent <= 1 {
+            return None;
+        }
+        pid = process.parent;
+    }
+    None
 }
 
 /// The agent running at or under `root` (a pane's first process), nearest first: the pid

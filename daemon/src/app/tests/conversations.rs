@@ -238,6 +238,7 @@ fn what_cannot_be_read_is_refused_at_once_with_what_is_wrong() {
             store_ts_ms: None,
             seen_at_ms: 1,
             basis: koru_protocol::ObservationBasis::Explicit,
+            process: None,
             event: ObservedKind::ChatSeen,
         }],
         replay: false,

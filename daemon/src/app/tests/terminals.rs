@@ -63,6 +63,7 @@ fn one_look_answers_every_list_that_waited_for_it_with_the_agents_chat() {
         store_ts_ms: Some(at),
         seen_at_ms: at,
         basis: koru_protocol::ObservationBasis::Explicit,
+        process: None,
         event: koru_protocol::ObservedKind::ChatSeen,
     };
     h.app.handle(DaemonEvent::Observed {
@@ -152,4 +153,47 @@ fn an_agent_without_a_known_chat_is_unknown_and_filters_apply() {
         }),
     });
     assert!(listed(&mut controller).is_empty());
+}
+
+#[test]
+fn the_chat_its_hook_named_for_the_pane_wins_over_the_folders_newest() {
+    let (mut h, looker) = with_looker();
+    let mut controller = h.controller(64);
+    let seen = |id: &str, at: u64, process: Option<koru_protocol::AgentProcess>| {
+        koru_protocol::ObservedEvent {
+            store: crate::observe::stores::claude_code::STORE.into(),
+            chat_id: id.into(),
+            workspace: Some("/w/repo".into()),
+            store_ts_ms: Some(at),
+            seen_at_ms: at,
+            basis: koru_protocol::ObservationBasis::Explicit,
+            process,
+            event: koru_protocol::ObservedKind::ChatSeen,
+        }
+    };
+    let pane = koru_protocol::AgentProcess {
+        pid: None,
+        tmux_socket: Some("/tmp/tmux-1000/default".into()),
+        tmux_pane: Some("%3".into()),
+    };
+    h.app.handle(DaemonEvent::Observed {
+        events: vec![
+            seen("in-pane", 1_000, Some(pane)),
+            seen("elsewhere", 2_000, None),
+        ],
+        replay: false,
+        source: None,
+    });
+    controller.drain();
+    list(&mut h, &controller, 1, true);
+    let ticket = looker.started.lock().unwrap()[0];
+    h.app.handle(DaemonEvent::TerminalLook {
+        finished: Box::new(LookFinished {
+            ticket,
+            agents: vec![claude_in("/w/repo")],
+            problems: Vec::new(),
+        }),
+    });
+    let answer = listed(&mut controller).remove(0);
+    assert_eq!(answer.agents[0].chat.as_ref().unwrap().chat_id, "in-pane");
 }

@@ -400,6 +400,10 @@ export type ObservedEvent = {
    */
   chat_id: string;
   /**
+   * Where the chat's agent runs, when a terminal agent's own hook reported it.
+   */
+  process?: AgentProcess | null;
+  /**
    * When Koru saw it (Unix ms).
    */
   seen_at_ms: number;
@@ -1335,6 +1339,16 @@ export interface StreamItem {
    * Increases by one for every event the daemon publishes.
    */
   seq: number;
+}
+/**
+ * Where a terminal agent runs, as its hook saw it: the agent's process (the hook's nearest
+ * ancestor that is an agent) and, inside tmux, the server's socket and the pane
+ * (`$TMUX`, `$TMUX_PANE`).
+ */
+export interface AgentProcess {
+  pid?: number | null;
+  tmux_pane?: string | null;
+  tmux_socket?: string | null;
 }
 /**
  * `chats.list` (controller → daemon): the chats the observers know, optionally filtered.

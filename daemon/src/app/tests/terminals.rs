@@ -197,3 +197,56 @@ fn the_chat_its_hook_named_for_the_pane_wins_over_the_folders_newest() {
     let answer = listed(&mut controller).remove(0);
     assert_eq!(answer.agents[0].chat.as_ref().unwrap().chat_id, "in-pane");
 }
+
+#[test]
+fn a_hooks_chat_seen_at_every_prompt_is_news_once_and_keeps_the_chats_state() {
+    let (mut h, _looker) = with_looker();
+    let mut listener = h.controller(64);
+    h.request(&listener, 1, Message::EventsSubscribe {});
+    listener.drain();
+    let event = |kind: koru_protocol::ObservedKind| koru_protocol::ObservedEvent {
+        store: crate::observe::stores::claude_code::STORE.into(),
+        chat_id: "s1".into(),
+        workspace: Some("/w/repo".into()),
+        store_ts_ms: None,
+        seen_at_ms: 5,
+        basis: koru_protocol::ObservationBasis::Explicit,
+        process: None,
+        event: kind,
+    };
+    let prompt = koru_protocol::ObservedKind::PromptSeen {
+        excerpt: "hi".into(),
+        length: 2,
+        digest: "sha256:x".into(),
+    };
+    for kind in [
+        koru_protocol::ObservedKind::ChatSeen,
+        prompt,
+        koru_protocol::ObservedKind::ChatSeen,
+    ] {
+        h.app.handle(DaemonEvent::Observed {
+            events: vec![event(kind)],
+            replay: false,
+            source: None,
+        });
+    }
+    let kinds: Vec<String> = listener
+        .drain()
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Stream(item) => match item.event {
+                koru_protocol::StreamEvent::Observed { observation } => Some(
+                    serde_json::to_value(&observation.event).unwrap()["kind"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                ),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, ["chat_seen", "prompt_seen"]);
+    let chat = h.app.chats.values().next().unwrap();
+    assert_eq!(chat.state, koru_protocol::ObservedChatState::Replying);
+}

@@ -94,9 +94,6 @@ impl<C: Clock> App<C> {
                 }
             }
             let at = observation.store_ts_ms.unwrap_or(observation.seen_at_ms);
-            // A hook says `chat_seen` at every prompt: news only for a chat not known yet.
-            let repeated_seen = matches!(observation.event, ObservedKind::ChatSeen)
-                && self.chats.contains_key(&key);
             let chat = self.chats.entry(key).or_insert_with(|| ChatInfo {
                 store: observation.store.clone(),
                 chat_id: observation.chat_id.clone(),
@@ -121,7 +118,7 @@ impl<C: Clock> App<C> {
                 | ObservedKind::Failed { .. } => chat.state = ObservedChatState::Idle,
                 ObservedKind::ChatSeen | ObservedKind::Activity | ObservedKind::Unknown => {}
             }
-            if !replay && !repeated_seen {
+            if !replay {
                 self.correlate(&observation);
                 self.publish(StreamEvent::Observed { observation });
             }

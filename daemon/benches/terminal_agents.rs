@@ -29,7 +29,11 @@ fn timed(runs: usize, mut run: impl FnMut()) -> (Duration, Duration, Duration) {
         times.push(started.elapsed());
     }
     times.sort();
-    (percentile(&times, 0.5), percentile(&times, 0.99), times[runs - 1])
+    (
+        percentile(&times, 0.5),
+        percentile(&times, 0.99),
+        times[runs - 1],
+    )
 }
 
 /// utime + stime of a process, in clock ticks.
@@ -66,13 +70,26 @@ fn main() {
             .unwrap_or_else(|| "sleep".into());
         let script = format!("{program} 600 & wait");
         if pane == 0 {
-            tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "bench", "sh", "-c", &script]);
+            tmux(&[
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "bench",
+                "sh",
+                "-c",
+                &script,
+            ]);
         } else {
             tmux(&["new-window", "-t", "bench", "sh", "-c", &script]);
         }
     }
     let socket = run.join("koru").join("koru.sock");
-    let env = [("TMUX_TMPDIR", tmux_dir.as_path()), ("XDG_RUNTIME_DIR", run.as_path())];
+    let env = [
+        ("TMUX_TMPDIR", tmux_dir.as_path()),
+        ("XDG_RUNTIME_DIR", run.as_path()),
+    ];
     let mut daemon = koru(&env)
         .args(["daemon", "--no-journal", "--no-observe", "--socket"])
         .arg(&socket)
@@ -122,7 +139,10 @@ fn main() {
     tmux(&["kill-server"]);
 
     let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1000.0);
-    println!("| case ({PANES} tmux panes, {} agents) | runs | p50 | p99 | max |", AGENTS.len());
+    println!(
+        "| case ({PANES} tmux panes, {} agents) | runs | p50 | p99 | max |",
+        AGENTS.len()
+    );
     println!("|---|---|---|---|---|");
     println!(
         "| `koru sessions --json` (the daemon looks: list-panes + /proc) | {RUNS} | {} | {} | {} |",

@@ -386,6 +386,9 @@ pub async fn run(
     app = app.with_terminal_looker(Box::new(crate::terminal::SystemTerminalLooker::new(
         events_tx.clone(),
     )));
+    app = app.with_terminal_typist(Box::new(
+        crate::terminal::typist::SystemTerminalTypist::new(events_tx.clone()),
+    ));
     // Desktop notifications when a drive needs the person, if there is a session bus to
     // send them on (whether a notification service listens is learnt from the first one).
     let mut notifier = None;
@@ -579,6 +582,14 @@ impl From<crate::terminal::LookFinished> for DaemonEvent {
     fn from(finished: crate::terminal::LookFinished) -> Self {
         DaemonEvent::TerminalLook {
             finished: Box::new(finished),
+        }
+    }
+}
+
+impl From<crate::terminal::typist::Typed> for DaemonEvent {
+    fn from(typed: crate::terminal::typist::Typed) -> Self {
+        DaemonEvent::TerminalTyped {
+            typed: Box::new(typed),
         }
     }
 }

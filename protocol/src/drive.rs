@@ -45,6 +45,20 @@ pub mod blocker {
     /// The plugin said its chat cannot take a request now, and the drive's deadline passed
     /// while it waited for the chat to become ready.
     pub const CHAT_NOT_READY: &str = "chat_not_ready";
+    /// A terminal agent shows a dialog (a permission, trust or question prompt): typing
+    /// would answer it, so nothing was typed; the detail carries the dialog's text.
+    pub const NEEDS_INPUT: &str = "needs_input";
+    /// Someone's unsent text is in the terminal agent's input box: typing would merge
+    /// with it, so nothing was typed; the detail carries the draft.
+    pub const USER_TYPING: &str = "user_typing";
+    /// The prompt was typed and the submit key pressed (and pressed again as the route
+    /// allows), but the agent recorded no such prompt in time; the detail says what the
+    /// screen shows.
+    pub const NOT_SUBMITTED: &str = "not_submitted";
+    /// The terminal agent (or its pane) is gone.
+    pub const AGENT_EXITED: &str = "agent_exited";
+    /// tmux could not be run, or refused a command.
+    pub const TERMINAL_FAILED: &str = "terminal_failed";
 }
 
 /// What proves a plugin's `submitted` ack: how far the chat itself confirmed that it took
@@ -67,6 +81,11 @@ pub enum SubmitEvidence {
     /// was verified just before; nothing from the chat confirmed it (an observer may, in
     /// the drive's `observation`).
     KeyPressed,
+    /// A terminal agent's own prompt-submit hook (Claude Code and Codex
+    /// `UserPromptSubmit`, Gemini CLI `BeforeAgent`) reported this prompt's text.
+    AgentHook,
+    /// A terminal agent's own transcript (or prompt history) recorded this prompt.
+    AgentTranscript,
 }
 
 impl SubmitEvidence {
@@ -76,6 +95,8 @@ impl SubmitEvidence {
             SubmitEvidence::ChatRunning => "chat_running",
             SubmitEvidence::CommandReturned => "command_returned",
             SubmitEvidence::KeyPressed => "key_pressed",
+            SubmitEvidence::AgentHook => "agent_hook",
+            SubmitEvidence::AgentTranscript => "agent_transcript",
         }
     }
 }
@@ -90,6 +111,9 @@ pub enum Route {
     PluginDrive,
     /// The daemon focuses the IDE window and injects keys (never sent to a plugin).
     OsInjection,
+    /// The daemon types into the terminal a terminal agent runs in (a tmux pane): a
+    /// bracketed paste, then the submit key, proven by the agent's own hook or transcript.
+    TerminalInput,
 }
 
 impl Route {
@@ -98,6 +122,7 @@ impl Route {
             Route::NativeSend => "native_send",
             Route::PluginDrive => "plugin_drive",
             Route::OsInjection => "os_injection",
+            Route::TerminalInput => "terminal_input",
         }
     }
 }
@@ -140,6 +165,15 @@ pub struct DriveOptions {
     /// What to do while the chat is busy.
     #[serde(default)]
     pub busy: BusyPolicy,
+    /// For a terminal agent: a prompt that starts with a character the agent reads as a
+    /// mode switch (`/` a slash command, `!` a shell command, `#` a memory note) is typed
+    /// as it is, for the agent to run as such. Without it, such a prompt is refused.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub agent_command: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 fn default_true() -> bool {
@@ -153,6 +187,7 @@ impl Default for DriveOptions {
             new_chat: false,
             timeout_ms: None,
             busy: BusyPolicy::Queue,
+            agent_command: false,
         }
     }
 }
@@ -239,7 +274,10 @@ pub enum Refusal {
 /// On the wire: `{"session": "s_…"}`, `{"workspace": "/abs/path"}`, `{"product": "cursor"}`,
 /// the string `"focused"` (the plugin session whose window has focus), or
 /// `{"window": {"pid": 4242}}` / `{"window": {"title": "regex"}}` for an IDE window
-/// without a plugin, driven by OS injection alone.
+/// without a plugin, driven by OS injection alone. Terminal agents: `{"session": "t_…"}`
+/// (an id from `sessions_list` with `agents`), `{"agent": {"product": "claude-code",
+/// "workspace": "/abs/path"}}`, or `{"chat": "<chat id>"}` (the running agent or window
+/// that holds that chat).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Target {
@@ -248,6 +286,29 @@ pub enum Target {
     Product(IdeProduct),
     Focused,
     Window(WindowTarget),
+    Agent(AgentTarget),
+    Chat(String),
+}
+
+/// A terminal agent by what it is and where it runs: the agent of `product`
+/// (`claude-code`, `codex`, `gemini-cli`, `opencode`) whose folder is `workspace` or inside
+/// it (absent: any folder).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentTarget {
+    pub product: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+impl Target {
+    /// Whether the target can only mean a terminal agent.
+    pub fn is_terminal_agent(&self) -> bool {
+        match self {
+            Target::Session(id) => id.starts_with("t_"),
+            Target::Agent(_) => true,
+            _ => false,
+        }
+    }
 }
 
 /// An IDE window without a plugin: by process id (its whole process family counts) and/or
@@ -273,6 +334,11 @@ impl std::fmt::Display for Target {
                 (None, Some(title)) => write!(f, "window titled /{title}/"),
                 (None, None) => f.write_str("an unspecified window"),
             },
+            Target::Agent(agent) => match &agent.workspace {
+                Some(folder) => write!(f, "{} in {folder}", agent.product),
+                None => write!(f, "{}", agent.product),
+            },
+            Target::Chat(id) => write!(f, "chat {id}"),
         }
     }
 }
@@ -362,6 +428,9 @@ pub enum Verification {
     /// Delivered by OS injection with focus verified before and after, but nothing inside
     /// the IDE confirmed it: unverified until an observer sees the prompt.
     Unverified,
+    /// Typed into a terminal agent, and the agent itself recorded the prompt (its
+    /// prompt-submit hook or its transcript: `submit_evidence` says which).
+    AgentRecorded,
 }
 
 /// What happened to one route the planner considered.

@@ -23,9 +23,9 @@ pub use conversation::{
     MAX_CHAT_READ_CHARS, MAX_CHAT_READ_TURNS,
 };
 pub use drive::{
-    blocker, Ack, AckStage, AttemptOutcome, Blocker, BusyPolicy, DriveCancelNotice, DriveInfo,
-    DriveOptions, DriveRequest, DriveState, DriveStep, Refusal, Route, RouteAttempt, StageRecord,
-    SubmitEvidence, Target, Verification, WindowTarget,
+    blocker, Ack, AckStage, AgentTarget, AttemptOutcome, Blocker, BusyPolicy, DriveCancelNotice,
+    DriveInfo, DriveOptions, DriveRequest, DriveState, DriveStep, Refusal, Route, RouteAttempt,
+    StageRecord, SubmitEvidence, Target, Verification, WindowTarget,
 };
 pub use envelope::{
     decode_line, encode_line, Bye, DecodeError, DriveResult, Envelope, Message, RequestId,

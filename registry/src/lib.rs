@@ -17,8 +17,8 @@ pub use load::{
 pub use model::{
     product_matches, AppliesTo, Authority, BlockerCode, Direction, DisplayServer, Family,
     Interface, NotifyEvent, NotifyPolicy, Platform, Policy, ProductPolicy, Recovery,
-    RecoveryActionKind, Requires, RouteKind, Step, StepCondition, StepStage, Transport,
-    Verification, VerificationMode,
+    RecoveryActionKind, Requires, RouteKind, ScreenMarkers, Step, StepCondition, StepStage,
+    TerminalInput, Transport, Verification, VerificationMode,
 };
 pub use routes::{effective_policy, rank_routes, EffectivePolicy};
 pub use spans::Position;

@@ -155,6 +155,9 @@ pub struct InterfaceEntry {
     /// A key the daemon presses into the plugin's verified window after `pasted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submit_key: Option<String>,
+    /// How the daemon types into a terminal agent (routes `terminal_input`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<crate::model::TerminalInput>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_safe: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -622,6 +625,55 @@ fn valid_product_pattern(pattern: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
+/// What is wrong with an interface's `terminal` section, if anything: it belongs to
+/// `terminal_input` routes (which need it), its key names and patterns must be usable.
+fn terminal_problem(interface: &Interface) -> Option<String> {
+    let is_terminal_route = interface.route == Some(RouteKind::TerminalInput);
+    let Some(terminal) = &interface.terminal else {
+        return is_terminal_route.then(|| {
+            "a `terminal_input` route needs a `terminal` section (submit key, delays, screen markers)".into()
+        });
+    };
+    if !is_terminal_route {
+        return Some("`terminal` belongs to routes `terminal_input`".into());
+    }
+    if terminal.submit_key.trim().is_empty()
+        || !terminal
+            .submit_key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Some(format!(
+            "`terminal.submit_key` {:?} is not a tmux key name such as `Enter`",
+            terminal.submit_key
+        ));
+    }
+    let screen = &terminal.screen;
+    for (field, patterns) in [
+        ("dialog", &screen.dialog),
+        ("input", &screen.input),
+        ("busy", &screen.busy),
+    ] {
+        for pattern in patterns {
+            if let Err(err) = regex::Regex::new(pattern) {
+                let why = err.to_string();
+                let why = why.lines().last().unwrap_or_default().trim().to_string();
+                return Some(format!(
+                    "`terminal.screen.{field}`: {pattern:?} is not a valid regular expression ({why})"
+                ));
+            }
+        }
+    }
+    for pattern in &screen.input {
+        if regex::Regex::new(pattern).is_ok_and(|re| re.captures_len() < 2) {
+            return Some(format!(
+                "`terminal.screen.input`: {pattern:?} needs a capture group for what is typed"
+            ));
+        }
+    }
+    None
+}
+
 /// What is wrong with an interface's `submit_key`, if anything: the key is pressed after
 /// the plugin's steps proved `pasted`, so they must prove it and must not submit themselves.
 fn submit_key_problem(interface: &Interface) -> Option<String> {
@@ -835,6 +887,17 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
         }
     }
     for interface in &interfaces {
+        if let Some(problem) = terminal_problem(interface) {
+            let origins = &origins[&interface.id];
+            let origin = origins
+                .get("terminal")
+                .or_else(|| origins.get("route"))
+                .cloned();
+            diagnostics.push(diagnostic_from(
+                origin.as_ref(),
+                format!("interface `{}`: {problem}", interface.id),
+            ));
+        }
         if let Some(problem) = submit_key_problem(interface) {
             let origin = origins[&interface.id].get("submit_key").cloned();
             diagnostics.push(diagnostic_from(

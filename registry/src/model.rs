@@ -46,6 +46,8 @@ closed_enum! {
         RemoteService => "remote_service",
         /// Koru reads what the IDE or agent wrote (chat history stores).
         Observation => "observation",
+        /// Koru types into the terminal a terminal agent runs in.
+        TerminalControl => "terminal_control",
     }
 }
 
@@ -78,6 +80,8 @@ closed_enum! {
         Filesystem => "filesystem",
         Sqlite => "sqlite",
         Dbus => "dbus",
+        /// A tmux server's pane (`load-buffer`, `paste-buffer`, `send-keys`, `capture-pane`).
+        Tmux => "tmux",
     }
 }
 
@@ -113,6 +117,8 @@ closed_enum! {
         PluginDrive => "plugin_drive",
         /// The daemon focuses the window and injects keys.
         OsInjection => "os_injection",
+        /// The daemon types into a terminal agent's terminal (a tmux pane).
+        TerminalInput => "terminal_input",
     }
 }
 
@@ -181,6 +187,16 @@ closed_enum! {
         ConsentPending => "consent_pending",
         /// Nothing can tell which window has focus (Wayland without the window's plugin).
         FocusUnverifiable => "focus_unverifiable",
+        /// A terminal agent shows a dialog (permission, trust, question): nothing is typed.
+        NeedsInput => "needs_input",
+        /// A person's unsent text is in a terminal agent's input box: nothing is typed.
+        UserTyping => "user_typing",
+        /// Typed and submitted, but the agent recorded no such prompt in time.
+        NotSubmitted => "not_submitted",
+        /// The terminal agent or its pane is gone.
+        AgentExited => "agent_exited",
+        /// tmux could not be run, or refused a command.
+        TerminalFailed => "terminal_failed",
     }
 }
 
@@ -392,6 +408,10 @@ pub struct Interface {
     /// may prove `submitted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submit_key: Option<String>,
+    /// How the daemon types into a terminal agent (routes `terminal_input`): what differs
+    /// per agent, as data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<TerminalInput>,
     /// False for observation-only stores: Koru never writes to them.
     #[serde(default = "yes")]
     pub write_safe: bool,
@@ -422,6 +442,72 @@ impl Interface {
             .filter(|r| r.for_blockers.is_empty())
             .collect()
     }
+}
+
+/// How to type a prompt into one terminal agent and see whether it took it: a bracketed
+/// paste, `settle_ms`, the submit key; then the agent's own evidence (its prompt hook, its
+/// transcript) within `proof_ms`, the submit key again up to `enter_retries` times while
+/// the prompt still shows in the input box. Before typing, the screen (`capture-pane`) is
+/// read with `screen`'s patterns: a dialog or a person's draft means nothing is typed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalInput {
+    /// The key that submits the input box, as tmux names it (`Enter`: a carriage return
+    /// whatever the pane's extended-keys mode; `C-m` would not be).
+    #[serde(default = "default_submit_key")]
+    pub submit_key: String,
+    /// Milliseconds between the end of the paste and the submit key: agents treat keys
+    /// arriving right after a paste burst as part of it.
+    #[serde(default = "default_settle_ms")]
+    pub settle_ms: u64,
+    /// How long to wait for the agent's evidence after each submit key.
+    #[serde(default = "default_proof_ms")]
+    pub proof_ms: u64,
+    /// How many more times the submit key may be pressed when no evidence came and the
+    /// screen still shows the prompt in the input box.
+    #[serde(default)]
+    pub enter_retries: u32,
+    /// Characters that, first in a prompt, switch this agent into a mode (`/` a slash
+    /// command, `!` a shell command, `#` a memory note). A prompt starting with one is sent
+    /// only when the drive asks for it (`options.agent_command`), and refused otherwise.
+    #[serde(default)]
+    pub command_prefixes: Vec<String>,
+    /// What the agent's screen shows, to tell whether it can take a prompt.
+    #[serde(default)]
+    pub screen: ScreenMarkers,
+}
+
+fn default_submit_key() -> String {
+    "Enter".into()
+}
+
+fn default_settle_ms() -> u64 {
+    200
+}
+
+fn default_proof_ms() -> u64 {
+    3_000
+}
+
+/// Regular expressions matched against a terminal agent's visible screen, line by line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScreenMarkers {
+    /// A line matching any of these means a dialog is open (permission, trust, question):
+    /// the drive fails `needs_input` with the dialog's text.
+    #[serde(default)]
+    pub dialog: Vec<String>,
+    /// The input box's line; the first capture group is what is typed in it. The last
+    /// matching line on screen counts.
+    #[serde(default)]
+    pub input: Vec<String>,
+    /// Texts the input box shows when nothing is typed (placeholders): a captured input
+    /// equal to, or starting with, one of them is empty.
+    #[serde(default)]
+    pub placeholder: Vec<String>,
+    /// A line matching any of these means the agent is answering.
+    #[serde(default)]
+    pub busy: Vec<String>,
 }
 
 /// Per-product overrides of the routing policy.
@@ -538,6 +624,7 @@ impl Default for Policy {
                 RouteKind::NativeSend,
                 RouteKind::PluginDrive,
                 RouteKind::OsInjection,
+                RouteKind::TerminalInput,
             ],
             allow_os_injection: true,
             paste_chord: "ctrl+v".into(),

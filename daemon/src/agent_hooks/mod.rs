@@ -172,6 +172,19 @@ pub fn observation_from_hook(
 ) -> Option<ObservedEvent> {
     let session = text(input, "session_id").filter(|s| !s.is_empty())?;
     let event = match (agent, text(input, "hook_event_name")?) {
+        // The prompt as the agent took it: what proves a terminal drive `submitted`.
+        (HookAgent::ClaudeCode | HookAgent::Codex, "UserPromptSubmit")
+        | (HookAgent::GeminiCli, "BeforeAgent")
+            if text(input, "prompt").is_some_and(|p| !p.trim().is_empty()) =>
+        {
+            let prompt = text(input, "prompt").unwrap_or_default();
+            let (excerpt, length) = excerpt_and_length(prompt);
+            ObservedKind::PromptSeen {
+                excerpt,
+                length,
+                digest: crate::observe::prompt_digest(prompt),
+            }
+        }
         (_, "SessionStart")
         | (HookAgent::ClaudeCode | HookAgent::Codex, "UserPromptSubmit")
         | (HookAgent::GeminiCli, "BeforeAgent") => ObservedKind::ChatSeen,
@@ -302,9 +315,28 @@ mod tests {
                 process.clone(),
             )
             .unwrap();
-            assert_eq!(seen.event, ObservedKind::ChatSeen, "{agent:?} {event}");
+            let expected = if event == "SessionStart" {
+                ObservedKind::ChatSeen
+            } else {
+                // The prompt as the agent took it, with the digest observers give it.
+                ObservedKind::PromptSeen {
+                    excerpt: "hi".into(),
+                    length: 2,
+                    digest: crate::observe::prompt_digest("hi"),
+                }
+            };
+            assert_eq!(seen.event, expected, "{agent:?} {event}");
             assert_eq!(seen.process, process);
         }
+        // A prompt hook without the prompt still says where the agent runs.
+        let bare = observation_from_hook(
+            HookAgent::ClaudeCode,
+            &json!({"session_id": "s9", "hook_event_name": "UserPromptSubmit"}),
+            5,
+            process.clone(),
+        )
+        .unwrap();
+        assert_eq!(bare.event, ObservedKind::ChatSeen);
         // Outside tmux, and nothing to see at all.
         assert_eq!(
             agent_process(None, Some("%7"), Some(9)),

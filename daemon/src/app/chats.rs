@@ -75,6 +75,8 @@ impl<C: Clock> App<C> {
         source: Option<std::path::PathBuf>,
     ) {
         use koru_protocol::{ChatInfo, ObservedChatState, ObservedKind};
+        // Reported by a client (a terminal agent's hook), not read from a store file.
+        let source_was_none = source.is_none();
         self.note_chat_source(&events, source);
         for observation in events {
             let key = (observation.store.clone(), observation.chat_id.clone());
@@ -119,7 +121,7 @@ impl<C: Clock> App<C> {
                 ObservedKind::ChatSeen | ObservedKind::Activity | ObservedKind::Unknown => {}
             }
             if !replay {
-                self.correlate(&observation);
+                self.correlate(&observation, source_was_none);
                 self.publish(StreamEvent::Observed { observation });
             }
         }
@@ -134,13 +136,14 @@ impl<C: Clock> App<C> {
         for session_id in waiting {
             self.pump(&session_id, now);
         }
+        self.pump_agents(now);
     }
 
     /// Matches a recorded prompt to the drive that sent it (same normalized text, a drive
     /// created at most `CORRELATION_WINDOW_MS` before, the chat's workspace among the
     /// target's folders), and carries the chat's later events onto that drive. Two or
     /// more candidates: none is claimed; each is marked `ambiguous`.
-    pub(super) fn correlate(&mut self, observation: &koru_protocol::ObservedEvent) {
+    pub(super) fn correlate(&mut self, observation: &koru_protocol::ObservedEvent, reported: bool) {
         use koru_protocol::{DriveObservation, ObservedKind, ObservedStage};
         let key = (observation.store.clone(), observation.chat_id.clone());
         let at_ms = observation.store_ts_ms.unwrap_or(observation.seen_at_ms);
@@ -219,6 +222,9 @@ impl<C: Clock> App<C> {
             if candidates.len() == 1 {
                 tracing::info!(drive_id = %candidates[0], chat = %observation.chat_id, "prompt observed in the chat's history");
                 self.chat_drive.insert(key, candidates[0].clone());
+                // A terminal agent's own record of the prompt proves the drive submitted.
+                let now = self.clock.now_ms();
+                self.agent_recorded(&candidates[0], reported, now);
             } else {
                 if !candidates.is_empty() {
                     tracing::warn!(

@@ -100,6 +100,12 @@ impl<C: Clock> App<C> {
             );
             return;
         }
+        if create.target.is_terminal_agent()
+            || matches!(create.target, koru_protocol::Target::Chat(_))
+        {
+            self.accept_agent_drive(conn_id, id, create, origin);
+            return;
+        }
         // A window without a plugin is driven by OS injection alone; anything else names a
         // plugin session.
         let (session_id, window, extra_pids) = match &create.target {
@@ -194,20 +200,76 @@ impl<C: Clock> App<C> {
         if let DriveOrigin::Retry { of, .. } = &origin {
             drive.retry_of = Some(of.clone());
         }
+        let busy = busy_fail.then_some(
+            "the chat is busy (replying, waiting for input, or another drive is running) and the drive asked to fail fast",
+        );
+        if !self.register_drive(drive, conn_id, id, origin, busy, now) {
+            return;
+        }
+        if session_id.is_empty() {
+            self.start_next_route(&drive_id, now);
+            return;
+        }
+        if let Some(session) = self.sessions.get_mut(&session_id) {
+            let bytes = self.drives.get(&drive_id).map_or(0, |d| d.prompt.len());
+            session.queued_drives.push_back(drive_id.clone());
+            session.queued_prompt_bytes += bytes;
+            self.queued_prompt_bytes += bytes;
+        }
+        self.pump(&session_id, now);
+    }
+
+    /// Keeps an accepted drive: journaled first (a journal that cannot be written refuses
+    /// it), then answered; a drive that asked to fail fast on a busy chat (`busy` says why)
+    /// ends at once. Returns whether the drive goes on to its queue.
+    pub(super) fn register_drive(
+        &mut self,
+        drive: DriveRecord,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        origin: DriveOrigin,
+        busy: Option<&str>,
+        now: u64,
+    ) -> bool {
+        let drive_id = drive.drive_id.clone();
         self.drives.insert(drive);
         if let Err(error) = self.journal_accepted(&drive_id, conn_id, now) {
             self.drives.withdraw(&drive_id);
             self.send_error(conn_id, id, error);
-            return;
+            return false;
         }
-        let info = self.drives.get(&drive_id).expect("just inserted").info();
+        self.answer_accepted(conn_id, id, &drive_id, origin);
+        if let Some(why) = busy {
+            self.finish_drive(
+                &drive_id,
+                DriveState::Failed,
+                Some(Blocker::new(koru_protocol::blocker::CHAT_BUSY, why)),
+                now,
+            );
+            return false;
+        }
+        true
+    }
+
+    /// Answers the request that created a drive: a `drive_result`, or for a retry the
+    /// recovery's result (and the recovery's announcement); the drive is published.
+    pub(super) fn answer_accepted(
+        &mut self,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        drive_id: &str,
+        origin: DriveOrigin,
+    ) {
+        let Some(info) = self.drives.get(drive_id).map(|d| d.info()) else {
+            return;
+        };
         match origin {
             DriveOrigin::Asked => {
                 self.send(
                     conn_id,
                     Envelope::with_id(id, Message::DriveResult(DriveResult { drive: info })),
                 );
-                self.publish_drive(&drive_id);
+                self.publish_drive(drive_id);
             }
             DriveOrigin::Retry { of, by, .. } => {
                 let summary = format!("drive {of} retried as {drive_id} ({})", info.target);
@@ -224,33 +286,10 @@ impl<C: Clock> App<C> {
                         }),
                     ),
                 );
-                self.publish_drive(&drive_id);
+                self.publish_drive(drive_id);
                 self.announce_recovery("retry_drive", conn_id, &by, true, summary);
             }
         }
-        if busy_fail {
-            self.finish_drive(
-                &drive_id,
-                DriveState::Failed,
-                Some(Blocker::new(
-                    koru_protocol::blocker::CHAT_BUSY,
-                    "the chat is busy (replying, waiting for input, or another drive is running) and the drive asked to fail fast",
-                )),
-                now,
-            );
-            return;
-        }
-        if session_id.is_empty() {
-            self.start_next_route(&drive_id, now);
-            return;
-        }
-        if let Some(session) = self.sessions.get_mut(&session_id) {
-            let bytes = self.drives.get(&drive_id).map_or(0, |d| d.prompt.len());
-            session.queued_drives.push_back(drive_id.clone());
-            session.queued_prompt_bytes += bytes;
-            self.queued_prompt_bytes += bytes;
-        }
-        self.pump(&session_id, now);
     }
 
     /// Whether a drive of `prompt_bytes` to `session_id` fits under the caps: the
@@ -395,6 +434,12 @@ impl<C: Clock> App<C> {
                 drive.step_deadline_ms = Some(now + self.config.step_timeout_ms);
                 self.send(conn_id, Envelope::new(Message::Drive(order)));
                 self.publish_drive(drive_id);
+            }
+            RouteChoice::Terminal(candidate) => {
+                tracing::debug!(drive_id, interface = %candidate.interface, "typing into the terminal agent");
+                drive.begin_attempt(candidate, now);
+                self.publish_drive(drive_id);
+                self.start_typing(drive_id);
             }
             RouteChoice::Inject(candidate) => {
                 tracing::info!(drive_id, interface = %candidate.interface, "trying OS injection");
@@ -848,6 +893,10 @@ impl<C: Clock> App<C> {
     /// Sends the next queued drive of a session when it has none running, and otherwise
     /// records on each waiting drive why it waits.
     pub(super) fn pump(&mut self, session_id: &str, now: u64) {
+        if session_id.starts_with("t_") {
+            self.pump_agent(session_id, now);
+            return;
+        }
         let observed_busy = self.observed_busy(session_id, now);
         let Some(session) = self.sessions.get_mut(session_id) else {
             return;
@@ -932,6 +981,10 @@ impl<C: Clock> App<C> {
 
     /// Frees the session of a drive that ended.
     pub(super) fn release(&mut self, session_id: &str, drive_id: &str) {
+        if session_id.starts_with("t_") {
+            self.release_agent(session_id, drive_id);
+            return;
+        }
         let mut was_queued = false;
         if let Some(session) = self.sessions.get_mut(session_id) {
             if session.active_drive.as_deref() == Some(drive_id) {

@@ -68,6 +68,8 @@ pub struct DriveRecord {
     /// What the drive watch (the desktop notifier) was last told this drive stands for,
     /// and whether the drive had ended then.
     pub told: Option<(koru_registry::NotifyEvent, bool)>,
+    /// The terminal agent a drive types into (targets `agent`, `chat`, `session: t_…`).
+    pub agent: Option<Box<super::agent_drives::AgentDrive>>,
 }
 
 /// What an ack did to a drive.
@@ -134,6 +136,7 @@ impl DriveRecord {
             journaled: None,
             journal_due: false,
             told: None,
+            agent: None,
         }
     }
 

@@ -11,6 +11,7 @@
 //! fallback chain's effects), `chats.rs` (observations and correlation), `recovery.rs`
 //! (recovery actions); records in `sessions.rs` and `drives.rs`.
 
+mod agent_drives;
 mod chats;
 mod conversations;
 mod delivery;
@@ -153,6 +154,10 @@ pub enum DaemonEvent {
     TerminalLook {
         finished: Box<crate::terminal::LookFinished>,
     },
+    /// The typist finished an order for a terminal drive (`terminal::typist`).
+    TerminalTyped {
+        typed: Box<crate::terminal::typist::Typed>,
+    },
     /// Periodic: heartbeats and deadlines.
     Tick,
 }
@@ -257,6 +262,10 @@ pub struct App<C: Clock> {
     next_chat_read: u64,
     /// Looks for terminal agents (`sessions.list` with `agents`) and who waits for them.
     terminal: terminals::TerminalLooks,
+    /// The terminal agents of the last look and their drives.
+    agent_table: agent_drives::AgentTable,
+    /// Types prompts into terminal agents' panes, off the loop.
+    typist: Box<dyn crate::terminal::typist::TerminalTypist>,
     /// Where each chat's terminal agent runs, as the agent's hook last said.
     chat_process: HashMap<(String, String), koru_protocol::AgentProcess>,
     /// The observers' store roots, as last reported.
@@ -312,6 +321,8 @@ impl<C: Clock> App<C> {
             chat_reads: HashMap::new(),
             next_chat_read: 1,
             terminal: Default::default(),
+            agent_table: Default::default(),
+            typist: Box::new(crate::terminal::typist::RecordingTerminalTypist::default()),
             chat_process: HashMap::new(),
             observers: Vec::new(),
             session_store_roots: Box::new(NoSessionStoreRoots),
@@ -342,6 +353,16 @@ impl<C: Clock> App<C> {
         looker: Box<dyn crate::terminal::TerminalLooker>,
     ) -> Self {
         self.terminal.looker = Some(looker);
+        self
+    }
+
+    /// Types drives' prompts into terminal agents with `typist` (by default orders are
+    /// only recorded, for tests).
+    pub fn with_terminal_typist(
+        mut self,
+        typist: Box<dyn crate::terminal::typist::TerminalTypist>,
+    ) -> Self {
+        self.typist = typist;
         self
     }
 
@@ -414,6 +435,7 @@ impl<C: Clock> App<C> {
             } => self.on_observed(events, replay, source),
             DaemonEvent::ChatReadFinished { finished } => self.on_chat_read_finished(*finished),
             DaemonEvent::TerminalLook { finished } => self.on_terminal_look(*finished),
+            DaemonEvent::TerminalTyped { typed } => self.on_typed(*typed),
             DaemonEvent::ObserverHealth { observers } => self.observers = observers,
         }
     }
@@ -522,6 +544,7 @@ impl<C: Clock> App<C> {
         for drive_id in self.drives.resend_due(now) {
             self.resend_held(&drive_id, now);
         }
+        self.agent_drives_due(now);
         for drive_id in self.drives.overdue(now) {
             let Some(drive) = self.drives.get(&drive_id) else {
                 continue;
@@ -574,16 +597,22 @@ impl<C: Clock> App<C> {
                 );
                 continue;
             }
+            let allowed = drive.deadline_ms.saturating_sub(drive.created_at_ms);
+            let typed_into_agent = drive.agent.is_some();
             let detail = match (&drive.waiting, drive.state) {
                 // Never sent: say what it waited for, not that an ack is missing.
-                (Some(waiting), DriveState::Queued) => format!(
-                    "not sent within {} ms: it {}",
-                    drive.deadline_ms.saturating_sub(drive.created_at_ms),
-                    waiting.detail
+                (Some(waiting), DriveState::Queued) => {
+                    format!("not sent within {allowed} ms: it {}", waiting.detail)
+                }
+                // A terminal agent's screen kept the drive from being typed.
+                (Some(waiting), DriveState::Sent) if typed_into_agent => {
+                    format!("not typed within {allowed} ms: it {}", waiting.detail)
+                }
+                (_, DriveState::Pasted) if typed_into_agent => format!(
+                    "typed, but the agent recorded no such prompt within the drive's {allowed} ms"
                 ),
                 _ => format!(
-                    "no terminal ack within {} ms (last state: {})",
-                    drive.deadline_ms.saturating_sub(drive.created_at_ms),
+                    "no terminal ack within {allowed} ms (last state: {})",
                     drive.state
                 ),
             };

@@ -213,6 +213,10 @@ pub fn resolve_target<'a>(
             ErrorCode::NoTarget,
             "a window target is driven by OS injection, not through a plugin session",
         )),
+        Target::Agent(_) | Target::Chat(_) => Err(ErrorMessage::new(
+            ErrorCode::NoTarget,
+            format!("{target} is a terminal agent, not a plugin session"),
+        )),
         Target::Session(id) => plugins
             .iter()
             .find(|s| &s.session_id == id)

@@ -29,7 +29,7 @@ pub(super) struct TerminalLooks {
 }
 
 /// A folder without its trailing slashes, for comparing.
-fn folder(path: &str) -> &str {
+pub(super) fn folder(path: &str) -> &str {
     let trimmed = path.trim_end_matches('/');
     if trimmed.is_empty() {
         "/"
@@ -96,6 +96,11 @@ impl<C: Clock> App<C> {
             id,
             filter,
         });
+        self.start_look();
+    }
+
+    /// Starts a look for terminal agents unless one is running (its answer serves all).
+    pub(super) fn start_look(&mut self) {
         if self.terminal.running.is_none() {
             self.terminal.next_ticket += 1;
             let ticket = self.terminal.next_ticket;
@@ -120,6 +125,8 @@ impl<C: Clock> App<C> {
         for problem in &finished.problems {
             tracing::warn!(problem, "looking for terminal agents");
         }
+        let now = self.clock.now_ms();
+        self.agents_looked(&finished.agents, now);
         let agents: Vec<TerminalAgentInfo> =
             finished.agents.iter().map(|a| self.agent_info(a)).collect();
         for waiting in std::mem::take(&mut self.terminal.waiting) {
@@ -148,7 +155,7 @@ impl<C: Clock> App<C> {
 
     /// An agent as `sessions.list` shows it: its chat is the one of its store the
     /// observers last saw active in its folder.
-    fn agent_info(&self, agent: &PaneAgent) -> TerminalAgentInfo {
+    pub(super) fn agent_info(&self, agent: &PaneAgent) -> TerminalAgentInfo {
         let store = match agent.product {
             crate::terminal::AgentProduct::ClaudeCode => {
                 Some(crate::observe::stores::claude_code::STORE)

@@ -137,6 +137,37 @@ fn target_of(args: &SendArgs, local: bool) -> anyhow::Result<Target> {
     if let Some(session) = &args.session {
         return Ok(Target::Session(session.clone()));
     }
+    if let Some(chat) = &args.chat {
+        return Ok(Target::Chat(chat.clone()));
+    }
+    if let Some(product) = &args.agent {
+        let workspace = match &args.workspace {
+            None => None,
+            Some(folder) if !local => {
+                if !folder.is_absolute() {
+                    bail!(
+                        "--workspace {}: a folder on another host must be an absolute path",
+                        folder.display()
+                    );
+                }
+                Some(folder.display().to_string())
+            }
+            Some(folder) => {
+                let absolute = std::fs::canonicalize(folder)
+                    .with_context(|| format!("--workspace {}", folder.display()))?;
+                Some(
+                    absolute
+                        .to_str()
+                        .with_context(|| format!("{} is not valid UTF-8", absolute.display()))?
+                        .to_string(),
+                )
+            }
+        };
+        return Ok(Target::Agent(koru_protocol::AgentTarget {
+            product: product.clone(),
+            workspace,
+        }));
+    }
     if let Some(workspace) = &args.workspace {
         // A folder URI or a remote window's `AUTHORITY:/path` names a folder on another
         // machine (or says exactly which local one): passed on as written.
@@ -230,6 +261,7 @@ pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<Exi
                 } else {
                     koru_protocol::BusyPolicy::Queue
                 },
+                agent_command: args.agent_command,
             },
         })
         .await?;
@@ -773,6 +805,12 @@ pub fn describe_evidence(evidence: koru_protocol::SubmitEvidence) -> &'static st
         }
         SubmitEvidence::KeyPressed => {
             "key_pressed — the submit key went once to the verified window; nothing from the chat confirmed it"
+        }
+        SubmitEvidence::AgentHook => {
+            "agent_hook — the terminal agent's own prompt hook reported this prompt"
+        }
+        SubmitEvidence::AgentTranscript => {
+            "agent_transcript — the terminal agent's own transcript recorded this prompt"
         }
     }
 }

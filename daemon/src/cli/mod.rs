@@ -409,9 +409,22 @@ pub struct ObserveArgs {
 pub struct SendArgs {
     /// The prompt; `-` reads it from standard input
     pub prompt: String,
-    /// Send to this session id
+    /// Send to this session id: a window's `s_…`, or a terminal agent's `t_…` (`koru
+    /// sessions` lists both)
     #[arg(long, group = "target", value_name = "ID")]
     pub session: Option<String>,
+    /// Send to the terminal agent of this product (claude-code, codex, gemini-cli,
+    /// opencode) running in tmux; with --workspace, the one running in that folder
+    #[arg(long, value_name = "PRODUCT", conflicts_with_all = ["session", "ide", "window_pid", "chat"])]
+    pub agent: Option<String>,
+    /// Send to the running terminal agent that holds this chat (an id from `koru chats`)
+    #[arg(long, group = "target", value_name = "CHAT_ID")]
+    pub chat: Option<String>,
+    /// For a terminal agent: type a prompt starting with `/`, `!` or `#` as the agent's
+    /// command (a slash command, a shell command, a memory note); without it such a prompt
+    /// is refused
+    #[arg(long)]
+    pub agent_command: bool,
     /// Send to the window that has this folder (or a folder containing it) open: a path, a
     /// folder URI, or a remote window's folder as `ssh-remote+HOST:/path`
     /// (`vscode-remote://ssh-remote+HOST/path` works too)

@@ -431,7 +431,30 @@ fn environment_verdict(interface: &Interface, facts: &Facts) -> Verdict {
     if !interface.locations.is_empty() {
         return location_verdict(interface, facts, found);
     }
+    if interface.route == Some(RouteKind::TerminalInput) {
+        found.extend(terminal_proof(interface, facts));
+    }
     Verdict::ok(found)
+}
+
+/// What will prove a terminal route's drives here: the agent's hook when Koru's is
+/// installed in its settings, else its transcript.
+fn terminal_proof(interface: &Interface, facts: &Facts) -> Option<String> {
+    let product = interface.applies_to.products.first()?;
+    let hook = facts.agent_hooks.get(product)?;
+    let settings = hook.settings.display();
+    Some(match &hook.events {
+        Ok(events) if !events.is_empty() => format!(
+            "Koru's hooks are installed in {settings} ({}): each prompt is proven by the agent's own prompt hook",
+            events.join(", ")
+        ),
+        Ok(_) => format!(
+            "no Koru hook in {settings}: each prompt is proven by the agent's transcript (`koru hook install {product}` gives the quicker proof)"
+        ),
+        Err(error) => format!(
+            "{settings} cannot be read ({error}): each prompt is proven by the agent's transcript"
+        ),
+    })
 }
 
 /// The verdict on a desktop service doctor asked about itself (by the interface's
@@ -1203,6 +1226,57 @@ mod tests {
     }
 
     #[test]
+    fn a_terminal_route_says_whether_tmux_is_here_and_what_will_prove_its_drives() {
+        use super::super::probe::{BinaryFact, HookFact};
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        let claude = loaded.registry.get("tmux_claude_code").unwrap();
+        let codex = loaded.registry.get("tmux_codex").unwrap();
+        let mut facts = Facts::default();
+        let missing = environment_verdict(claude, &facts);
+        assert_eq!(missing.status, Status::Unavailable);
+        assert_eq!(
+            missing.blocker.as_ref().map(|(code, _)| *code),
+            Some(BlockerCode::InjectorMissing)
+        );
+        facts.binaries.insert(
+            "tmux".into(),
+            BinaryFact {
+                path: Some("/usr/bin/tmux".into()),
+                version: Some("tmux 3.3a".into()),
+            },
+        );
+        facts.agent_hooks.insert(
+            "claude-code".into(),
+            HookFact {
+                settings: "/home/me/.claude/settings.json".into(),
+                events: Ok(vec!["UserPromptSubmit".into(), "Stop".into()]),
+            },
+        );
+        facts.agent_hooks.insert(
+            "codex".into(),
+            HookFact {
+                settings: "/home/me/.codex/hooks.json".into(),
+                events: Ok(Vec::new()),
+            },
+        );
+        let hooked = environment_verdict(claude, &facts);
+        assert_eq!(hooked.status, Status::Ok);
+        assert_eq!(hooked.facts[0], "tmux: tmux 3.3a");
+        assert!(
+            hooked.facts[1].contains("proven by the agent's own prompt hook"),
+            "{:?}",
+            hooked.facts
+        );
+        let unhooked = environment_verdict(codex, &facts);
+        assert!(
+            unhooked.facts[1].contains("proven by the agent's transcript")
+                && unhooked.facts[1].contains("koru hook install codex"),
+            "{:?}",
+            unhooked.facts
+        );
+    }
+
+    #[test]
     fn a_chat_store_a_window_announced_counts_where_the_registry_locations_are_empty() {
         let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
         let copilot = loaded.registry.get("chat_history_copilot_json").unwrap();
@@ -1628,7 +1702,10 @@ mod tests {
             chat_history_codex_jsonl ok
             chat_history_gemini_cli ok
             chat_history_antigravity_pb_readonly ok
-            summary: {"ok":19,"degraded":0,"unavailable":3,"not_applicable":15,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
+            tmux_claude_code unavailable injector_missing
+            tmux_codex unavailable injector_missing
+            tmux_gemini_cli unavailable injector_missing
+            summary: {"ok":19,"degraded":0,"unavailable":6,"not_applicable":15,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 
@@ -1689,7 +1766,10 @@ mod tests {
             chat_history_codex_jsonl not_applicable store_missing
             chat_history_gemini_cli not_applicable store_missing
             chat_history_antigravity_pb_readonly not_applicable store_missing
-            summary: {"ok":3,"degraded":0,"unavailable":12,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
+            tmux_claude_code unavailable injector_missing
+            tmux_codex unavailable injector_missing
+            tmux_gemini_cli unavailable injector_missing
+            summary: {"ok":3,"degraded":0,"unavailable":15,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 }

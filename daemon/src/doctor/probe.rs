@@ -76,6 +76,46 @@ pub struct Facts {
     pub notifications: Option<Result<Option<crate::desktop::notifications::Probe>, String>>,
     /// The desktop portal's remote input (`None`: not asked).
     pub portal: Option<Result<PortalFact, crate::desktop::portal::PortalError>>,
+    /// Koru's hooks in each terminal agent's settings, by agent (`claude-code`, …; absent:
+    /// not asked).
+    pub agent_hooks: BTreeMap<String, HookFact>,
+}
+
+/// Koru's hook entries in one terminal agent's settings file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookFact {
+    pub settings: std::path::PathBuf,
+    /// The events Koru's hook is installed for (empty: none, or no file); `Err`: the file
+    /// could not be read or parsed.
+    pub events: Result<Vec<String>, String>,
+}
+
+/// Reads each terminal agent's settings for Koru's hook entries.
+pub fn probe_agent_hooks() -> BTreeMap<String, HookFact> {
+    use crate::agent_hooks::HookAgent;
+    let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else {
+        return BTreeMap::new();
+    };
+    let codex_home = std::env::var_os("CODEX_HOME").map(std::path::PathBuf::from);
+    HookAgent::ALL
+        .iter()
+        .map(|agent| {
+            let settings = agent.settings_path(&home, codex_home.as_deref());
+            let events = match std::fs::read_to_string(&settings) {
+                Ok(text) => crate::agent_hooks::json_settings::installed(&text)
+                    .map(|found| {
+                        let mut events: Vec<String> =
+                            found.into_iter().map(|(event, _)| event).collect();
+                        events.dedup();
+                        events
+                    })
+                    .map_err(|error| error.to_string()),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                Err(error) => Err(error.to_string()),
+            };
+            (agent.name().to_string(), HookFact { settings, events })
+        })
+        .collect()
 }
 
 /// What the desktop portal offers, and whether the desktop agreed before.
@@ -215,6 +255,7 @@ pub async fn gather(registry: &Registry, socket: &Path, timeout: Duration) -> Fa
         lock: Some(lock),
         notifications: Some(notifications.map_err(|error| error.to_string())),
         portal: Some(portal),
+        agent_hooks: probe_agent_hooks(),
     }
 }
 

@@ -23,6 +23,8 @@ pub enum RouteChoice {
     AskPlugin(Arc<Candidate>),
     /// Type the prompt with this OS injection.
     Inject(Arc<Candidate>),
+    /// Type the prompt into the terminal agent's terminal.
+    Terminal(Arc<Candidate>),
     /// Nothing left: the drive fails with this blocker.
     Exhausted(Blocker),
 }
@@ -54,6 +56,7 @@ pub fn next_route(
         let choice = match candidate.route {
             Route::NativeSend | Route::PluginDrive => RouteChoice::AskPlugin(candidate),
             Route::OsInjection => RouteChoice::Inject(candidate),
+            Route::TerminalInput => RouteChoice::Terminal(candidate),
         };
         return NextRoute { skipped, choice };
     }
@@ -180,6 +183,7 @@ mod tests {
             paste_chord_by_class: Vec::new(),
             window_class: None,
             window_title: None,
+            terminal: None,
         })
     }
 

@@ -33,6 +33,8 @@ pub struct Candidate {
     /// Window class and title patterns the product's policy requires (OS injection).
     pub window_class: Option<String>,
     pub window_title: Option<String>,
+    /// How to type into a terminal agent (routes `terminal_input`).
+    pub terminal: Option<koru_registry::TerminalInput>,
 }
 
 /// A submit key the daemon presses into the plugin's window once the plugin has pasted.
@@ -166,14 +168,7 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
             };
             // The registry's hint is for what is wrong with the route here; a route that
             // does not fit the drive's options has nothing to fix.
-            let hint = usable.as_ref().err().and_then(|blocker| {
-                let code: BlockerCode =
-                    serde_json::from_value(serde_json::Value::String(blocker.code.clone())).ok()?;
-                interface
-                    .recovery_for(code)
-                    .first()
-                    .map(|r| format!("{}: {}", r.label, r.does))
-            });
+            let hint = recovery_hint(interface, &usable);
             let stands_in = key_unpressable
                 .as_ref()
                 .filter(|_| only_new_chat(interface) && route != Route::OsInjection);
@@ -211,7 +206,58 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
                 paste_chord_by_class: policy.paste_chord_by_class.clone(),
                 window_class: policy.window_class.clone(),
                 window_title: policy.window_title.clone(),
+                terminal: None,
             }
+        })
+        .collect()
+}
+
+/// The registry's first recovery hint for why `interface` cannot be used, if it cannot.
+fn recovery_hint(
+    interface: &koru_registry::Interface,
+    usable: &Result<(), Blocker>,
+) -> Option<String> {
+    let blocker = usable.as_ref().err()?;
+    let code: BlockerCode =
+        serde_json::from_value(serde_json::Value::String(blocker.code.clone())).ok()?;
+    interface
+        .recovery_for(code)
+        .first()
+        .map(|r| format!("{}: {}", r.label, r.does))
+}
+
+/// The candidates for a drive into a terminal agent of `product` (`claude-code`, …), best
+/// first: the registry's `terminal_input` routes for it. `tmux` says whether tmux can be
+/// run here (the agents found so far all run in tmux panes).
+pub fn plan_terminal(
+    registry: &Registry,
+    product: &str,
+    platform: Platform,
+    tmux: Result<(), Blocker>,
+) -> Vec<Candidate> {
+    let policy = effective_policy(registry, product);
+    rank_routes(registry, product, platform)
+        .into_iter()
+        .filter(|interface| interface.route == Some(RouteKind::TerminalInput))
+        .filter_map(|interface| {
+            let terminal = interface.terminal.clone()?;
+            let usable = tmux.clone();
+            let hint = recovery_hint(interface, &usable);
+            Some(Candidate {
+                interface: interface.id.clone(),
+                route: Route::TerminalInput,
+                steps: Vec::new(),
+                submit_key: None,
+                usable,
+                hint,
+                note: None,
+                paste_chord: policy.paste_chord.clone(),
+                submit_chord: policy.submit_chord.clone(),
+                paste_chord_by_class: Vec::new(),
+                window_class: None,
+                window_title: None,
+                terminal: Some(terminal),
+            })
         })
         .collect()
 }

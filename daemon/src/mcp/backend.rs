@@ -148,6 +148,8 @@ pub struct SendRequest {
     pub submit: bool,
     pub wait: WaitFor,
     pub timeout_s: Option<f64>,
+    /// Type a terminal agent's command prefix (`/`, `!`, `#`) as a command.
+    pub agent_command: bool,
 }
 
 /// Talks to the daemon(s) on behalf of MCP tools: this machine's at `socket` (one
@@ -163,8 +165,9 @@ pub struct Backend {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostPick(Option<usize>);
 
-/// Parses a `target` string: a session id (`s_…`), `focused`, a path (absolute, `~` or
-/// containing `/`) for a workspace, or else a product name.
+/// Parses a `target` string: a session id (`s_…`, or a terminal agent's `t_…`),
+/// `focused`, `chat:CHAT_ID`, a terminal agent as `claude-code` / `agent:codex@/abs/path`,
+/// a path (absolute, `~` or containing `/`) for a workspace, or else a product name.
 pub fn parse_target(raw: &str) -> Result<Target, ToolError> {
     let raw = raw.trim();
     if raw.is_empty() {
@@ -176,8 +179,46 @@ pub fn parse_target(raw: &str) -> Result<Target, ToolError> {
     if raw == "focused" {
         return Ok(Target::Focused);
     }
-    if raw.starts_with("s_") && !raw.contains('/') {
+    if (raw.starts_with("s_") || raw.starts_with("t_")) && !raw.contains('/') {
         return Ok(Target::Session(raw.to_string()));
+    }
+    if let Some(chat) = raw.strip_prefix("chat:") {
+        return Ok(Target::Chat(chat.trim().to_string()));
+    }
+    let agent = raw.strip_prefix("agent:").or_else(|| {
+        TERMINAL_AGENTS
+            .iter()
+            .any(|name| raw == *name || raw.starts_with(&format!("{name}@")))
+            .then_some(raw)
+    });
+    if let Some(agent) = agent {
+        let (product, workspace) = match agent.split_once('@') {
+            Some((product, folder)) => (product, Some(folder)),
+            None => (agent, None),
+        };
+        if !TERMINAL_AGENTS.contains(&product) {
+            return Err(ToolError::new(
+                ToolErrorCode::InvalidArgument,
+                format!(
+                    "`{product}` is not a terminal agent; use one of {}",
+                    TERMINAL_AGENTS.join(", ")
+                ),
+            ));
+        }
+        let workspace = match workspace {
+            Some(folder) if folder.starts_with('/') => Some(folder.to_string()),
+            Some(folder) => {
+                return Err(ToolError::new(
+                    ToolErrorCode::InvalidArgument,
+                    format!("`{folder}` in `{raw}` must be an absolute folder"),
+                ))
+            }
+            None => None,
+        };
+        return Ok(Target::Agent(koru_protocol::AgentTarget {
+            product: product.to_string(),
+            workspace,
+        }));
     }
     if let Some(rest) = raw.strip_prefix("~/") {
         let home = std::env::var("HOME").unwrap_or_default();
@@ -189,6 +230,9 @@ pub fn parse_target(raw: &str) -> Result<Target, ToolError> {
     let product: IdeProduct = raw.parse().unwrap_or_else(|never| match never {});
     Ok(Target::Product(product))
 }
+
+/// The terminal agents a target may name by product.
+const TERMINAL_AGENTS: &[&str] = &["claude-code", "codex", "gemini-cli", "opencode"];
 
 /// Checks `timeout_s` and turns it into a duration.
 pub fn timeout_of(timeout_s: Option<f64>) -> Result<Duration, ToolError> {
@@ -609,7 +653,7 @@ impl Backend {
         let target = target.trim();
         // `HOST/s_…` is a qualified session; anything else with a `/` is a path.
         let qualified_session = match split_qualified(target) {
-            (Some(_), rest) if rest.starts_with("s_") => Some(target),
+            (Some(_), rest) if rest.starts_with("s_") || rest.starts_with("t_") => Some(target),
             _ => None,
         };
         if host.is_some() || qualified_session.is_some() || !self.several() {
@@ -709,6 +753,7 @@ impl Backend {
                     new_chat: false,
                     timeout_ms: Some(timeout.as_millis() as u64),
                     busy: BusyPolicy::Queue,
+                    agent_command: request.agent_command,
                 },
             })
             .await;

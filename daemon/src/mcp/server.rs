@@ -72,7 +72,7 @@ pub struct ListSessionsArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendPromptArgs {
-    /// Where to send: a session id (`s_…` from list_sessions), an absolute workspace path, a product name (when one window of it is open), or "focused".
+    /// Where to send: a session id (`s_…` or a terminal agent's `t_…` from list_sessions), an absolute workspace path, a product name (when one window of it is open), "focused", a terminal agent by product (`claude-code`, `codex`, `gemini-cli`, `opencode`; `claude-code@/abs/folder` for the one in that folder), or `chat:CHAT_ID` (the running agent holding that chat).
     pub target: String,
     /// The prompt, sent exactly as given (at most 262144 bytes of UTF-8).
     pub prompt: String,
@@ -91,6 +91,9 @@ pub struct SendPromptArgs {
     /// With wait=replied: the most characters of the reply to return (default 100000); read_chat pages through the rest.
     #[serde(default)]
     pub max_chars: Option<u64>,
+    /// For a terminal agent: type a prompt starting with `/`, `!` or `#` as the agent's command (slash command, shell, memory); without it such a prompt is refused.
+    #[serde(default)]
+    pub agent_command: Option<bool>,
 }
 
 /// A drive id.
@@ -303,7 +306,7 @@ impl KoruMcp {
     }
 
     #[tool(
-        description = "Push a prompt into an IDE chat. Koru picks the route (native send, plugin drive, OS input) and falls back when one is blocked. Returns the drive id, the route, the furthest stage (received/focused/pasted/submitted) and any blockers with how to fix them."
+        description = "Push a prompt into an IDE chat or a terminal agent (Claude Code, Codex, Gemini CLI, opencode in tmux). Koru picks the route (native send, plugin drive, OS input, terminal input) and falls back when one is blocked. Returns the drive id, the route, the furthest stage (received/focused/pasted/submitted) and any blockers with how to fix them."
     )]
     async fn send_prompt(
         &self,
@@ -319,6 +322,7 @@ impl KoruMcp {
             submit: args.submit.unwrap_or(true),
             wait,
             timeout_s: args.timeout_s,
+            agent_command: args.agent_command.unwrap_or(false),
         };
         // Progress goes out in order, and all of it before the result.
         let token = context.meta.get_progress_token();

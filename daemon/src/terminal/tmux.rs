@@ -243,6 +243,18 @@ pub fn press_enter(socket: &Path, pane: &str) -> Result<(), TmuxError> {
     tmux_call(socket, &["send-keys", "-t", pane, "Enter"], None).map(|_| ())
 }
 
+/// Presses one key in `pane`, by its tmux name (`Enter`, `Tab`); refuses anything that is
+/// not a plain key name, so no text goes through `send-keys`.
+pub fn send_key(socket: &Path, pane: &str, key: &str) -> Result<(), TmuxError> {
+    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err(TmuxError::Failed {
+            socket: socket.to_path_buf(),
+            detail: format!("{key:?} is not a tmux key name"),
+        });
+    }
+    tmux_call(socket, &["send-keys", "-t", pane, key], None).map(|_| ())
+}
+
 /// What `pane` shows now, wrapped lines joined (`capture-pane -p -J`).
 pub fn capture(socket: &Path, pane: &str) -> Result<String, TmuxError> {
     tmux_call(socket, &["capture-pane", "-p", "-J", "-t", pane], None)

@@ -201,12 +201,18 @@ export type BusyPolicy = "queue" | "fail";
 /**
  * Which way a prompt is delivered.
  */
-export type Route = "native_send" | "plugin_drive" | "os_injection";
+export type Route = "native_send" | "plugin_drive" | "os_injection" | "terminal_input";
 /**
  * What proves a plugin's `submitted` ack: how far the chat itself confirmed that it took
  * the prompt. Sent by the plugin with the `submitted` ack and kept in the drive record.
  */
-export type SubmitEvidence = "chat_responded" | "chat_running" | "command_returned" | "key_pressed";
+export type SubmitEvidence =
+  | "chat_responded"
+  | "chat_running"
+  | "command_returned"
+  | "key_pressed"
+  | "agent_hook"
+  | "agent_transcript";
 /**
  * What kind of refusal a `chat_refused` ack reports.
  */
@@ -329,7 +335,10 @@ export type ObservedStage =
  * On the wire: `{"session": "s_…"}`, `{"workspace": "/abs/path"}`, `{"product": "cursor"}`,
  * the string `"focused"` (the plugin session whose window has focus), or
  * `{"window": {"pid": 4242}}` / `{"window": {"title": "regex"}}` for an IDE window
- * without a plugin, driven by OS injection alone.
+ * without a plugin, driven by OS injection alone. Terminal agents: `{"session": "t_…"}`
+ * (an id from `sessions_list` with `agents`), `{"agent": {"product": "claude-code",
+ * "workspace": "/abs/path"}}`, or `{"chat": "<chat id>"}` (the running agent or window
+ * that holds that chat).
  */
 export type Target =
   | "focused"
@@ -344,11 +353,17 @@ export type Target =
     }
   | {
       window: WindowTarget;
+    }
+  | {
+      agent: AgentTarget;
+    }
+  | {
+      chat: string;
     };
 /**
  * How far a drive's result can be trusted.
  */
-export type Verification = "none" | "acked" | "unverified";
+export type Verification = "none" | "acked" | "unverified" | "agent_recorded";
 /**
  * One item of the daemon's event stream (`stream` lines after `events.subscribe`), tagged by `kind`.
  */
@@ -775,6 +790,12 @@ export interface DriveRequest {
  * What the sender wants done with the prompt.
  */
 export interface DriveOptions {
+  /**
+   * For a terminal agent: a prompt that starts with a character the agent reads as a
+   * mode switch (`/` a slash command, `!` a shell command, `#` a memory note) is typed
+   * as it is, for the agent to run as such. Without it, such a prompt is refused.
+   */
+  agent_command?: boolean;
   /**
    * What to do while the chat is busy.
    */
@@ -1307,6 +1328,15 @@ export interface DriveObservation {
 export interface WindowTarget {
   pid?: number | null;
   title?: string | null;
+}
+/**
+ * A terminal agent by what it is and where it runs: the agent of `product`
+ * (`claude-code`, `codex`, `gemini-cli`, `opencode`) whose folder is `workspace` or inside
+ * it (absent: any folder).
+ */
+export interface AgentTarget {
+  product: string;
+  workspace?: string | null;
 }
 /**
  * `drive.create` (controller → daemon): push a prompt into a chat.

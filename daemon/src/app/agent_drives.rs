@@ -1,0 +1,659 @@
+//! Drives into terminal agents: targets resolved after a fresh look at the tmux panes, one drive at a time per agent and none while it replies, the prompt typed by the typist (`terminal::typist`) only into an empty input box, and `submitted` only on the agent's own record of the prompt (its hook, its transcript) — the submit key pressed again as the registry allows, else `not_submitted`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+
+use koru_protocol::{
+    blocker, AgentState, AttemptOutcome, Blocker, DriveCreate, DriveState, ErrorCode, ErrorMessage,
+    Location, RequestId, Route, SubmitEvidence, Target, Verification,
+};
+
+use crate::clock::Clock;
+use crate::terminal::screen::Screen;
+use crate::terminal::typist::{TypeJob, TypeKind, TypeResult, Typed};
+use crate::terminal::PaneAgent;
+
+use super::drives::DriveRecord;
+use super::{App, ConnId, DriveOrigin};
+
+/// How long a drive waits before looking again at an agent that is answering, or whose
+/// input box is not on screen.
+const LOOK_AGAIN_MS: u64 = 1_000;
+
+/// What a drive into a terminal agent knows of it.
+#[derive(Debug, Clone)]
+pub struct AgentDrive {
+    pub agent_id: String,
+    pub product: String,
+    pub socket: PathBuf,
+    pub pane_id: String,
+    pub pid: u32,
+    /// When the drive looks again, or presses again: see `phase`.
+    pub due_ms: Option<u64>,
+    pub phase: AgentPhase,
+    /// How many more times the submit key may be pressed.
+    pub enters_left: u32,
+    /// Whether an order for this drive is with the typist.
+    pub ordered: bool,
+}
+
+/// Where a terminal drive is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentPhase {
+    /// Not typed yet (waiting for the agent to finish, or for its input box).
+    ToType,
+    /// Typed; waiting for the agent's evidence.
+    Proving,
+    /// No evidence after the last press: the screen is read once more for the failure.
+    LastLook,
+}
+
+/// A terminal agent the last look found, with its drives.
+#[derive(Debug, Clone)]
+pub(super) struct AgentRecord {
+    pub(super) agent: PaneAgent,
+    pub(super) active_drive: Option<String>,
+    pub(super) queued: VecDeque<String>,
+}
+
+/// A drive for a terminal agent waiting for a look to say which agent it is for.
+#[derive(Debug)]
+pub(super) struct PendingAgentDrive {
+    conn_id: ConnId,
+    id: Option<RequestId>,
+    create: DriveCreate,
+    origin: DriveOrigin,
+}
+
+/// The terminal agents of the last look, and drives waiting for the next one.
+#[derive(Default)]
+pub(super) struct AgentTable {
+    pub(super) agents: BTreeMap<String, AgentRecord>,
+    pub(super) pending: Vec<PendingAgentDrive>,
+}
+
+use super::terminals::folder;
+
+/// Whether `wanted` is the agent's folder or contains it.
+fn in_folder(agent_folder: &str, wanted: &str) -> bool {
+    let (agent_folder, wanted) = (folder(agent_folder), folder(wanted));
+    agent_folder == wanted || std::path::Path::new(agent_folder).starts_with(wanted)
+}
+
+impl<C: Clock> App<C> {
+    /// A drive whose target means a terminal agent (or a chat): answered once a fresh
+    /// look at the tmux panes says which agent it is.
+    pub(super) fn accept_agent_drive(
+        &mut self,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        create: DriveCreate,
+        origin: DriveOrigin,
+    ) {
+        if self.terminal.looker.is_none() {
+            self.send_error(
+                conn_id,
+                id,
+                ErrorMessage::new(
+                    ErrorCode::NoTarget,
+                    format!(
+                        "{}: this daemon does not look for terminal agents",
+                        create.target
+                    ),
+                ),
+            );
+            return;
+        }
+        self.agent_table.pending.push(PendingAgentDrive {
+            conn_id,
+            id,
+            create,
+            origin,
+        });
+        self.start_look();
+    }
+
+    /// After a look: the agents table follows it (drives of agents that are gone fail),
+    /// and the drives waiting for it are resolved.
+    pub(super) fn agents_looked(&mut self, agents: &[PaneAgent], now: u64) {
+        let mut table: BTreeMap<String, AgentRecord> = BTreeMap::new();
+        for agent in agents {
+            let agent_id = crate::terminal::agent_id(agent);
+            let (active_drive, queued) = match self.agent_table.agents.remove(&agent_id) {
+                Some(old) => (old.active_drive, old.queued),
+                None => (None, VecDeque::new()),
+            };
+            table.insert(
+                agent_id,
+                AgentRecord {
+                    agent: agent.clone(),
+                    active_drive,
+                    queued,
+                },
+            );
+        }
+        let gone = std::mem::replace(&mut self.agent_table.agents, table);
+        for (agent_id, record) in gone {
+            for drive_id in record.active_drive.into_iter().chain(record.queued) {
+                let detail = format!(
+                    "the terminal agent {agent_id} ({} in pane {}) is no longer running",
+                    record.agent.product.name(),
+                    record.agent.pane.pane_id
+                );
+                self.finish_drive(
+                    &drive_id,
+                    DriveState::Failed,
+                    Some(Blocker::new(blocker::AGENT_EXITED, detail)),
+                    now,
+                );
+            }
+        }
+        for pending in std::mem::take(&mut self.agent_table.pending) {
+            match self.resolve_agent(&pending.create.target) {
+                Ok(agent_id) => self.accept_resolved_agent_drive(pending, agent_id, now),
+                Err(error) => self.send_error(pending.conn_id, pending.id, error),
+            }
+        }
+    }
+
+    /// The one agent a target means, or why none or several do.
+    fn resolve_agent(&self, target: &Target) -> Result<String, ErrorMessage> {
+        let agents = &self.agent_table.agents;
+        let describe = |id: &str, record: &AgentRecord| {
+            format!(
+                "{id} ({}, {}, pane {} {})",
+                record.agent.product.name(),
+                record.agent.pane.path,
+                record.agent.pane.pane_id,
+                record.agent.pane.place
+            )
+        };
+        let listing = || {
+            if agents.is_empty() {
+                "no terminal agent is running in a tmux pane".to_string()
+            } else {
+                format!(
+                    "running: {}",
+                    agents
+                        .iter()
+                        .map(|(id, r)| describe(id, r))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            }
+        };
+        let none =
+            |what: String| ErrorMessage::new(ErrorCode::NoTarget, format!("{what}; {}", listing()));
+        match target {
+            Target::Session(id) => agents
+                .contains_key(id)
+                .then(|| id.clone())
+                .ok_or_else(|| none(format!("no terminal agent {id}"))),
+            Target::Agent(wanted) => {
+                let matching: Vec<(&String, &AgentRecord)> = agents
+                    .iter()
+                    .filter(|(_, r)| r.agent.product.name() == wanted.product)
+                    .filter(|(_, r)| {
+                        wanted
+                            .workspace
+                            .as_deref()
+                            .is_none_or(|w| in_folder(&r.agent.pane.path, w))
+                    })
+                    .collect();
+                match matching.as_slice() {
+                    [(id, _)] => Ok((*id).clone()),
+                    [] => Err(none(format!("no {} agent runs in {}", wanted.product, wanted.workspace.as_deref().unwrap_or("any folder")))),
+                    several => Err(ErrorMessage::new(
+                        ErrorCode::AmbiguousTarget,
+                        format!(
+                            "{} agents match {target}: {}; name one with its id (`koru send --session t_…`)",
+                            several.len(),
+                            several
+                                .iter()
+                                .map(|(id, r)| describe(id, r))
+                                .collect::<Vec<_>>()
+                                .join("; ")
+                        ),
+                    )),
+                }
+            }
+            Target::Chat(chat_id) => {
+                let holding: Vec<&String> = agents
+                    .iter()
+                    .filter(|(_, r)| {
+                        self.agent_info(&r.agent)
+                            .chat
+                            .is_some_and(|c| &c.chat_id == chat_id)
+                    })
+                    .map(|(id, _)| id)
+                    .collect();
+                match holding.as_slice() {
+                    [id] => Ok((*id).clone()),
+                    [] => Err(none(format!(
+                        "no running terminal agent holds chat {chat_id} (`koru chats` lists chats, `koru sessions` the agents and their chats)"
+                    ))),
+                    several => Err(ErrorMessage::new(
+                        ErrorCode::AmbiguousTarget,
+                        format!(
+                            "{} agents hold chat {chat_id}: {}",
+                            several.len(),
+                            several.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    )),
+                }
+            }
+            other => Err(ErrorMessage::new(
+                ErrorCode::NoTarget,
+                format!("{other} is not a terminal agent"),
+            )),
+        }
+    }
+
+    /// Checks, plans and queues a drive for `agent_id`, answering as `origin` asks.
+    fn accept_resolved_agent_drive(
+        &mut self,
+        pending: PendingAgentDrive,
+        agent_id: String,
+        now: u64,
+    ) {
+        let PendingAgentDrive {
+            conn_id,
+            id,
+            create,
+            origin,
+        } = pending;
+        let record = &self.agent_table.agents[&agent_id];
+        let agent = record.agent.clone();
+        let product = agent.product.name().to_string();
+        let prompt_error = |message: String| {
+            ErrorMessage::new(ErrorCode::InvalidMessage, message).with_location(Location {
+                field: Some("prompt".into()),
+                ..Location::default()
+            })
+        };
+        let text = match crate::terminal::tmux::terminal_text(&create.prompt) {
+            Ok(text) => text,
+            Err(refused) => {
+                self.send_error(conn_id, id, prompt_error(refused.to_string()));
+                return;
+            }
+        };
+        let platform =
+            crate::doctor::probe::current_platform().unwrap_or(koru_registry::Platform::Linux);
+        let candidates = crate::drive::planner::plan_terminal(
+            &self.registry,
+            &product,
+            platform,
+            self.typist.available(),
+        );
+        if let Some(prefix) = candidates
+            .iter()
+            .filter_map(|c| c.terminal.as_ref())
+            .flat_map(|t| t.command_prefixes.iter())
+            .find(|p| !p.is_empty() && text.starts_with(p.as_str()))
+            .filter(|_| !create.options.agent_command)
+        {
+            let message = format!(
+                "the prompt starts with `{prefix}`, which {product} reads as a command, not as text; send it with `agent_command` (`koru send --agent-command`) to run it as one, or start the prompt differently"
+            );
+            self.send_error(conn_id, id, prompt_error(message));
+            return;
+        }
+        let held = record.queued.len() + usize::from(record.active_drive.is_some());
+        if held >= self.config.max_queued_drives {
+            let message = format!(
+                "terminal agent {agent_id} already holds {held} drives that have not ended, its limit (--max-queued-drives {}); nothing was queued",
+                self.config.max_queued_drives
+            );
+            self.send_error(
+                conn_id,
+                id,
+                ErrorMessage::new(ErrorCode::QueueFull, message),
+            );
+            return;
+        }
+        let timeout_ms = create
+            .options
+            .timeout_ms
+            .unwrap_or(self.config.default_drive_timeout_ms);
+        let mut drive = DriveRecord::new(
+            super::new_id("d_"),
+            create.target,
+            agent_id.clone(),
+            Route::TerminalInput,
+            text,
+            create.options,
+            now,
+            timeout_ms,
+        );
+        drive.candidates = candidates.into_iter().map(std::sync::Arc::new).collect();
+        drive.workspaces = vec![agent.pane.path.clone()];
+        drive.agent = Some(Box::new(AgentDrive {
+            agent_id: agent_id.clone(),
+            product,
+            socket: agent.pane.socket.clone(),
+            pane_id: agent.pane.pane_id.clone(),
+            pid: agent.pid,
+            due_ms: None,
+            phase: AgentPhase::ToType,
+            enters_left: 0,
+            ordered: false,
+        }));
+        if let DriveOrigin::Retry { of, .. } = &origin {
+            drive.retry_of = Some(of.clone());
+        }
+        let busy_fail = drive.options.busy == koru_protocol::BusyPolicy::Fail
+            && (record.active_drive.is_some()
+                || !record.queued.is_empty()
+                || matches!(
+                    self.agent_info(&agent).state,
+                    AgentState::Replying | AgentState::NeedsInput
+                ));
+        let drive_id = drive.drive_id.clone();
+        tracing::debug!(drive_id = %drive_id, agent_id = %agent_id, prompt_chars = drive.prompt_chars, "terminal drive accepted");
+        let busy = busy_fail.then_some(
+            "the agent is busy (replying, waiting for input, or another drive is running) and the drive asked to fail fast",
+        );
+        if !self.register_drive(drive, conn_id, id, origin, busy, now) {
+            return;
+        }
+        if let Some(record) = self.agent_table.agents.get_mut(&agent_id) {
+            record.queued.push_back(drive_id);
+        }
+        self.pump_agent(&agent_id, now);
+    }
+
+    /// Sends the agent's next drive when none is running and the agent is not answering;
+    /// otherwise records on each waiting drive why it waits.
+    pub(super) fn pump_agent(&mut self, agent_id: &str, now: u64) {
+        let Some(record) = self.agent_table.agents.get(agent_id) else {
+            return;
+        };
+        let info = self.agent_info(&record.agent);
+        let replying = info.state == AgentState::Replying
+            && info.chat.as_ref().is_some_and(|chat| {
+                self.chats
+                    .get(&(chat.store.clone(), chat.chat_id.clone()))
+                    .is_some_and(|c| {
+                        now.saturating_sub(c.last_activity_ms) < super::chats::OBSERVED_BUSY_MS
+                    })
+            });
+        let waiting = if let Some(running) = &record.active_drive {
+            Some(Blocker::new(
+                "drive_running",
+                format!("waits for drive {running} to the same agent to end"),
+            ))
+        } else if replying {
+            Some(Blocker::new(
+                blocker::CHAT_BUSY,
+                format!(
+                    "waits: the agent is replying (chat {}, by its own record); the prompt is typed when the turn ends",
+                    info.chat.as_ref().map_or("?", |c| c.chat_id.as_str())
+                ),
+            ))
+        } else {
+            None
+        };
+        if let Some(waiting) = waiting {
+            let queued: Vec<String> = record.queued.iter().cloned().collect();
+            for drive_id in queued {
+                let Some(drive) = self.drives.get_mut(&drive_id) else {
+                    continue;
+                };
+                if drive.waiting.as_ref() != Some(&waiting) {
+                    drive.waiting = Some(waiting.clone());
+                    self.publish_drive(&drive_id);
+                }
+            }
+            return;
+        }
+        let Some(record) = self.agent_table.agents.get_mut(agent_id) else {
+            return;
+        };
+        let Some(drive_id) = record.queued.pop_front() else {
+            return;
+        };
+        record.active_drive = Some(drive_id.clone());
+        if let Some(drive) = self.drives.get_mut(&drive_id) {
+            drive.waiting = None;
+        }
+        self.start_next_route(&drive_id, now);
+    }
+
+    /// Frees the agent of a drive that ended.
+    pub(super) fn release_agent(&mut self, agent_id: &str, drive_id: &str) {
+        if let Some(record) = self.agent_table.agents.get_mut(agent_id) {
+            if record.active_drive.as_deref() == Some(drive_id) {
+                record.active_drive = None;
+            }
+            record.queued.retain(|queued| queued != drive_id);
+        }
+    }
+
+    /// Every agent with drives waiting and none running gets a chance to send (a chat
+    /// became idle).
+    pub(super) fn pump_agents(&mut self, now: u64) {
+        let waiting: Vec<String> = self
+            .agent_table
+            .agents
+            .iter()
+            .filter(|(_, r)| r.active_drive.is_none() && !r.queued.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for agent_id in waiting {
+            self.pump_agent(&agent_id, now);
+        }
+    }
+
+    /// Hands the typist an order for a drive's agent.
+    fn order(&mut self, drive_id: &str, kind: TypeKind) {
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        let Some(terminal) = drive.current.as_ref().and_then(|c| c.terminal.clone()) else {
+            return;
+        };
+        let Some(agent) = drive.agent.as_mut() else {
+            return;
+        };
+        agent.ordered = true;
+        agent.due_ms = None;
+        let job = TypeJob {
+            drive_id: drive_id.to_string(),
+            kind,
+            socket: agent.socket.clone(),
+            pane_id: agent.pane_id.clone(),
+            agent_pid: agent.pid,
+            text: drive.prompt.clone(),
+            terminal,
+        };
+        tracing::debug!(drive_id, kind = ?kind, pane = %job.pane_id, "terminal order");
+        self.typist.start(job);
+    }
+
+    /// The route chosen for a terminal drive: type when the screen allows.
+    pub(super) fn start_typing(&mut self, drive_id: &str) {
+        self.order(drive_id, TypeKind::Type);
+    }
+
+    /// The typist's answer.
+    pub(super) fn on_typed(&mut self, typed: Typed) {
+        let now = self.clock.now_ms();
+        let drive_id = typed.drive_id.clone();
+        let Some(drive) = self.drives.get_mut(&drive_id) else {
+            return;
+        };
+        if let Some(agent) = drive.agent.as_mut() {
+            agent.ordered = false;
+        }
+        if drive.is_terminal() {
+            tracing::debug!(drive_id, result = ?typed.result, "a terminal order finished after its drive ended");
+            return;
+        }
+        let Some(terminal) = drive.current.as_ref().and_then(|c| c.terminal.clone()) else {
+            return;
+        };
+        let product = drive
+            .agent
+            .as_ref()
+            .map_or_else(String::new, |a| a.product.clone());
+        match (typed.kind, typed.result) {
+            (TypeKind::Type, TypeResult::Typed) => {
+                drive.advance_to(DriveState::Pasted, now);
+                if let Some(agent) = drive.agent.as_mut() {
+                    agent.phase = AgentPhase::Proving;
+                    agent.enters_left = terminal.enter_retries;
+                    agent.due_ms = Some(now + terminal.proof_ms);
+                }
+                tracing::info!(
+                    drive_id,
+                    "typed into the agent's pane; waiting for its own record of the prompt"
+                );
+                self.publish_drive(&drive_id);
+            }
+            (TypeKind::Type, TypeResult::Untouched(Screen::Dialog(text))) => {
+                let detail = format!(
+                    "{product} shows a dialog; nothing was typed (typing would answer it): {text}"
+                );
+                self.route_failed(&drive_id, Blocker::new(blocker::NEEDS_INPUT, detail), now);
+            }
+            (TypeKind::Type, TypeResult::Untouched(Screen::Draft(draft))) => {
+                let detail = format!(
+                    "someone's unsent text is in {product}'s input box; nothing was typed (it would merge with it): {draft:?}"
+                );
+                self.route_failed(&drive_id, Blocker::new(blocker::USER_TYPING, detail), now);
+            }
+            (TypeKind::Type, TypeResult::Untouched(seen)) => {
+                // Answering, or no input box on screen yet: look again shortly.
+                let why = match seen {
+                    Screen::Busy(line) => format!("waits: {product} is answering ({line})"),
+                    _ => format!(
+                        "waits: {product}'s input box is not on screen; last lines: {}",
+                        typed.screen_tail.replace('\n', " ⏎ ")
+                    ),
+                };
+                drive.waiting = Some(Blocker::new(blocker::CHAT_BUSY, why));
+                if let Some(agent) = drive.agent.as_mut() {
+                    agent.due_ms = Some(now + LOOK_AGAIN_MS);
+                }
+                self.publish_drive(&drive_id);
+            }
+            (TypeKind::SubmitAgain, TypeResult::PressedAgain) => {
+                if let Some(agent) = drive.agent.as_mut() {
+                    agent.due_ms = Some(now + terminal.proof_ms);
+                }
+                tracing::info!(
+                    drive_id,
+                    "no record of the prompt yet; the submit key was pressed again"
+                );
+            }
+            (TypeKind::SubmitAgain, TypeResult::Untouched(Screen::Dialog(text))) => {
+                let detail = format!(
+                    "after the submit key, {product} shows a dialog and recorded no such prompt; it may have been submitted: {text}"
+                );
+                self.route_failed(&drive_id, Blocker::new(blocker::NEEDS_INPUT, detail), now);
+            }
+            (TypeKind::SubmitAgain, TypeResult::Untouched(_)) => {
+                // The prompt left the input box without a record yet: one more wait, no
+                // more keys.
+                if let Some(agent) = drive.agent.as_mut() {
+                    agent.enters_left = 0;
+                    agent.phase = AgentPhase::LastLook;
+                    agent.due_ms = Some(now + terminal.proof_ms);
+                }
+            }
+            (_, TypeResult::Untouched(_)) | (TypeKind::Look, _) => {
+                let waited = now.saturating_sub(
+                    drive
+                        .history
+                        .iter()
+                        .find(|r| r.state == DriveState::Pasted)
+                        .map_or(now, |r| r.at_ms),
+                );
+                let detail = format!(
+                    "{product} recorded no such prompt (no prompt hook, no transcript entry) within {:.1} s of the submit key; the screen shows: {}",
+                    waited as f64 / 1000.0,
+                    typed.screen_tail.replace('\n', " ⏎ ")
+                );
+                self.route_failed(&drive_id, Blocker::new(blocker::NOT_SUBMITTED, detail), now);
+            }
+            (_, TypeResult::Failed { blocker, pasted }) => {
+                if pasted {
+                    drive.advance_to(DriveState::Pasted, now);
+                }
+                self.route_failed(&drive_id, blocker, now);
+            }
+            (kind, result) => {
+                tracing::warn!(drive_id, ?kind, ?result, "unexpected terminal order result");
+            }
+        }
+    }
+
+    /// Terminal drives whose next look or press is due.
+    pub(super) fn agent_drives_due(&mut self, now: u64) {
+        let due: Vec<(String, AgentPhase, u32)> = self
+            .drives
+            .iter()
+            .filter(|d| !d.is_terminal())
+            .filter_map(|d| {
+                let agent = d.agent.as_ref()?;
+                (!agent.ordered && agent.due_ms.is_some_and(|t| t <= now))
+                    .then(|| (d.drive_id.clone(), agent.phase, agent.enters_left))
+            })
+            .collect();
+        for (drive_id, phase, enters_left) in due {
+            match phase {
+                AgentPhase::ToType => self.order(&drive_id, TypeKind::Type),
+                AgentPhase::Proving if enters_left > 0 => {
+                    if let Some(agent) = self
+                        .drives
+                        .get_mut(&drive_id)
+                        .and_then(|d| d.agent.as_mut())
+                    {
+                        agent.enters_left -= 1;
+                    }
+                    self.order(&drive_id, TypeKind::SubmitAgain);
+                }
+                AgentPhase::Proving | AgentPhase::LastLook => self.order(&drive_id, TypeKind::Look),
+            }
+        }
+    }
+
+    /// A prompt the agent recorded (its hook or its transcript) that correlation matched
+    /// to a terminal drive waiting for proof: `submitted`, then `done`.
+    pub(super) fn agent_recorded(&mut self, drive_id: &str, by_hook: bool, now: u64) {
+        let Some(drive) = self.drives.get_mut(drive_id) else {
+            return;
+        };
+        if drive.is_terminal() || drive.agent.is_none() || drive.state == DriveState::Queued {
+            return;
+        }
+        let evidence = if by_hook {
+            SubmitEvidence::AgentHook
+        } else {
+            SubmitEvidence::AgentTranscript
+        };
+        // Typed and recorded before the typist's answer came back: the paste happened.
+        drive.advance_to(DriveState::Pasted, now);
+        drive.advance_to(DriveState::Submitted, now);
+        drive.submit_evidence = Some(evidence);
+        drive.verification = Verification::AgentRecorded;
+        drive.waiting = None;
+        if let Some(agent) = drive.agent.as_mut() {
+            agent.due_ms = None;
+        }
+        drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
+        let agent_id = drive.session_id.clone();
+        let ms = now.saturating_sub(drive.created_at_ms);
+        drive.finish(DriveState::Done, None, now);
+        tracing::info!(
+            drive_id,
+            evidence = evidence.as_str(),
+            ms,
+            "terminal drive submitted, by the agent's own record"
+        );
+        self.release_agent(&agent_id, drive_id);
+        self.publish_drive(drive_id);
+        self.pump_agent(&agent_id, now);
+    }
+}

@@ -1,0 +1,241 @@
+//! Typing a drive's prompt into a terminal agent's tmux pane, off the daemon's loop: read the screen first (never type into a dialog or over a person's draft), one bracketed paste from stdin, the registry's settle delay, the submit key on its own; and pressing the submit key again only while the prompt still sits in the input box.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use koru_protocol::{blocker, Blocker};
+use koru_registry::TerminalInput;
+
+use super::screen::{shows_prompt, CompiledMarkers, Screen};
+use super::tmux;
+
+/// What to do in the pane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypeKind {
+    /// Read the screen; if the input box is empty and no dialog is open, paste the prompt
+    /// and press the submit key.
+    Type,
+    /// Press the submit key again if the prompt still shows in the input box.
+    SubmitAgain,
+    /// Only read the screen (for a failure's detail).
+    Look,
+}
+
+/// One order for a pane.
+#[derive(Debug, Clone)]
+pub struct TypeJob {
+    pub drive_id: String,
+    pub kind: TypeKind,
+    pub socket: PathBuf,
+    pub pane_id: String,
+    /// The agent's process: gone means the agent exited.
+    pub agent_pid: u32,
+    pub text: String,
+    pub terminal: TerminalInput,
+}
+
+/// How an order ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TypeResult {
+    /// Pasted, and the submit key pressed once.
+    Typed,
+    /// The submit key pressed again.
+    PressedAgain,
+    /// Nothing was typed or pressed: the screen says why (for `Look`, what it shows).
+    Untouched(Screen),
+    /// Something went wrong; `pasted` says whether the prompt may be in the input box.
+    Failed { blocker: Blocker, pasted: bool },
+}
+
+/// An order done, as the daemon's loop hears of it.
+#[derive(Debug, Clone)]
+pub struct Typed {
+    pub drive_id: String,
+    pub kind: TypeKind,
+    pub result: TypeResult,
+    /// The last lines of the screen seen, for a failure's detail.
+    pub screen_tail: String,
+}
+
+/// Carries out type orders off the loop; each answer comes back as a [`Typed`] event.
+pub trait TerminalTypist: Send + Sync {
+    fn start(&self, job: TypeJob);
+    /// Whether tmux can be run here (`Err`: the blocker for the route).
+    fn available(&self) -> Result<(), Blocker>;
+}
+
+/// Types for real, with the `tmux` on PATH, on tokio's blocking pool.
+pub struct SystemTerminalTypist<E> {
+    events: tokio::sync::mpsc::Sender<E>,
+}
+
+impl<E> SystemTerminalTypist<E> {
+    pub fn new(events: tokio::sync::mpsc::Sender<E>) -> Self {
+        SystemTerminalTypist { events }
+    }
+}
+
+/// tmux's version, asked once.
+fn tmux_version() -> Result<(u32, u32), Blocker> {
+    static VERSION: std::sync::OnceLock<Result<(u32, u32), String>> = std::sync::OnceLock::new();
+    VERSION
+        .get_or_init(|| tmux::version().map_err(|e| e.to_string()))
+        .clone()
+        .map_err(|detail| Blocker::new(blocker::INJECTOR_MISSING, detail))
+}
+
+impl<E: From<Typed> + Send + 'static> TerminalTypist for SystemTerminalTypist<E> {
+    fn start(&self, job: TypeJob) {
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let drive_id = job.drive_id.clone();
+            let kind = job.kind;
+            let typed = tokio::task::spawn_blocking(move || run(&job))
+                .await
+                .unwrap_or_else(|error| Typed {
+                    drive_id,
+                    kind,
+                    result: TypeResult::Failed {
+                        blocker: Blocker::new(
+                            blocker::TERMINAL_FAILED,
+                            format!("typing into the pane failed: {error}"),
+                        ),
+                        pasted: kind == TypeKind::Type,
+                    },
+                    screen_tail: String::new(),
+                });
+            let _ = events.send(E::from(typed)).await;
+        });
+    }
+
+    fn available(&self) -> Result<(), Blocker> {
+        tmux_version().map(|_| ())
+    }
+}
+
+/// The last non-empty lines of a screen, for a blocker's detail.
+pub fn tail(screen: &str, lines: usize) -> String {
+    let kept: Vec<&str> = screen
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    kept[kept.len().saturating_sub(lines)..].join("\n")
+}
+
+fn gone(job: &TypeJob, detail: String) -> Typed {
+    Typed {
+        drive_id: job.drive_id.clone(),
+        kind: job.kind,
+        result: TypeResult::Failed {
+            blocker: Blocker::new(blocker::AGENT_EXITED, detail),
+            pasted: false,
+        },
+        screen_tail: String::new(),
+    }
+}
+
+fn agent_alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Carries out one order, blocking.
+pub fn run(job: &TypeJob) -> Typed {
+    let answer = |result: TypeResult, screen: &str| Typed {
+        drive_id: job.drive_id.clone(),
+        kind: job.kind,
+        result,
+        screen_tail: tail(screen, 8),
+    };
+    let failed = |detail: String, pasted: bool| TypeResult::Failed {
+        blocker: Blocker::new(blocker::TERMINAL_FAILED, detail),
+        pasted,
+    };
+    if !agent_alive(job.agent_pid) {
+        return gone(
+            job,
+            format!(
+                "the agent (pid {}) in pane {} is no longer running",
+                job.agent_pid, job.pane_id
+            ),
+        );
+    }
+    let screen = match tmux::capture(&job.socket, &job.pane_id) {
+        Ok(screen) => screen,
+        Err(error) => return gone(job, format!("pane {} cannot be read: {error}", job.pane_id)),
+    };
+    let markers = CompiledMarkers::new(&job.terminal.screen);
+    let seen = markers.read(&screen);
+    match job.kind {
+        TypeKind::Look => answer(TypeResult::Untouched(seen), &screen),
+        TypeKind::SubmitAgain => {
+            if matches!(seen, Screen::Dialog(_)) || !shows_prompt(&markers, &screen, &job.text) {
+                return answer(TypeResult::Untouched(seen), &screen);
+            }
+            match tmux::send_key(&job.socket, &job.pane_id, &job.terminal.submit_key) {
+                Ok(()) => answer(TypeResult::PressedAgain, &screen),
+                Err(error) => answer(failed(error.to_string(), true), &screen),
+            }
+        }
+        TypeKind::Type => {
+            if seen != Screen::Ready {
+                return answer(TypeResult::Untouched(seen), &screen);
+            }
+            let version = match tmux_version() {
+                Ok(version) => version,
+                Err(blocker) => {
+                    return answer(
+                        TypeResult::Failed {
+                            blocker,
+                            pasted: false,
+                        },
+                        &screen,
+                    )
+                }
+            };
+            let buffer = format!("koru-{}", job.drive_id);
+            if let Err(error) = tmux::paste(&job.socket, &job.pane_id, &job.text, &buffer, version)
+            {
+                // `paste-buffer` is one call: when it failed, nothing reached the pane.
+                return answer(failed(error.to_string(), false), &screen);
+            }
+            std::thread::sleep(Duration::from_millis(job.terminal.settle_ms));
+            // A dialog that opened meanwhile must not get the key.
+            let after = tmux::capture(&job.socket, &job.pane_id).unwrap_or_default();
+            if let Screen::Dialog(text) = markers.read(&after) {
+                return answer(
+                    TypeResult::Failed {
+                        blocker: Blocker::new(
+                            blocker::NEEDS_INPUT,
+                            format!("a dialog opened while the prompt was pasted; the submit key was not pressed: {text}"),
+                        ),
+                        pasted: true,
+                    },
+                    &after,
+                );
+            }
+            match tmux::send_key(&job.socket, &job.pane_id, &job.terminal.submit_key) {
+                Ok(()) => answer(TypeResult::Typed, &after),
+                Err(error) => answer(failed(error.to_string(), true), &after),
+            }
+        }
+    }
+}
+
+/// A typist for unit tests: records the orders; the test answers them.
+#[derive(Debug, Clone, Default)]
+pub struct RecordingTerminalTypist {
+    pub started: std::sync::Arc<std::sync::Mutex<Vec<TypeJob>>>,
+}
+
+impl TerminalTypist for RecordingTerminalTypist {
+    fn start(&self, job: TypeJob) {
+        if let Ok(mut started) = self.started.lock() {
+            started.push(job);
+        }
+    }
+
+    fn available(&self) -> Result<(), Blocker> {
+        Ok(())
+    }
+}

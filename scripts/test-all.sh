@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, tmux, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus, OpenSSH client and server), then the Rust workspace tests, the VS Code extension's tests, the dashboard's browser tests and the JetBrains plugin's build and tests.
+# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, tmux, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus, OpenSSH client and server), then the real terminal agents from npm (tests/agents), the Rust workspace tests, the VS Code extension's tests, the dashboard's browser tests and the JetBrains plugin's build and tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +40,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
     exit 1
   fi
 fi
+
+# The real terminal agents (Claude Code, Codex CLI, Gemini CLI, opencode), pinned, for the tmux
+# drive tests (tests/tests/terminal_drives.rs); they talk only to a local fake model server.
+npm ci --prefix tests/agents --no-audit --no-fund --loglevel=error
 
 cargo test --workspace --locked
 

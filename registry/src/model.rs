@@ -468,10 +468,16 @@ pub struct TerminalInput {
     #[serde(default)]
     pub enter_retries: u32,
     /// Characters that, first in a prompt, switch this agent into a mode (`/` a slash
-    /// command, `!` a shell command, `#` a memory note). A prompt starting with one is sent
-    /// only when the drive asks for it (`options.agent_command`), and refused otherwise.
+    /// command, `!` a shell command). A prompt starting with one is typed as it is only
+    /// when the drive asks for it (`options.agent_command`); otherwise `command_escape` is
+    /// typed before it so that the agent takes it as text, or, without an escape, the
+    /// drive is refused.
     #[serde(default)]
     pub command_prefixes: Vec<String>,
+    /// What is typed before a prompt starting with a command prefix to keep it text (a
+    /// space, for every agent measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_escape: Option<String>,
     /// What the agent's screen shows, to tell whether it can take a prompt.
     #[serde(default)]
     pub screen: ScreenMarkers,

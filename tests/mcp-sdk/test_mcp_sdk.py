@@ -133,7 +133,7 @@ async def exercise(session, sandbox, label):
     check(sorted(tools) == sorted(TOOLS), f"{label}: exactly the tools {TOOLS}, got {sorted(tools)}")
     send_schema = tools["send_prompt"].input_schema
     check(send_schema.get("required") == ["target", "prompt"], f"{label}: send_prompt requires target and prompt: {send_schema.get('required')}")
-    check(set(send_schema["properties"]) == {"target", "prompt", "submit", "wait", "timeout_s", "host", "max_chars"}, f"{label}: send_prompt properties")
+    check(set(send_schema["properties"]) == {"target", "prompt", "submit", "wait", "timeout_s", "host", "max_chars", "agent_command"}, f"{label}: send_prompt properties")
     check(all(tools[name].description for name in TOOLS), f"{label}: every tool has a description")
 
     result = await session.call_tool("list_sessions", {})

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// The real terminal agents in tmux panes and their fake model server.
+pub mod agents;
 /// Reading MCP tool results in tests.
 pub mod mcp;
 /// Measuring helpers of the benchmarks.

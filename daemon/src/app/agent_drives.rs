@@ -28,6 +28,8 @@ pub struct AgentDrive {
     pub socket: PathBuf,
     pub pane_id: String,
     pub pid: u32,
+    /// What is typed: the prompt, after the route's command escape where one applies.
+    pub typed: String,
     /// When the drive looks again, or presses again: see `phase`.
     pub due_ms: Option<u64>,
     pub phase: AgentPhase,
@@ -54,6 +56,8 @@ pub(super) struct AgentRecord {
     pub(super) agent: PaneAgent,
     pub(super) active_drive: Option<String>,
     pub(super) queued: VecDeque<String>,
+    /// When the screen of an agent whose queue waits for its reply is read next.
+    pub(super) peek_due_ms: Option<u64>,
 }
 
 /// A drive for a terminal agent waiting for a look to say which agent it is for.
@@ -119,16 +123,18 @@ impl<C: Clock> App<C> {
         let mut table: BTreeMap<String, AgentRecord> = BTreeMap::new();
         for agent in agents {
             let agent_id = crate::terminal::agent_id(agent);
-            let (active_drive, queued) = match self.agent_table.agents.remove(&agent_id) {
-                Some(old) => (old.active_drive, old.queued),
-                None => (None, VecDeque::new()),
-            };
+            let (active_drive, queued, peek_due_ms) =
+                match self.agent_table.agents.remove(&agent_id) {
+                    Some(old) => (old.active_drive, old.queued, old.peek_due_ms),
+                    None => (None, VecDeque::new(), None),
+                };
             table.insert(
                 agent_id,
                 AgentRecord {
                     agent: agent.clone(),
                     active_drive,
                     queued,
+                    peek_due_ms,
                 },
             );
         }
@@ -286,19 +292,25 @@ impl<C: Clock> App<C> {
             platform,
             self.typist.available(),
         );
-        if let Some(prefix) = candidates
-            .iter()
-            .filter_map(|c| c.terminal.as_ref())
+        // A prompt starting with a command prefix is text unless the drive asks for a
+        // command: the route's escape goes before it, or, without one, it is refused.
+        let route = candidates.iter().find_map(|c| c.terminal.as_ref());
+        let prefix = route
+            .into_iter()
             .flat_map(|t| t.command_prefixes.iter())
             .find(|p| !p.is_empty() && text.starts_with(p.as_str()))
-            .filter(|_| !create.options.agent_command)
-        {
-            let message = format!(
-                "the prompt starts with `{prefix}`, which {product} reads as a command, not as text; send it with `agent_command` (`koru send --agent-command`) to run it as one, or start the prompt differently"
-            );
-            self.send_error(conn_id, id, prompt_error(message));
-            return;
-        }
+            .filter(|_| !create.options.agent_command);
+        let typed = match (prefix, route.and_then(|t| t.command_escape.as_deref())) {
+            (None, _) => text.clone(),
+            (Some(_), Some(escape)) => format!("{escape}{text}"),
+            (Some(prefix), None) => {
+                let message = format!(
+                    "the prompt starts with `{prefix}`, which {product} reads as a command, not as text, and its route has no way to type it as text; send it with `agent_command` (`koru send --agent-command`) to run it as one, or start the prompt differently"
+                );
+                self.send_error(conn_id, id, prompt_error(message));
+                return;
+            }
+        };
         let held = record.queued.len() + usize::from(record.active_drive.is_some());
         if held >= self.config.max_queued_drives {
             let message = format!(
@@ -334,6 +346,7 @@ impl<C: Clock> App<C> {
             socket: agent.pane.socket.clone(),
             pane_id: agent.pane.pane_id.clone(),
             pid: agent.pid,
+            typed,
             due_ms: None,
             phase: AgentPhase::ToType,
             enters_left: 0,
@@ -395,6 +408,15 @@ impl<C: Clock> App<C> {
             None
         };
         if let Some(waiting) = waiting {
+            if replying {
+                // A dialog would hold the turn for ever: the screen is read meanwhile.
+                if let Some(record) = self.agent_table.agents.get_mut(agent_id) {
+                    record.peek_due_ms.get_or_insert(now);
+                }
+            }
+            let Some(record) = self.agent_table.agents.get(agent_id) else {
+                return;
+            };
             let queued: Vec<String> = record.queued.iter().cloned().collect();
             for drive_id in queued {
                 let Some(drive) = self.drives.get_mut(&drive_id) else {
@@ -450,7 +472,13 @@ impl<C: Clock> App<C> {
         let Some(drive) = self.drives.get_mut(drive_id) else {
             return;
         };
-        let Some(terminal) = drive.current.as_ref().and_then(|c| c.terminal.clone()) else {
+        // A drive not started yet (a look while it waits) uses its first route's markers.
+        let Some(terminal) = drive
+            .current
+            .as_ref()
+            .or(drive.candidates.front())
+            .and_then(|c| c.terminal.clone())
+        else {
             return;
         };
         let Some(agent) = drive.agent.as_mut() else {
@@ -464,7 +492,7 @@ impl<C: Clock> App<C> {
             socket: agent.socket.clone(),
             pane_id: agent.pane_id.clone(),
             agent_pid: agent.pid,
-            text: drive.prompt.clone(),
+            text: agent.typed.clone(),
             terminal,
         };
         tracing::debug!(drive_id, kind = ?kind, pane = %job.pane_id, "terminal order");
@@ -488,6 +516,10 @@ impl<C: Clock> App<C> {
         }
         if drive.is_terminal() {
             tracing::debug!(drive_id, result = ?typed.result, "a terminal order finished after its drive ended");
+            return;
+        }
+        if drive.state == DriveState::Queued {
+            self.peeked(&drive_id, typed, now);
             return;
         }
         let Some(terminal) = drive.current.as_ref().and_then(|c| c.terminal.clone()) else {
@@ -589,8 +621,99 @@ impl<C: Clock> App<C> {
         }
     }
 
+    /// Agents with drives whose process has ended: their drives fail `agent_exited` (a
+    /// drive queued behind a reply would otherwise wait for its deadline). One check of
+    /// `/proc` per agent that holds drives, at each tick.
+    fn agents_exited(&mut self, now: u64) {
+        let gone: Vec<String> = self
+            .agent_table
+            .agents
+            .iter()
+            .filter(|(_, r)| r.active_drive.is_some() || !r.queued.is_empty())
+            .filter(|(_, r)| !self.typist.alive(r.agent.pid))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for agent_id in gone {
+            let Some(record) = self.agent_table.agents.remove(&agent_id) else {
+                continue;
+            };
+            let detail = format!(
+                "{} (pid {}) in pane {} exited before the prompt was taken",
+                record.agent.product.name(),
+                record.agent.pid,
+                record.agent.pane.pane_id
+            );
+            for drive_id in record.active_drive.into_iter().chain(record.queued) {
+                self.finish_drive(
+                    &drive_id,
+                    DriveState::Failed,
+                    Some(Blocker::new(blocker::AGENT_EXITED, detail.clone())),
+                    now,
+                );
+            }
+        }
+    }
+
+    /// What the screen showed a drive that waits for its agent's turn to end: a dialog
+    /// fails it (the turn cannot end before a person answers); otherwise it waits on and
+    /// the screen is read again a second later.
+    fn peeked(&mut self, drive_id: &str, typed: Typed, now: u64) {
+        let Some(agent_id) = self.drives.get(drive_id).map(|d| d.session_id.clone()) else {
+            return;
+        };
+        if let TypeResult::Untouched(Screen::Dialog(text)) = typed.result {
+            let product = self
+                .agent_table
+                .agents
+                .get(&agent_id)
+                .map_or("the agent", |r| r.agent.product.name());
+            let detail = format!(
+                "{product} shows a dialog while it waits for its turn to end; nothing was typed (typing would answer it): {text}"
+            );
+            self.finish_drive(
+                drive_id,
+                DriveState::Failed,
+                Some(Blocker::new(blocker::NEEDS_INPUT, detail)),
+                now,
+            );
+            return;
+        }
+        if let Some(record) = self.agent_table.agents.get_mut(&agent_id) {
+            record.peek_due_ms = Some(now + LOOK_AGAIN_MS);
+        }
+        self.pump_agent(&agent_id, now);
+    }
+
+    /// Agents whose queue waits for a reply to end and whose screen is due a look (for a
+    /// dialog, which holds the turn until a person answers).
+    fn agents_due_a_look(&mut self, now: u64) {
+        let due: Vec<String> = self
+            .agent_table
+            .agents
+            .iter_mut()
+            .filter(|(_, r)| r.active_drive.is_none())
+            .filter(|(_, r)| r.peek_due_ms.is_some_and(|t| t <= now))
+            .filter_map(|(_, r)| {
+                r.peek_due_ms = None;
+                r.queued.front().cloned()
+            })
+            .collect();
+        for drive_id in due {
+            let ordered = self
+                .drives
+                .get(&drive_id)
+                .and_then(|d| d.agent.as_ref())
+                .is_some_and(|a| a.ordered);
+            if !ordered {
+                self.order(&drive_id, TypeKind::Look);
+            }
+        }
+    }
+
     /// Terminal drives whose next look or press is due.
     pub(super) fn agent_drives_due(&mut self, now: u64) {
+        self.agents_exited(now);
+        self.agents_due_a_look(now);
         let due: Vec<(String, AgentPhase, u32)> = self
             .drives
             .iter()

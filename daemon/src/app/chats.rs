@@ -225,14 +225,23 @@ impl<C: Clock> App<C> {
                 // A terminal agent's own record of the prompt proves the drive submitted.
                 let now = self.clock.now_ms();
                 self.agent_recorded(&candidates[0], reported, now);
-            } else {
-                if !candidates.is_empty() {
-                    tracing::warn!(
-                        detail = detail.as_deref().unwrap_or(""),
-                        "ambiguous prompt observation; no drive claimed"
-                    );
-                }
+            } else if !candidates.is_empty() {
+                tracing::warn!(
+                    detail = detail.as_deref().unwrap_or(""),
+                    "ambiguous prompt observation; no drive claimed"
+                );
                 self.chat_drive.remove(&key);
+            } else {
+                // The same prompt seen again by a second source (an agent's hook, then its
+                // transcript) keeps the chat's drive; another prompt ends its claim.
+                let same_prompt = self
+                    .chat_drive
+                    .get(&key)
+                    .and_then(|drive_id| self.drives.get(drive_id))
+                    .is_some_and(|drive| &drive.prompt_digest == digest);
+                if !same_prompt {
+                    self.chat_drive.remove(&key);
+                }
             }
             return;
         }

@@ -62,6 +62,8 @@ pub trait TerminalTypist: Send + Sync {
     fn start(&self, job: TypeJob);
     /// Whether tmux can be run here (`Err`: the blocker for the route).
     fn available(&self) -> Result<(), Blocker>;
+    /// Whether the agent's process still runs.
+    fn alive(&self, pid: u32) -> bool;
 }
 
 /// Types for real, with the `tmux` on PATH, on tokio's blocking pool.
@@ -111,6 +113,10 @@ impl<E: From<Typed> + Send + 'static> TerminalTypist for SystemTerminalTypist<E>
     fn available(&self) -> Result<(), Blocker> {
         tmux_version().map(|_| ())
     }
+
+    fn alive(&self, pid: u32) -> bool {
+        agent_alive(pid)
+    }
 }
 
 /// The last non-empty lines of a screen, for a blocker's detail.
@@ -136,7 +142,14 @@ fn gone(job: &TypeJob, detail: String) -> Typed {
 }
 
 fn agent_alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
+    // A killed agent can stay a zombie for seconds (seen with Claude Code killed mid-reply:
+    // its parent, the tmux server, cannot reap it until all its threads have exited), so
+    // its /proc entry alone does not say it runs.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|end| stat[end + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
 }
 
 /// Carries out one order, blocking.
@@ -222,10 +235,12 @@ pub fn run(job: &TypeJob) -> Typed {
     }
 }
 
-/// A typist for unit tests: records the orders; the test answers them.
+/// A typist for unit tests: records the orders; the test answers them. Every agent is
+/// alive but those in `exited`.
 #[derive(Debug, Clone, Default)]
 pub struct RecordingTerminalTypist {
     pub started: std::sync::Arc<std::sync::Mutex<Vec<TypeJob>>>,
+    pub exited: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
 }
 
 impl TerminalTypist for RecordingTerminalTypist {
@@ -237,5 +252,37 @@ impl TerminalTypist for RecordingTerminalTypist {
 
     fn available(&self) -> Result<(), Blocker> {
         Ok(())
+    }
+
+    fn alive(&self, pid: u32) -> bool {
+        self.exited.lock().map_or(true, |gone| !gone.contains(&pid))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::agent_alive;
+
+    #[test]
+    fn a_killed_agent_not_yet_reaped_is_not_alive() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        assert!(agent_alive(child.id()));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        // Not waited for yet: a zombie, its /proc entry still there.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while agent_alive(child.id()) {
+            assert!(std::time::Instant::now() < deadline, "still seen alive");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(std::path::Path::new(&format!("/proc/{}", child.id())).exists());
+        child.wait().unwrap();
+        assert!(!agent_alive(child.id()));
     }
 }

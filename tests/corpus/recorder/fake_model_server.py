@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""A fake model server, used only to record the corpus: the real Codex CLI, Gemini CLI,
-Claude Code and Cline CLI talk to it instead of their vendors' APIs, and write their real
-history files.
+"""A fake model server: the real Codex CLI, Gemini CLI, Claude Code, Cline CLI and
+opencode talk to it instead of their vendors' APIs. It records the corpus (record.sh beside
+it: the agents write their real history files) and serves the interactive agents of
+tests/agents/ (tmux drives), which need a slow reply, a permission prompt and a log of the
+prompts received.
 
 It speaks just enough of each wire protocol, streamed as the real APIs stream it:
 - OpenAI Responses (`POST /v1/responses`, Server-Sent Events `response.*`), for Codex;
@@ -12,13 +14,20 @@ It speaks just enough of each wire protocol, streamed as the real APIs stream it
 - OpenAI Chat Completions (`POST /v1/chat/completions`, SSE `chat.completion.chunk` …
   `[DONE]`, or one `chat.completion` when `stream` is false), for the Cline CLI's
   `openai-compatible` provider (3.x, native tool calls) and `openai` provider (1.x/2.x,
-  Cline's classic core: no `tools` in the request, tools called in XML in the text).
+  Cline's classic core: no `tools` in the request, tools called in XML in the text), and
+  opencode's `@ai-sdk/openai-compatible` provider (its shell tool is `bash`).
 
 What the fake model answers is scripted, not generated:
 - when the last thing in the conversation is a tool's result, a final answer quoting the
   result's first line;
 - when the latest prompt asks to run `ls` (the words "run ls") and the request offers a
   shell tool, a call of that tool with the command `ls`;
+- when it contains "needs permission", a call of the shell tool with
+  `touch koru-permission-probe`, which the agents ask the user's permission for in their
+  default modes (for Codex with `sandbox_permissions: "require_escalated"`, since its
+  sandbox would let a write in the workspace run unasked);
+- when it contains "reply slowly", a longer answer streamed over `SLOW_SECONDS` (a third
+  of it as a pause before the text starts, as a model "thinking");
 - when the latest prompt asks a question back (the words "ask me"), Cline's classic
   `ask_followup_question`;
 - otherwise the canned answer of `ANSWERS` for the prompt, or a sentence repeating it
@@ -27,13 +36,24 @@ What the fake model answers is scripted, not generated:
 Side requests (titles, next-speaker checks, routing) get the same text rules; a request
 with a JSON response schema gets an object that fills the schema.
 
-Every request is appended to the log file given with `--log` (path and body), which is how
-the shapes the tools send were checked.
+Every request is appended to the log file given with `--log` (path, headers, body and how
+it was classified), which is how the shapes the tools send were checked.
+
+What it received, for tests (`classify` tells the kinds apart):
+- `GET /koru/prompts`: the user prompts, in order, once each: `[{"seq", "time", "api",
+  "session", "prompt", "requests"}]`. A prompt is the text of the latest user message of a
+  main request (one that offers tools) whose conversation ends with it; requests after a
+  tool's result ("continuation") and side requests (no tools, or a JSON schema: titles,
+  routing, next-speaker checks) are left out. A retried request counts once (`requests`
+  says how often it came).
+- `GET /koru/requests`: every model request with its kind.
+- `POST /koru/reset`: forget both.
 
 Usage: fake_model_server.py --port 8765 --log /tmp/fake-model.log
 """
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -75,7 +95,44 @@ def wants_ls(prompt):
     return "run ls" in (prompt or "").lower()
 
 
+PERMISSION_PROBE = "touch koru-permission-probe"
+
+
+def wanted_command(prompt):
+    """The shell command the latest prompt asks for: `ls` ("run ls"), or a command that
+    changes the folder, which the agents ask the user's permission for in their default
+    modes ("needs permission"); None otherwise."""
+    if wants_ls(prompt):
+        return "ls"
+    if "needs permission" in (prompt or "").lower():
+        return PERMISSION_PROBE
+    return None
+
+
+def wants_slow(prompt):
+    return "reply slowly" in (prompt or "").lower()
+
+
+SLOW_SECONDS = 6.0
+SLOW_ANSWER = ("I am replying slowly, a few words at a time, so that you can watch me "
+               "write: one, two, three, four, five, six, seven, eight, nine, ten. Done.")
+
 PREAMBLE = "I'll run `ls` to see what is in the folder."
+
+
+def preamble(command):
+    return PREAMBLE if command in (None, "ls") else f"I'll run `{command}`."
+
+
+def final_answer(prompt, output):
+    """The answer after a command ran."""
+    if wanted_command(prompt) == PERMISSION_PROBE:
+        return "I ran `touch koru-permission-probe`: the file is there now."
+    return after_tool(output)
+
+
+def text_answer(prompt):
+    return SLOW_ANSWER if wants_slow(prompt) else answer_for(prompt)
 
 
 def after_tool(output):
@@ -120,11 +177,13 @@ def schema_value(schema):
 
 # --- OpenAI Responses (Codex) -------------------------------------------------------
 
-def responses_decide(body):
-    """(kind, value): ("text", str) or ("call", (tool name, arguments json))."""
+def responses_scan(body):
+    """What a Responses request holds: the latest prompt, what came last (a "prompt", a
+    "tool_output", a "tool_call"), the last tool output, and the tools offered."""
     items = body.get("input") or []
     tools = [tool.get("name") for tool in body.get("tools") or [] if isinstance(tool, dict)]
     prompt = None
+    prompts = 0
     last_kind = None
     last_output = None
     for item in items:
@@ -136,6 +195,7 @@ def responses_decide(body):
             # Codex puts its environment context in user messages too.
             if text and not text.lstrip().startswith("<") and "AGENTS.md" not in text[:200]:
                 prompt = text
+                prompts += 1
                 last_kind = "prompt"
         elif kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
             last_kind = "tool_output"
@@ -144,18 +204,32 @@ def responses_decide(body):
                 last_output = last_output.get("content") or json.dumps(last_output)
         elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
             last_kind = "tool_call"
-    if last_kind == "tool_output":
-        return "text", after_tool(last_output)
+    return {"prompt": prompt, "prompts": prompts, "last_kind": last_kind,
+            "last_output": last_output, "tools": tools}
+
+
+def responses_decide(body):
+    """(kind, value): ("text", str) or ("call", (tool name, arguments json))."""
+    scan = responses_scan(body)
+    prompt, tools = scan["prompt"], scan["tools"]
+    if scan["last_kind"] == "tool_output":
+        return "text", final_answer(prompt, scan["last_output"])
     shell = next((name for name in SHELL_TOOLS if name in tools), None)
-    if wants_ls(prompt) and shell:
+    command = wanted_command(prompt)
+    if command and shell:
         if shell == "shell":
-            arguments = {"command": ["bash", "-lc", "ls"]}
+            arguments = {"command": ["bash", "-lc", command]}
         elif shell == "exec_command":
-            arguments = {"cmd": "ls"}
+            arguments = {"cmd": command}
         else:
-            arguments = {"command": "ls"}
+            arguments = {"command": command}
+        if command == PERMISSION_PROBE:
+            # Codex runs commands in its sandbox without asking (a file written inside
+            # the workspace is allowed); asking to run outside it is what needs approval.
+            arguments["sandbox_permissions"] = "require_escalated"
+            arguments["justification"] = "Koru's test asks for a permission prompt."
         return "call", (shell, json.dumps(arguments))
-    return "text", answer_for(prompt)
+    return "text", text_answer(prompt)
 
 
 def responses_events(body):
@@ -165,7 +239,7 @@ def responses_events(body):
     created = {"id": response_id, "object": "response", "created_at": int(time.time()),
                "status": "in_progress", "model": model, "output": []}
     yield "response.created", {"type": "response.created", "response": created}
-    texts = [value] if kind == "text" else [PREAMBLE]
+    texts = [value] if kind == "text" else [preamble(call_command(value))]
     output = []
     for text in texts:
         index = len(output)
@@ -212,12 +286,15 @@ def blocks_of(content):
     return [block for block in content or [] if isinstance(block, dict)]
 
 
-def messages_decide(body):
+def messages_scan(body):
     tools = [tool.get("name") for tool in body.get("tools") or [] if isinstance(tool, dict)]
     prompt = None
+    prompts = 0
     last_kind = None
     last_output = None
     for message in body.get("messages") or []:
+        if message.get("role") == "system":
+            continue  # Claude Code 2.1.3xx sends its environment as a system message last
         if message.get("role") != "user":
             last_kind = "assistant"
             continue
@@ -234,15 +311,25 @@ def messages_decide(body):
                 if text.lstrip().startswith("<"):
                     continue  # system reminders and command wrappers
                 prompt = text
+                prompts += 1
                 last_kind = "prompt"
-    if last_kind == "tool_output":
-        return "text", after_tool(last_output)
-    if wants_ls(prompt) and "Bash" in tools:
-        return "call", ("Bash", {"command": "ls", "description": "List the files"})
+    return {"prompt": prompt, "prompts": prompts, "last_kind": last_kind,
+            "last_output": last_output, "tools": tools}
+
+
+def messages_decide(body):
+    scan = messages_scan(body)
+    prompt, tools = scan["prompt"], scan["tools"]
+    if scan["last_kind"] == "tool_output":
+        return "text", final_answer(prompt, scan["last_output"])
+    command = wanted_command(prompt)
+    if command and "Bash" in tools:
+        description = "List the files" if command == "ls" else "Create a probe file"
+        return "call", ("Bash", {"command": command, "description": description})
     if not tools:
         # A side request (a title, a summary): short text.
         return "text", answer_for(prompt)
-    return "text", answer_for(prompt)
+    return "text", text_answer(prompt)
 
 
 def messages_message(body):
@@ -252,7 +339,7 @@ def messages_message(body):
         stop = "end_turn"
     else:
         name, arguments = value
-        content = [{"type": "text", "text": PREAMBLE},
+        content = [{"type": "text", "text": preamble(arguments.get("command"))},
                    {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:24], "name": name,
                     "input": arguments}]
         stop = "tool_use"
@@ -291,12 +378,13 @@ def messages_events(body):
 
 # --- Gemini (Gemini CLI) --------------------------------------------------------------
 
-def gemini_decide(body):
+def gemini_scan(body):
     tools = []
     for tool in body.get("tools") or []:
         for declaration in tool.get("functionDeclarations") or []:
             tools.append(declaration.get("name"))
     prompt = None
+    prompts = 0
     last_kind = None
     last_output = None
     for content in body.get("contents") or []:
@@ -310,18 +398,30 @@ def gemini_decide(body):
                 if text.lstrip().startswith("<") or text.startswith("This is the Gemini CLI"):
                     continue  # the session context Gemini CLI sends first
                 prompt = text
+                prompts += 1
                 last_kind = "prompt"
             elif content.get("role") == "model":
                 last_kind = "model"
+    return {"prompt": prompt, "prompts": prompts, "last_kind": last_kind,
+            "last_output": last_output, "tools": tools}
+
+
+def gemini_decide(body):
+    scan = gemini_scan(body)
+    prompt, tools = scan["prompt"], scan["tools"]
     config = body.get("generationConfig") or {}
     schema = config.get("responseJsonSchema") or config.get("responseSchema")
     if config.get("responseMimeType") == "application/json":
         return "json", schema_value(schema or {})
-    if last_kind == "tool_output":
-        return "text", after_tool(last_output)
-    if wants_ls(prompt) and "run_shell_command" in tools:
-        return "call", ("run_shell_command", {"command": "ls", "description": "List the files"})
-    return "text", answer_for(prompt)
+    if scan["last_kind"] == "tool_output":
+        return "text", final_answer(prompt, scan["last_output"])
+    command = wanted_command(prompt)
+    if command and "run_shell_command" in tools:
+        description = "List the files" if command == "ls" else "Create a probe file"
+        return "call", ("run_shell_command", {"command": command, "description": description})
+    if not tools:
+        return "text", answer_for(prompt)
+    return "text", text_answer(prompt)
 
 
 def gemini_chunks(body):
@@ -333,7 +433,8 @@ def gemini_chunks(body):
         parts_list = [[{"text": piece}] for piece in chunks(value)]
     else:
         name, arguments = value
-        parts_list = [[{"text": PREAMBLE}], [{"functionCall": {"name": name, "args": arguments}}]]
+        parts_list = [[{"text": preamble(arguments.get("command"))}],
+                      [{"functionCall": {"name": name, "args": arguments}}]]
     for index, parts in enumerate(parts_list):
         candidate = {"content": {"role": "model", "parts": parts}, "index": 0}
         chunk = {"candidates": [candidate], "modelVersion": "fake-model",
@@ -396,12 +497,11 @@ def classic_cline_decide(body):
             "</attempt_completion>")
 
 
-def chat_decide(body):
-    if classic_cline(body):
-        return "text", classic_cline_decide(body)
+def chat_scan(body):
     tools = [tool.get("function", {}).get("name") for tool in body.get("tools") or []
              if isinstance(tool, dict)]
     prompt = None
+    prompts = 0
     last_kind = None
     last_output = None
     for message in body.get("messages") or []:
@@ -413,14 +513,30 @@ def chat_decide(body):
             text = chat_text(message.get("content"))
             if text and not text.lstrip().startswith("<"):
                 prompt = text
+                prompts += 1
                 last_kind = "prompt"
         elif role == "assistant":
             last_kind = "assistant"
-    if last_kind == "tool_output":
-        return "text", after_tool(tool_output_text(last_output))
-    if wants_ls(prompt) and "run_commands" in tools:
-        return "call", ("run_commands", json.dumps({"commands": ["ls"]}))
-    return "text", answer_for(prompt)
+    return {"prompt": prompt, "prompts": prompts, "last_kind": last_kind,
+            "last_output": last_output, "tools": tools}
+
+
+def chat_decide(body):
+    if classic_cline(body):
+        return "text", classic_cline_decide(body)
+    scan = chat_scan(body)
+    prompt, tools = scan["prompt"], scan["tools"]
+    if scan["last_kind"] == "tool_output":
+        return "text", final_answer(prompt, tool_output_text(scan["last_output"]))
+    command = wanted_command(prompt)
+    if command and "run_commands" in tools:
+        return "call", ("run_commands", json.dumps({"commands": [command]}))
+    if command and "bash" in tools:  # opencode
+        description = "List the files" if command == "ls" else "Create a probe file"
+        return "call", ("bash", json.dumps({"command": command, "description": description}))
+    if not tools:
+        return "text", answer_for(prompt)
+    return "text", text_answer(prompt)
 
 
 def tool_output_text(output):
@@ -450,7 +566,7 @@ def chat_completion_parts(body):
                 "model": model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-    text = value if kind == "text" else PREAMBLE
+    text = value if kind == "text" else preamble(call_command(value))
     streamed = [chunk({"role": "assistant", "content": ""})]
     streamed += [chunk({"content": piece}) for piece in chunks(text)]
     message = {"role": "assistant", "content": text}
@@ -473,8 +589,104 @@ def chat_completion_parts(body):
     return streamed, whole
 
 
+def call_command(call):
+    """The shell command of a ("call", value) decision's value, for the preamble."""
+    _, arguments = call
+    if isinstance(arguments, str):
+        arguments = json.loads(arguments)
+    command = arguments.get("command", arguments.get("cmd", arguments.get("commands")))
+    if isinstance(command, list):
+        command = command[-1]
+    return command
+
+
 def chunks(text, size=12):
     return [text[start:start + size] for start in range(0, len(text), size)] or [""]
+
+
+# --- What the server was asked (`GET /koru/prompts`, `GET /koru/requests`) -----------
+
+RECORD_LOCK = threading.Lock()
+REQUESTS = []  # every model request, classified
+PROMPTS = []   # one entry per user prompt, in the order they arrived
+PROMPT_KEYS = {}
+
+
+def request_session(api, body, headers):
+    """The agent's conversation id, where the request carries one."""
+    if api == "anthropic-messages":
+        user = (body.get("metadata") or {}).get("user_id") or ""
+        try:
+            return json.loads(user).get("session_id") or user
+        except (ValueError, AttributeError):
+            found = re.search(r"session_([0-9a-f-]{36})", user)
+            return found.group(1) if found else user or None
+    # Codex: session-id (and prompt_cache_key); opencode: x-session-id; Gemini CLI: none.
+    for name in ("session-id", "session_id", "x-session-id", "x-claude-code-session-id",
+                 "conversation_id"):
+        if headers.get(name):
+            return headers.get(name)
+    found = body.get("prompt_cache_key") or body.get("user_prompt_id")
+    if found:
+        return found
+    # None sent (Gemini CLI): the conversation's first item stands for it. Gemini CLI's is
+    # its session context, which names the date, the folder and the HOME's temporary
+    # folder, so two sessions differ unless they share all three.
+    first = (body.get("contents") or body.get("messages") or body.get("input") or [None])[0]
+    if first is None:
+        return None
+    digest = hashlib.sha1(json.dumps(first, sort_keys=True).encode()).hexdigest()[:16]
+    return "first-item-" + digest
+
+
+def classify(api, path, body, headers):
+    """One model request as Koru's tests see it:
+    - "prompt": a main request whose conversation ends with the user's prompt, the request
+      an agent sends right after the user submitted;
+    - "continuation": a main request that goes on after a tool's result (same prompt);
+    - "side": a request without tools (titles, summaries, Gemini CLI's next-speaker check
+      and routing, Claude Code's quota check), or one asking for JSON;
+    - "other": token counting, embeddings, Cline's classic core."""
+    scan = None
+    if api == "openai-responses":
+        scan = responses_scan(body)
+    elif api == "anthropic-messages" and path.endswith("/messages"):
+        scan = messages_scan(body)
+    elif api == "gemini" and path.endswith("enerateContent"):
+        scan = gemini_scan(body)
+    elif api == "openai-chat" and not classic_cline(body):
+        scan = chat_scan(body)
+    if scan is None:
+        return {"kind": "other"}
+    config = body.get("generationConfig") or {}
+    if not scan["tools"] or config.get("responseMimeType") == "application/json":
+        kind = "side"
+    elif scan["last_kind"] == "prompt":
+        kind = "prompt"
+    else:
+        kind = "continuation"
+    return {"kind": kind, "prompt": scan["prompt"], "prompts": scan["prompts"],
+            "session": request_session(api, body, headers)}
+
+
+def record(api, path, body, headers):
+    entry = dict(classify(api, path, body, headers), api=api, path=path, time=time.time())
+    with RECORD_LOCK:
+        entry["seq"] = len(REQUESTS) + 1
+        REQUESTS.append(entry)
+        if entry["kind"] == "prompt":
+            # A retried request (same conversation, same number of prompts, same text)
+            # counts once; `requests` tells how often it came.
+            key = (api, entry["session"], entry["prompts"], entry["prompt"])
+            if key in PROMPT_KEYS:
+                PROMPT_KEYS[key]["requests"] += 1
+            else:
+                prompt = {"seq": entry["seq"], "time": entry["time"], "api": api,
+                          "session": entry["session"], "prompt": entry["prompt"],
+                          "requests": 1}
+                PROMPT_KEYS[key] = prompt
+                PROMPTS.append(prompt)
+    return entry
 
 
 # --- HTTP ---------------------------------------------------------------------------
@@ -503,17 +715,25 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def send_sse(self, events, named=True, done=False):
+    def send_sse(self, events, named=True, done=False, pace=None):
+        """`pace`: seconds over which to spread the events (a slow reply): a third of it
+        before the second event (the model "thinking"), the rest between the others."""
+        delay = 0.02
+        pause = 0.0
+        if pace:
+            events = list(events)
+            pause = pace / 3
+            delay = (pace - pause) / max(len(events) - 1, 1)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
-        for name, data in events:
+        for index, (name, data) in enumerate(events):
             frame = (f"event: {name}\n" if named else "") + f"data: {json.dumps(data)}\n\n"
             self.wfile.write(frame.encode())
             self.wfile.flush()
-            time.sleep(0.02)
+            time.sleep(pause if index == 0 and pause else delay)
         if done:
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
@@ -521,7 +741,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         log({"method": "GET", "path": self.path})
-        if self.path.rstrip("/").endswith("/models") or "/models?" in self.path:
+        if self.path.split("?")[0] == "/koru/prompts":
+            with RECORD_LOCK:
+                self.send_json(list(PROMPTS))
+        elif self.path.split("?")[0] == "/koru/requests":
+            with RECORD_LOCK:
+                self.send_json(list(REQUESTS))
+        elif self.path.rstrip("/").endswith("/models") or "/models?" in self.path:
             self.send_json({"object": "list", "data": [], "models": []})
         else:
             self.send_json({"error": {"message": "not found"}}, 404)
@@ -529,24 +755,39 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.read_body()
         path = self.path.split("?")[0]
-        log({"method": "POST", "path": self.path, "body": body})
+        if path == "/koru/reset":
+            with RECORD_LOCK:
+                REQUESTS.clear()
+                PROMPTS.clear()
+                PROMPT_KEYS.clear()
+            self.send_json({"ok": True})
+            return
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        api = api_of(path)
+        entry = record(api, path, body, headers) if api else {"kind": "other"}
+        log({"method": "POST", "path": self.path, "body": body, "headers": headers,
+             "koru": entry})
+        pace = SLOW_SECONDS if (entry["kind"] == "prompt"
+                                and wants_slow(entry.get("prompt"))) else None
         if path.endswith("/responses"):
-            self.send_sse(responses_events(body))
+            self.send_sse(responses_events(body), pace=pace)
         elif path.endswith("/messages/count_tokens"):
             self.send_json({"input_tokens": 100})
         elif path.endswith("/messages"):
             if body.get("stream"):
-                self.send_sse(messages_events(body))
+                self.send_sse(messages_events(body), pace=pace)
             else:
                 self.send_json(messages_message(body))
         elif path.endswith("/chat/completions"):
             streamed, whole = chat_completion_parts(body)
             if body.get("stream"):
-                self.send_sse((("", chunk) for chunk in streamed), named=False, done=True)
+                self.send_sse((("", chunk) for chunk in streamed), named=False, done=True,
+                              pace=pace)
             else:
                 self.send_json(whole)
         elif path.endswith(":streamGenerateContent"):
-            self.send_sse((("", chunk) for chunk in gemini_chunks(body)), named=False)
+            self.send_sse((("", chunk) for chunk in gemini_chunks(body)), named=False,
+                          pace=pace)
         elif path.endswith(":generateContent"):
             merged = list(gemini_chunks(body))
             parts = [part for chunk in merged for part in chunk["candidates"][0]["content"]["parts"]]
@@ -561,6 +802,18 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json({"embeddings": [{"values": [0.0] * 8}]})
         else:
             self.send_json({"error": {"message": f"the fake model has no {path}"}}, 404)
+
+
+def api_of(path):
+    if path.endswith("/responses"):
+        return "openai-responses"
+    if path.endswith("/messages") or path.endswith("/messages/count_tokens"):
+        return "anthropic-messages"
+    if path.endswith("/chat/completions"):
+        return "openai-chat"
+    if ":" in path.rsplit("/", 1)[-1]:
+        return "gemini"
+    return None
 
 
 def main():

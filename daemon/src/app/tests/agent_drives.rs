@@ -55,6 +55,24 @@ fn claude(folder: &str) -> PaneAgent {
     agent(AgentProduct::ClaudeCode, folder, "%3", 4300)
 }
 
+/// The target "the Claude Code agent", wherever it runs.
+fn any_claude() -> Target {
+    Target::Agent(AgentTarget {
+        product: "claude-code".into(),
+        workspace: None,
+    })
+}
+
+/// Sends `prompt` to the Claude Code agent in /w/repo, has it typed and recorded (by its
+/// hook or its transcript): the drive is done, the agent's turn goes on.
+fn first_turn(r: &mut Rig, prompt: &str, by_hook: bool) {
+    let first = r.send(any_claude(), prompt, vec![claude("/w/repo")]);
+    let job = r.jobs().remove(0);
+    r.answer(&job, TypeResult::Typed, "");
+    r.recorded(prompt, "/w/repo", by_hook);
+    assert_eq!(r.drive(&first.drive_id).state, DriveState::Done);
+}
+
 impl Rig {
     fn ask(&mut self, target: Target, prompt: &str, options: DriveOptions) {
         self.h.request(
@@ -120,6 +138,28 @@ impl Rig {
 
     fn drive(&self, drive_id: &str) -> koru_protocol::DriveInfo {
         self.h.app.drives.get(drive_id).expect("drive").info()
+    }
+
+    /// The agent's turn in `folder` ended (its Stop hook).
+    fn turn_ended(&mut self, folder: &str) {
+        let now = self.h.clock.now_ms();
+        self.h.app.handle(DaemonEvent::Observed {
+            events: vec![ObservedEvent {
+                store: crate::observe::stores::claude_code::STORE.into(),
+                chat_id: "c1".into(),
+                workspace: Some(folder.into()),
+                store_ts_ms: None,
+                seen_at_ms: now,
+                basis: ObservationBasis::Explicit,
+                process: None,
+                event: ObservedKind::ReplyCompleted {
+                    excerpt: "ok".into(),
+                    length: 2,
+                },
+            }],
+            replay: false,
+            source: None,
+        });
     }
 
     /// The agent's hook (reported, not read from a file) or transcript (a file) recorded
@@ -190,12 +230,17 @@ fn a_prompt_typed_into_the_agents_pane_is_submitted_on_its_hooks_word() {
             DriveState::Done
         ]
     );
-    // Its transcript's record of the same prompt later changes nothing.
+    // Its transcript's record of the same prompt later changes nothing, and the turn's
+    // end still reaches the drive.
     r.recorded(prompt, "/w/repo", false);
     assert_eq!(
         r.drive(&drive.drive_id).submit_evidence,
         Some(SubmitEvidence::AgentHook)
     );
+    r.turn_ended("/w/repo");
+    let replied = r.drive(&drive.drive_id).observation.unwrap();
+    assert_eq!(replied.stage, koru_protocol::ObservedStage::Replied);
+    assert_eq!(replied.reply_excerpt.as_deref(), Some("ok"));
 }
 
 #[test]
@@ -284,13 +329,7 @@ fn targets_name_one_agent_or_say_which_ones_they_could_mean() {
 #[test]
 fn a_dialog_or_a_draft_on_screen_fails_the_drive_and_nothing_is_typed() {
     let mut r = rig();
-    let target = || {
-        Target::Agent(AgentTarget {
-            product: "claude-code".into(),
-            workspace: None,
-        })
-    };
-    let drive = r.send(target(), "hello", vec![claude("/w/repo")]);
+    let drive = r.send(any_claude(), "hello", vec![claude("/w/repo")]);
     let job = r.jobs().remove(0);
     r.answer(
         &job,
@@ -310,7 +349,7 @@ fn a_dialog_or_a_draft_on_screen_fails_the_drive_and_nothing_is_typed() {
     );
     assert!(!failed.history.iter().any(|s| s.state == DriveState::Pasted));
 
-    let drive = r.send(target(), "hello", vec![claude("/w/repo")]);
+    let drive = r.send(any_claude(), "hello", vec![claude("/w/repo")]);
     let job = r.jobs().remove(0);
     r.answer(
         &job,
@@ -330,13 +369,7 @@ fn a_dialog_or_a_draft_on_screen_fails_the_drive_and_nothing_is_typed() {
 #[test]
 fn a_busy_screen_is_looked_at_again_and_a_replying_agent_holds_the_queue() {
     let mut r = rig();
-    let target = || {
-        Target::Agent(AgentTarget {
-            product: "claude-code".into(),
-            workspace: None,
-        })
-    };
-    let drive = r.send(target(), "first", vec![claude("/w/repo")]);
+    let drive = r.send(any_claude(), "first", vec![claude("/w/repo")]);
     let job = r.jobs().remove(0);
     r.answer(
         &job,
@@ -356,27 +389,10 @@ fn a_busy_screen_is_looked_at_again_and_a_replying_agent_holds_the_queue() {
 
     // The agent now replies (its hook said it took "first"): the next drive waits for
     // the end of the turn, then is typed.
-    let second = r.send(target(), "second", vec![claude("/w/repo")]);
+    let second = r.send(any_claude(), "second", vec![claude("/w/repo")]);
     assert!(r.jobs().is_empty(), "nothing typed while the agent replies");
     assert_eq!(r.drive(&second.drive_id).waiting.unwrap().code, "chat_busy");
-    let now = r.h.clock.now_ms();
-    r.h.app.handle(DaemonEvent::Observed {
-        events: vec![ObservedEvent {
-            store: crate::observe::stores::claude_code::STORE.into(),
-            chat_id: "c1".into(),
-            workspace: Some("/w/repo".into()),
-            store_ts_ms: None,
-            seen_at_ms: now,
-            basis: ObservationBasis::Explicit,
-            process: None,
-            event: ObservedKind::ReplyCompleted {
-                excerpt: "ok".into(),
-                length: 2,
-            },
-        }],
-        replay: false,
-        source: None,
-    });
+    r.turn_ended("/w/repo");
     let jobs = r.jobs();
     assert_eq!(jobs.len(), 1, "typed when the turn ended");
     assert_eq!(jobs[0].text, "second");
@@ -428,17 +444,39 @@ fn without_a_record_the_key_is_pressed_again_then_the_drive_fails_not_submitted(
 }
 
 #[test]
-fn command_prefixes_are_refused_unless_asked_for_and_an_agent_that_left_fails_its_drives() {
+fn command_prefixes_are_typed_as_text_or_as_commands_when_asked_and_an_agent_that_left_fails_its_drives(
+) {
     let mut r = rig();
-    let target = || {
-        Target::Agent(AgentTarget {
-            product: "claude-code".into(),
-            workspace: None,
-        })
+    // As text: the route's escape (a space) goes before it.
+    let as_text = r.send(
+        any_claude(),
+        "/compact is a word here",
+        vec![claude("/w/repo")],
+    );
+    let job = r.jobs().remove(0);
+    assert_eq!(job.text, " /compact is a word here");
+    r.answer(&job, TypeResult::Typed, "");
+    // The agent's record (trimmed by some agents) is the same prompt.
+    r.recorded("/compact is a word here", "/w/repo", true);
+    assert_eq!(r.drive(&as_text.drive_id).state, DriveState::Done);
+    r.turn_ended("/w/repo");
+    // A route without an escape refuses it.
+    let mut h = Harness::with_registry(
+        "interfaces:\n  - id: tmux_claude_code\n    terminal:\n      command_prefixes: ['/']\n",
+        &[],
+    );
+    let looker = RecordingTerminalLooker::default();
+    let app = std::mem::replace(&mut h.app, Harness::new().app);
+    h.app = app.with_terminal_looker(Box::new(looker.clone()));
+    let mut strict = Rig {
+        controller: h.controller(64),
+        h,
+        looker,
+        typist: RecordingTerminalTypist::default(),
     };
-    r.ask(target(), "/compact", DriveOptions::default());
-    r.looked(vec![claude("/w/repo")]);
-    match r.answers().remove(0) {
+    strict.ask(any_claude(), "/compact", DriveOptions::default());
+    strict.looked(vec![claude("/w/repo")]);
+    match strict.answers().remove(0) {
         Message::Error(error) => {
             assert_eq!(error.code, koru_protocol::ErrorCode::InvalidMessage);
             assert!(
@@ -450,7 +488,7 @@ fn command_prefixes_are_refused_unless_asked_for_and_an_agent_that_left_fails_it
         other => panic!("expected an error, got {other:?}"),
     }
     r.ask(
-        target(),
+        any_claude(),
         "/compact",
         DriveOptions {
             agent_command: true,
@@ -463,7 +501,7 @@ fn command_prefixes_are_refused_unless_asked_for_and_an_agent_that_left_fails_it
     };
     assert_eq!(r.jobs()[0].text, "/compact");
     // The next look finds the agent gone: its drive fails.
-    r.ask(target(), "anyone?", DriveOptions::default());
+    r.ask(any_claude(), "anyone?", DriveOptions::default());
     r.looked(Vec::new());
     let failed = r.drive(&result.drive.drive_id);
     assert_eq!(failed.state, DriveState::Failed);
@@ -472,4 +510,69 @@ fn command_prefixes_are_refused_unless_asked_for_and_an_agent_that_left_fails_it
         Message::Error(error) => assert_eq!(error.code, koru_protocol::ErrorCode::NoTarget),
         other => panic!("expected an error, got {other:?}"),
     }
+}
+
+#[test]
+fn a_drive_queued_behind_a_reply_fails_when_the_agent_exits() {
+    let mut r = rig();
+    first_turn(&mut r, "first", true);
+    let second = r.send(any_claude(), "second", vec![claude("/w/repo")]);
+    assert_eq!(r.drive(&second.drive_id).waiting.unwrap().code, "chat_busy");
+    r.h.advance(1_000);
+    assert_eq!(
+        r.drive(&second.drive_id).state,
+        DriveState::Queued,
+        "still alive"
+    );
+    r.typist.exited.lock().unwrap().push(4300);
+    r.h.advance(1_000);
+    let failed = r.drive(&second.drive_id);
+    assert_eq!(failed.state, DriveState::Failed);
+    let blocker = failed.blocker.unwrap();
+    assert_eq!(blocker.code, "agent_exited");
+    assert!(blocker.detail.contains("pid 4300"), "{}", blocker.detail);
+    assert!(
+        r.jobs().iter().all(|j| j.kind == TypeKind::Look),
+        "nothing typed, the screen only read"
+    );
+}
+
+#[test]
+fn a_dialog_that_holds_the_turn_fails_the_drive_waiting_for_it() {
+    let mut r = rig();
+    first_turn(&mut r, "needs permission", false);
+    // The agent's record says it replies: the next drive waits, and its screen is read.
+    let second = r.send(any_claude(), "next", vec![claude("/w/repo")]);
+    assert!(r.jobs().is_empty());
+    r.h.advance(1_000);
+    let look = r.jobs();
+    assert_eq!(look.len(), 1);
+    assert_eq!(look[0].kind, TypeKind::Look);
+    assert_eq!(look[0].drive_id, second.drive_id);
+    // Still answering: it waits on, and the screen is read again a second later.
+    r.answer(
+        &look[0],
+        TypeResult::Untouched(Screen::Busy("esc to interrupt".into())),
+        "",
+    );
+    assert_eq!(r.drive(&second.drive_id).state, DriveState::Queued);
+    r.h.advance(500);
+    assert!(r.jobs().is_empty(), "not before a second");
+    r.h.advance(500);
+    let look = r.jobs();
+    assert_eq!(look.len(), 1);
+    r.answer(
+        &look[0],
+        TypeResult::Untouched(Screen::Dialog("Do you want to proceed?".into())),
+        "",
+    );
+    let failed = r.drive(&second.drive_id);
+    assert_eq!(failed.state, DriveState::Failed);
+    let blocker = failed.blocker.unwrap();
+    assert_eq!(blocker.code, "needs_input");
+    assert!(
+        blocker.detail.contains("Do you want to proceed?"),
+        "{}",
+        blocker.detail
+    );
 }

@@ -1,0 +1,224 @@
+//! The real terminal agents of tests/agents (Claude Code, Codex CLI, Gemini CLI, opencode, pinned npm packages) in real tmux panes, and the local fake model server they talk to, for the terminal-drive tests and benchmarks.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::Sandbox;
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root")
+        .to_path_buf()
+}
+
+/// Whether the pinned agents are installed; in CI their absence is a failure.
+pub fn agents_installed() -> bool {
+    let bin = repo_root().join("tests/agents/node_modules/.bin");
+    let installed = ["claude", "codex", "gemini"]
+        .iter()
+        .all(|name| bin.join(name).exists());
+    if !installed {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the real agents are not installed: run `npm ci --prefix tests/agents`"
+        );
+        eprintln!("skipped: the real agents are not installed (npm ci --prefix tests/agents)");
+    }
+    installed
+}
+
+/// The fake model server of tests/corpus/recorder, on a free port.
+pub struct FakeModel {
+    child: Child,
+    port: u16,
+}
+
+impl FakeModel {
+    pub fn start(sandbox: &Sandbox) -> FakeModel {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = sandbox
+            .command("python3")
+            .arg(repo_root().join("tests/corpus/recorder/fake_model_server.py"))
+            .args(["--port", &port.to_string()])
+            .arg("--log")
+            .arg(sandbox.path().join("fake-model.log"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3");
+        let model = FakeModel { child, port };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while model.get("/koru/prompts").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the fake model server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        model
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn get(&self, path: &str) -> Option<Value> {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        write!(
+            stream,
+            "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).ok()?;
+        let body = text.split_once("\r\n\r\n")?.1;
+        serde_json::from_str(body).ok()
+    }
+
+    /// The user prompts the model was sent (main requests only), in order.
+    pub fn prompts(&self) -> Vec<String> {
+        self.get("/koru/prompts")
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| p["prompt"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    pub fn prompt_times(&self) -> Vec<(String, f64)> {
+        self.get("/koru/prompts")
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| Some((p["prompt"].as_str()?.to_string(), p["time"].as_f64()?)))
+            .collect()
+    }
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A tmux server in the sandbox where the daemon looks (`$TMUX_TMPDIR/tmux-UID/default`).
+pub struct Tmux<'a> {
+    sandbox: &'a Sandbox,
+    pub socket: PathBuf,
+}
+
+impl<'a> Tmux<'a> {
+    pub fn new(sandbox: &'a Sandbox) -> Tmux<'a> {
+        let dir = sandbox
+            .path()
+            .join("tmux")
+            .join(format!("tmux-{}", nix::unistd::getuid().as_raw()));
+        std::fs::create_dir_all(&dir).unwrap();
+        crate::set_mode(&dir, 0o700);
+        Tmux {
+            sandbox,
+            socket: dir.join("default"),
+        }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.sandbox
+            .command("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    pub fn screen(&self, pane: &str) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-J", "-t", pane]).stdout)
+            .into_owned()
+    }
+
+    /// Starts `agent` in `folder` with tests/agents/start-agent.sh (its HOME the sandbox's,
+    /// so the daemon observes its store; with `hooks`, Koru's hooks installed first) and
+    /// returns its pane.
+    pub fn start_agent(
+        &self,
+        agent: &str,
+        folder: &Path,
+        model: &FakeModel,
+        hooks: bool,
+    ) -> String {
+        let mut command = self.sandbox.command("bash");
+        command
+            .arg(repo_root().join("tests/agents/start-agent.sh"))
+            .arg(agent)
+            .arg(folder)
+            .env("TMUX_SOCKET", &self.socket)
+            .env("AGENT_ROOT", self.sandbox.path())
+            .env("FAKE_MODEL_URL", model.url())
+            .env("READY_TIMEOUT", "90");
+        if hooks {
+            command.env("KORU_HOOK_BIN", crate::koru_bin());
+        }
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "start-agent.sh {agent}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Tmux<'_> {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// `koru send --agent AGENT --workspace FOLDER --wait --json PROMPT`: exit status and the
+/// drive.
+pub fn send(
+    sandbox: &Sandbox,
+    agent: &str,
+    folder: &Path,
+    prompt: &str,
+    wait: bool,
+) -> (bool, Value) {
+    let mut args = vec![
+        "send",
+        "--agent",
+        agent,
+        "--workspace",
+        folder.to_str().unwrap(),
+        "--json",
+        "--timeout",
+        "60",
+    ];
+    if wait {
+        args.push("--wait");
+    }
+    args.push("-");
+    let output = sandbox.run_with_stdin(&args, prompt.as_bytes());
+    let drive = crate::stdout_json(&output);
+    (output.status.success(), drive)
+}
+
+/// The drive `drive_id` as `koru drives --json --all` lists it (null when it is not listed).
+pub fn drive_of(sandbox: &Sandbox, drive_id: &str) -> Value {
+    crate::stdout_json(&sandbox.run(&["drives", "--json", "--all"]))
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["drive_id"] == drive_id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}

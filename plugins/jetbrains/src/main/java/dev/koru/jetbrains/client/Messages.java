@@ -341,6 +341,10 @@ public final class Messages {
         public static final String COMMAND_RETURNED = "command_returned";
         /** The daemon pressed the submit key into a verified window (never sent by a plugin). */
         public static final String KEY_PRESSED = "key_pressed";
+        /** A terminal agent's own prompt-submit hook reported the prompt (never sent by a plugin). */
+        public static final String AGENT_HOOK = "agent_hook";
+        /** A terminal agent's own transcript or prompt history recorded the prompt (never sent by a plugin). */
+        public static final String AGENT_TRANSCRIPT = "agent_transcript";
     }
 
     /** {@code ack} (plugin → daemon): one stage of a drive. */

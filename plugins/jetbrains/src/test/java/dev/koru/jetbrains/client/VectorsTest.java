@@ -285,7 +285,8 @@ class VectorsTest {
         schema.getAsJsonObject("$defs").getAsJsonObject("SubmitEvidence").getAsJsonArray("oneOf")
                 .forEach(v -> values.add(v.getAsJsonObject().get("const").getAsString()));
         assertEquals(values, new TreeSet<>(List.of(Messages.SubmitEvidence.CHAT_RESPONDED, Messages.SubmitEvidence.CHAT_RUNNING,
-                Messages.SubmitEvidence.COMMAND_RETURNED, Messages.SubmitEvidence.KEY_PRESSED)));
+                Messages.SubmitEvidence.COMMAND_RETURNED, Messages.SubmitEvidence.KEY_PRESSED,
+                Messages.SubmitEvidence.AGENT_HOOK, Messages.SubmitEvidence.AGENT_TRANSCRIPT)));
     }
 
     @Test

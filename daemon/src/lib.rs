@@ -61,6 +61,8 @@ pub mod recovery;
 pub mod registry;
 /// The Unix socket server and the wiring of every subsystem.
 pub mod server;
+/// Server-sent events from a server on this machine (a terminal agent's own, opencode's).
+pub mod sse;
 /// Plain-text tables and ages for the faces and doctor.
 pub mod table;
 /// Terminal agents found where they run: tmux panes and the agent processes under them.

@@ -389,6 +389,13 @@ pub async fn run(
     app = app.with_terminal_typist(Box::new(
         crate::terminal::typist::SystemTerminalTypist::new(events_tx.clone()),
     ));
+    app = app.with_server_followers(Box::new(
+        crate::observe::stores::opencode::SystemServerFollowers::new(
+            events_tx.clone(),
+            // The followers end with the daemon.
+            shutdown.child_token(),
+        ),
+    ));
     // Desktop notifications when a drive needs the person, if there is a session bus to
     // send them on (whether a notification service listens is learnt from the first one).
     let mut notifier = None;

@@ -20,6 +20,7 @@ const LEVELS: &[(&str, &[&str])] = &[
             "appear_watch",
             "access",
             "memory",
+            "sse",
         ],
     ),
     (

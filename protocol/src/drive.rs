@@ -57,8 +57,12 @@ pub mod blocker {
     pub const NOT_SUBMITTED: &str = "not_submitted";
     /// The terminal agent (or its pane) is gone.
     pub const AGENT_EXITED: &str = "agent_exited";
-    /// tmux could not be run, or refused a command.
+    /// tmux could not be run, or refused a command; or a terminal agent's own server
+    /// (opencode's) refused or failed a call.
     pub const TERMINAL_FAILED: &str = "terminal_failed";
+    /// A terminal agent whose prompts go to its own server (opencode) serves none that
+    /// Koru can find (started without `--port`).
+    pub const AGENT_SERVER_MISSING: &str = "agent_server_missing";
 }
 
 /// What proves a plugin's `submitted` ack: how far the chat itself confirmed that it took

@@ -634,8 +634,15 @@ fn terminal_problem(interface: &Interface) -> Option<String> {
             "a `terminal_input` route needs a `terminal` section (submit key, delays, screen markers)".into()
         });
     };
-    if !is_terminal_route {
-        return Some("`terminal` belongs to routes `terminal_input`".into());
+    // A terminal agent's own server (opencode's, transport `http`, route `native_send`)
+    // uses the section's `proof_ms` only.
+    let is_agent_server_route = interface.route == Some(RouteKind::NativeSend)
+        && interface.transport == crate::model::Transport::Http
+        && interface.surface == "terminal_agent";
+    if !is_terminal_route && !is_agent_server_route {
+        return Some(
+            "`terminal` belongs to routes `terminal_input` (and `native_send` to a terminal agent's own server: transport `http`, surface `terminal_agent`)".into(),
+        );
     }
     if terminal.submit_key.trim().is_empty()
         || !terminal

@@ -195,8 +195,10 @@ closed_enum! {
         NotSubmitted => "not_submitted",
         /// The terminal agent or its pane is gone.
         AgentExited => "agent_exited",
-        /// tmux could not be run, or refused a command.
+        /// tmux could not be run, or refused a command (or an agent's server a call).
         TerminalFailed => "terminal_failed",
+        /// A terminal agent serves no API Koru can find (opencode without `--port`).
+        AgentServerMissing => "agent_server_missing",
     }
 }
 

@@ -1,4 +1,4 @@
-//! How long a drive into a real terminal agent takes until the agent's own record proves it submitted: per agent (Claude Code, Codex CLI, Gemini CLI from tests/agents, in a real tmux pane, against the local fake model server), `koru send --agent … --wait` timed end to end, split into typing (look, bracketed paste, the registry's settle delay, Enter) and proof (the agent's transcript or hook reaching the daemon), with and without Koru's hooks (`cargo bench -p koru-system-tests --bench agent_drives`; needs `npm ci --prefix tests/agents`).
+//! How long a drive into a real terminal agent takes until the agent's own record proves it submitted: per agent (Claude Code, Codex CLI, Gemini CLI, opencode from tests/agents, in a real tmux pane, against the local fake model server; opencode through its own server), `koru send --agent … --wait` timed end to end, split into typing (look, bracketed paste, the registry's settle delay, Enter) and proof (the agent's transcript or hook reaching the daemon), with and without Koru's hooks (`cargo bench -p koru-system-tests --bench agent_drives`; needs `npm ci --prefix tests/agents`).
 
 use std::time::{Duration, Instant};
 
@@ -8,8 +8,14 @@ use koru_system_tests::Sandbox;
 use serde_json::Value;
 
 /// The agents measured, and the settle delay their registry route waits between the paste
-/// and Enter (registry/default.yaml, `terminal.settle_ms`).
-const AGENTS: [(&str, u64); 3] = [("claude-code", 200), ("codex", 200), ("gemini-cli", 300)];
+/// and Enter (registry/default.yaml, `terminal.settle_ms`); opencode is not typed into: the
+/// prompt is posted to its server (started with `--port 0`), proven by its event stream.
+const AGENTS: [(&str, u64); 4] = [
+    ("claude-code", 200),
+    ("codex", 200),
+    ("gemini-cli", 300),
+    ("opencode", 0),
+];
 
 struct Measured {
     total: Stats,
@@ -31,7 +37,13 @@ fn measure(agent: &str, hooks: bool, drives: usize) -> Measured {
     let model = FakeModel::start(&sandbox);
     let folder = sandbox.workspace("repo");
     let tmux = Tmux::new(&sandbox);
-    let pane = tmux.start_agent(agent, &folder, &model, hooks);
+    let server = agent == "opencode";
+    let env: &[(&str, &str)] = if server {
+        &[("OPENCODE_PORT", "0")]
+    } else {
+        &[]
+    };
+    let pane = tmux.start_agent_with(agent, &folder, &model, hooks, env);
     let evidence = if hooks {
         "agent_hook"
     } else {
@@ -94,12 +106,22 @@ fn main() {
     println!("| agent | proof | drives | send → submitted p50 | p99 | max | typing p50 (settle) | proof p50 | settle share of p50 |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for (agent, settle_ms) in AGENTS {
-        for hooks in [false, true] {
+        // opencode has no hooks of Koru's: its server's event stream is the proof.
+        let proofs: &[bool] = if agent == "opencode" {
+            &[false]
+        } else {
+            &[false, true]
+        };
+        for &hooks in proofs {
             let measured = measure(agent, hooks, drives);
             let share = settle_ms as f64 / (measured.total.p50.as_secs_f64() * 1000.0) * 100.0;
             println!(
                 "| {agent} | {} | {} | {} | {} | {} | {} ({settle_ms} ms) | {} | {share:.0} % |",
-                if hooks { "hook" } else { "transcript" },
+                match (agent, hooks) {
+                    ("opencode", _) => "server events",
+                    (_, true) => "hook",
+                    (_, false) => "transcript",
+                },
                 measured.total.count,
                 ms(measured.total.p50),
                 ms(measured.total.p99),

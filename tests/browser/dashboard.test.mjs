@@ -1,9 +1,11 @@
 // The dashboard in a real browser against the real daemon: live sessions, sends and their timelines, blockers with hints and retries, Origin checks, narrow and dark layouts; saves screenshots to artifacts/.
 import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { ARTIFACTS, ROOT, closeBrowser, rawRequest, foreignSite, openDashboard, shot, sleep, waitFor, withDaemon } from './harness.mjs';
+import { ARTIFACTS, ROOT, closeBrowser, freePort, rawRequest, foreignSite, openDashboard, shot, sleep, waitFor, withDaemon } from './harness.mjs';
 
 after(closeBrowser);
 
@@ -480,4 +482,61 @@ test("a chat's turns are read back from its store: prompt, the agent's step, the
     noProblems(problems);
     await context.close();
   });
+});
+
+test('a terminal agent in a tmux pane is listed, and a prompt sent to it from the page goes in, proven by its own transcript', async () => {
+  // The real Claude Code (tests/agents, pinned) in a real tmux pane, against the local fake
+  // model server; `npm ci --prefix tests/agents` installs it (scripts/test-all.sh does).
+  const agentBin = path.join(ROOT, 'tests/agents/node_modules/.bin/claude');
+  assert.ok(fs.existsSync(agentBin), `no Claude Code at ${agentBin}: run npm ci --prefix tests/agents`);
+  const tmuxTmp = fs.mkdtempSync(path.join(os.tmpdir(), 'koru-dash-tmux-'));
+  const tmuxDir = path.join(tmuxTmp, `tmux-${process.getuid()}`);
+  fs.mkdirSync(tmuxDir, { mode: 0o700 });
+  const socket = path.join(tmuxDir, 'default');
+  const modelPort = await freePort();
+  const model = spawn('python3', [path.join(ROOT, 'tests/corpus/recorder/fake_model_server.py'), '--port', String(modelPort), '--log', path.join(tmuxTmp, 'model.log')], { stdio: 'ignore' });
+  const modelUrl = `http://127.0.0.1:${modelPort}`;
+  try {
+    await waitFor(async () => (await fetch(`${modelUrl}/koru/prompts`)).ok, 10_000, 'the fake model server');
+    await withDaemon({ claudeProjects: true, env: { TMUX_TMPDIR: tmuxTmp } }, async (daemon) => {
+      const folder = path.join(daemon.root, 'ws', 'gamma-repo');
+      fs.mkdirSync(folder, { recursive: true });
+      // The agent's HOME is the daemon's, so the daemon reads its transcript.
+      const started = spawnSync('bash', [path.join(ROOT, 'tests/agents/start-agent.sh'), 'claude-code', folder], {
+        env: { ...process.env, TMUX_SOCKET: socket, AGENT_ROOT: daemon.root, FAKE_MODEL_URL: modelUrl, READY_TIMEOUT: '90' },
+        encoding: 'utf8',
+      });
+      assert.equal(started.status, 0, `start-agent.sh: ${started.stderr}`);
+      const { page, context, problems } = await openDashboard(daemon);
+      const card = page.locator('article.agent', { hasText: 'gamma-repo' });
+      await card.waitFor({ timeout: 15_000 });
+      assert.match(await card.textContent(), /claude-code/);
+      assert.match(await card.textContent(), /tmux /);
+      const agentId = await card.getAttribute('data-agent-id');
+      assert.match(agentId, /^t_[0-9a-f]{12}$/);
+
+      const prompt = `Which folder is this? ✓ ${Date.now()}`;
+      await page.selectOption('#send-session', agentId);
+      await page.fill('#send-prompt', prompt);
+      await page.click('#send-button');
+      const id = await driveIdFor(page, 'Which folder is this?');
+      await page.locator(`#drive-${id}`).locator('[data-stage=done]').waitFor({ timeout: 30_000 });
+      const { body: { drive } } = await daemon.api('GET', `/drives/${id}`);
+      assert.equal(drive.session_id, agentId);
+      assert.equal(drive.route, 'terminal_input');
+      assert.equal(drive.submit_evidence, 'agent_transcript');
+      const prompts = await (await fetch(`${modelUrl}/koru/prompts`)).json();
+      assert.deepEqual(prompts.map((p) => p.prompt), [prompt], 'the model got it once, byte-exact');
+      // The agent's chat is known once its transcript is read; the card shows it.
+      await page.locator('#agents-look').click();
+      await card.locator('code', { hasText: drive.observation.chat_id }).waitFor({ timeout: 10_000 });
+      await shot(page, 'terminal-agent');
+      noProblems(problems);
+      await context.close();
+    });
+  } finally {
+    spawnSync('tmux', ['-S', socket, 'kill-server']);
+    model.kill();
+    fs.rmSync(tmuxTmp, { recursive: true, force: true });
+  }
 });

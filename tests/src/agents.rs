@@ -19,7 +19,7 @@ pub fn repo_root() -> PathBuf {
 /// Whether the pinned agents are installed; in CI their absence is a failure.
 pub fn agents_installed() -> bool {
     let bin = repo_root().join("tests/agents/node_modules/.bin");
-    let installed = ["claude", "codex", "gemini"]
+    let installed = ["claude", "codex", "gemini", "opencode"]
         .iter()
         .all(|name| bin.join(name).exists());
     if !installed {
@@ -30,6 +30,42 @@ pub fn agents_installed() -> bool {
         eprintln!("skipped: the real agents are not installed (npm ci --prefix tests/agents)");
     }
     installed
+}
+
+/// At most this many real agents run at once across a test binary: each is a node or
+/// native process of its own, and on a 2-CPU machine more starve each other's timings
+/// (an agent that records a prompt seconds late fails a drive that would not have failed).
+const AGENTS_AT_ONCE: usize = 3;
+
+/// A place among the agents that may run at once; held for a test's length.
+pub struct AgentSlot(());
+
+impl AgentSlot {
+    /// Waits for a place.
+    pub fn take() -> AgentSlot {
+        let (lock, freed) = slots();
+        let mut running = lock.lock().unwrap_or_else(|e| e.into_inner());
+        while *running >= AGENTS_AT_ONCE {
+            running = freed.wait(running).unwrap_or_else(|e| e.into_inner());
+        }
+        *running += 1;
+        AgentSlot(())
+    }
+}
+
+impl Drop for AgentSlot {
+    fn drop(&mut self) {
+        let (lock, freed) = slots();
+        let mut running = lock.lock().unwrap_or_else(|e| e.into_inner());
+        *running -= 1;
+        freed.notify_one();
+    }
+}
+
+fn slots() -> &'static (std::sync::Mutex<usize>, std::sync::Condvar) {
+    static SLOTS: std::sync::OnceLock<(std::sync::Mutex<usize>, std::sync::Condvar)> =
+        std::sync::OnceLock::new();
+    SLOTS.get_or_init(Default::default)
 }
 
 /// The fake model server of tests/corpus/recorder, on a free port.
@@ -156,6 +192,18 @@ impl<'a> Tmux<'a> {
         model: &FakeModel,
         hooks: bool,
     ) -> String {
+        self.start_agent_with(agent, folder, model, hooks, &[])
+    }
+
+    /// As `start_agent`, with more variables for start-agent.sh (`OPENCODE_PORT`, …).
+    pub fn start_agent_with(
+        &self,
+        agent: &str,
+        folder: &Path,
+        model: &FakeModel,
+        hooks: bool,
+        env: &[(&str, &str)],
+    ) -> String {
         let mut command = self.sandbox.command("bash");
         command
             .arg(repo_root().join("tests/agents/start-agent.sh"))
@@ -164,7 +212,8 @@ impl<'a> Tmux<'a> {
             .env("TMUX_SOCKET", &self.socket)
             .env("AGENT_ROOT", self.sandbox.path())
             .env("FAKE_MODEL_URL", model.url())
-            .env("READY_TIMEOUT", "90");
+            .env("READY_TIMEOUT", "90")
+            .envs(env.iter().copied());
         if hooks {
             command.env("KORU_HOOK_BIN", crate::koru_bin());
         }

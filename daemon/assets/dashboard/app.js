@@ -12,6 +12,7 @@ const DRIVE_PAGE = 50;
 const state = {
   status: null,
   sessions: new Map(), // session_id → SessionInfo
+  agents: new Map(), // agent_id → TerminalAgentInfo (terminal agents found in tmux panes)
   drives: new Map(), // drive_id → DriveInfo
   drivesMore: false, // the journal has drives older than the oldest loaded
   olderAllLoaded: false, // an older page said there is nothing older: a reload of the newest page does not bring the button back
@@ -201,6 +202,7 @@ function renderHeader() {
   const failed = drives.filter((d) => RETRYABLE.has(d.state)).length;
   fill($('counts'), 
     h('li', {}, h('strong', { text: state.sessions.size }), ' sessions'),
+    state.agents.size ? h('li', {}, h('strong', { text: state.agents.size }), ' terminal agents') : null,
     h('li', {}, h('strong', { text: active }), ' active drives'),
     h('li', {}, h('strong', { text: drives.length }), ' drives'),
     failed ? h('li', { class: 'count-bad' }, h('strong', { text: failed }), ' not delivered') : null,
@@ -231,9 +233,38 @@ function renderSessionsNow() {
   } else {
     fill(body, ...sessions.map(sessionCard));
   }
+  const agents = [...state.agents.values()].sort((a, b) => (a.workspace < b.workspace ? -1 : a.workspace > b.workspace ? 1 : 0));
+  fill(
+    $('agents-body'),
+    agents.length
+      ? agents.map(agentCard)
+      : h('p', { class: 'muted', text: 'No terminal agent (Claude Code, Codex CLI, Gemini CLI, opencode) runs in a tmux pane.' }),
+  );
   renderSendTargets();
   renderHeader();
 }
+
+const AGENT_STATE_TEXT = { idle: '● idle', replying: '◐ replying', needs_input: '⚠ needs input', unknown: '? unknown' };
+
+function agentCard(a) {
+  const t = a.terminal || {};
+  const place = t.kind === 'tmux' ? h('span', { title: t.socket, text: `tmux ${t.place} (pane ${t.pane_id})` }) : t.kind || 'unknown';
+  return h(
+    'article',
+    { class: 'card session agent', id: `agent-${a.agent_id}`, dataset: { agentId: a.agent_id }, 'aria-label': `Terminal agent ${a.product} in ${basename(a.workspace)}` },
+    h('div', { class: 'card-head' }, h('h3', { class: 'folder', text: basename(a.workspace) }), h('code', { class: 'small', text: a.agent_id }), h('span', { class: `badge agent-${a.state}`, text: AGENT_STATE_TEXT[a.state] || a.state })),
+    h(
+      'dl',
+      { class: 'facts' },
+      fact('Agent', a.product),
+      fact('Runs in', place, h('span', { class: 'muted', text: ` · pid ${a.pid}` })),
+      fact('Chat', a.chat ? h('code', { class: 'small', text: a.chat.chat_id }) : h('span', { class: 'muted', text: 'not known yet' })),
+      h('div', { class: 'wide' }, h('dt', { text: 'Folder' }), h('dd', {}, h('code', { text: a.workspace }))),
+    ),
+  );
+}
+
+const agentLabel = (a) => `${a.product} — ${basename(a.workspace)} (${a.agent_id}, terminal)`;
 
 const fact = (label, ...value) => h('div', {}, h('dt', { text: label }), h('dd', {}, value));
 
@@ -277,7 +308,8 @@ function renderSendTargets() {
   const select = $('send-session');
   const previous = select.value;
   const sessions = [...state.sessions.values()].sort((a, b) => a.connected_at_ms - b.connected_at_ms);
-  if (!sessions.length) {
+  const agents = [...state.agents.values()];
+  if (!sessions.length && !agents.length) {
     fill(select, h('option', { value: '', text: 'no session connected' }));
     select.disabled = true;
     $('send-button').disabled = true;
@@ -285,8 +317,12 @@ function renderSendTargets() {
   }
   select.disabled = false;
   $('send-button').disabled = false;
-  fill(select, ...sessions.map((s) => h('option', { value: s.session_id, text: sessionLabel(s) })));
-  if (sessions.some((s) => s.session_id === previous)) select.value = previous;
+  fill(
+    select,
+    sessions.map((s) => h('option', { value: s.session_id, text: sessionLabel(s) })),
+    agents.map((a) => h('option', { value: a.agent_id, text: agentLabel(a) })),
+  );
+  if (sessions.some((s) => s.session_id === previous) || state.agents.has(previous)) select.value = previous;
 }
 
 async function onSend(event) {
@@ -776,9 +812,25 @@ function renderDoctor() {
 // ---- loading ------------------------------------------------------------------------
 
 async function loadSessions() {
-  const { sessions } = await api('GET', '/sessions');
+  const { sessions, agents = [] } = await api('GET', '/sessions');
   state.sessions = new Map(sessions.map((s) => [s.session_id, s]));
+  state.agents = new Map(agents.map((a) => [a.agent_id, a]));
   renderSessions();
+}
+
+const reportError = (what) => (e) => {
+  if (e?.status !== 401) toast(`${what}: ${errorText(e)}`, 'error');
+};
+
+/** Terminal agents are looked for on demand (no stream event names them): after chat
+ * activity, and for a drive to one, the list is asked again, at most every 2 s. */
+let agentsTimer = null;
+function loadAgentsSoon() {
+  if (agentsTimer) return;
+  agentsTimer = setTimeout(() => {
+    agentsTimer = null;
+    loadSessions().catch(reportError('sessions'));
+  }, 2000);
 }
 
 async function loadDrives() {
@@ -888,8 +940,12 @@ const handlers = {
   },
   drive_updated({ drive }) {
     upsertDrive(drive);
+    if (state.agents.has(drive.session_id)) loadAgentsSoon();
   },
-  observed: loadChatsSoon,
+  observed(data) {
+    loadChatsSoon(data);
+    if (state.agents.size) loadAgentsSoon();
+  },
   registry_reloaded({ applied, interfaces, diagnostics }) {
     toast(applied ? `Registry reloaded: ${interfaces} interfaces` : `Registry not reloaded: ${diagnostics.length} problem(s), the previous one is kept`, applied ? 'ok' : 'error');
     loadDoctor();
@@ -944,6 +1000,7 @@ function connect() {
 
 function start() {
   $('send-form').addEventListener('submit', onSend);
+  $('agents-look').addEventListener('click', (e) => withProgress(e.currentTarget, () => loadSessions().catch(reportError('sessions'))));
   $('doctor-na').addEventListener('change', renderDoctor);
   $('doctor-recheck').addEventListener('click', (e) => recheck(e.currentTarget));
   $('drives-older').addEventListener('click', (e) => loadOlderDrives(e.currentTarget));

@@ -37,6 +37,11 @@ pub struct AgentDrive {
     pub enters_left: u32,
     /// Whether an order for this drive is with the typist.
     pub ordered: bool,
+    /// The kind of the newest order: an answer to an older one (a look still on its way
+    /// when typing was ordered) is stale and dropped.
+    pub order_kind: Option<TypeKind>,
+    /// The agent's own server (opencode's), for its route that posts instead of typing.
+    pub server: Option<crate::terminal::opencode::ServerTarget>,
 }
 
 /// Where a terminal drive is.
@@ -138,6 +143,22 @@ impl<C: Clock> App<C> {
                 },
             );
         }
+        // opencode agents serving HTTP: their event streams are followed as chat observations.
+        let servers = agents
+            .iter()
+            .filter_map(|agent| {
+                Some(crate::observe::stores::opencode::FollowedServer {
+                    agent_id: crate::terminal::agent_id(agent),
+                    address: agent.server?,
+                    folder: agent.pane.path.clone(),
+                    pid: agent.pid,
+                    tmux_socket: agent.pane.socket.display().to_string(),
+                    tmux_pane: agent.pane.pane_id.clone(),
+                    database: crate::terminal::opencode::database_of(agent.pid),
+                })
+            })
+            .collect();
+        self.server_followers.follow_only(servers);
         let gone = std::mem::replace(&mut self.agent_table.agents, table);
         for (agent_id, record) in gone {
             for drive_id in record.active_drive.into_iter().chain(record.queued) {
@@ -286,12 +307,40 @@ impl<C: Clock> App<C> {
         };
         let platform =
             crate::doctor::probe::current_platform().unwrap_or(koru_registry::Platform::Linux);
+        let server_usable = match agent.server {
+            Some(_) => Ok(()),
+            None => Err(crate::terminal::opencode::no_server(agent.pid)),
+        };
         let candidates = crate::drive::planner::plan_terminal(
             &self.registry,
             &product,
             platform,
             self.typist.available(),
+            server_usable,
         );
+        let server = agent
+            .server
+            .map(|address| crate::terminal::opencode::ServerTarget {
+                address,
+                directory: agent.pane.path.clone(),
+                session: match &create.target {
+                    Target::Chat(chat_id) => Some(chat_id.clone()),
+                    _ => None,
+                },
+                started_ms: crate::terminal::opencode::process_started_ms(agent.pid).unwrap_or(0),
+                database: crate::terminal::opencode::database_of(agent.pid),
+            });
+        let posts = candidates
+            .iter()
+            .find(|c| c.usable.is_ok())
+            .is_some_and(|c| c.route == Route::NativeSend);
+        if posts && create.options.agent_command {
+            let message = format!(
+                "{product}'s server takes prompts as text only; `agent_command` (run the prompt as the agent's command) is not offered on that route"
+            );
+            self.send_error(conn_id, id, prompt_error(message));
+            return;
+        }
         // A prompt starting with a command prefix is text unless the drive asks for a
         // command: the route's escape goes before it, or, without one, it is refused.
         let route = candidates.iter().find_map(|c| c.terminal.as_ref());
@@ -351,6 +400,8 @@ impl<C: Clock> App<C> {
             phase: AgentPhase::ToType,
             enters_left: 0,
             ordered: false,
+            order_kind: None,
+            server,
         }));
         if let DriveOrigin::Retry { of, .. } = &origin {
             drive.retry_of = Some(of.clone());
@@ -473,18 +524,18 @@ impl<C: Clock> App<C> {
             return;
         };
         // A drive not started yet (a look while it waits) uses its first route's markers.
-        let Some(terminal) = drive
-            .current
-            .as_ref()
-            .or(drive.candidates.front())
-            .and_then(|c| c.terminal.clone())
-        else {
+        let Some(candidate) = drive.current.as_ref().or(drive.candidates.front()) else {
+            return;
+        };
+        let posts = candidate.route == Route::NativeSend;
+        let Some(terminal) = candidate.terminal.clone() else {
             return;
         };
         let Some(agent) = drive.agent.as_mut() else {
             return;
         };
         agent.ordered = true;
+        agent.order_kind = Some(kind);
         agent.due_ms = None;
         let job = TypeJob {
             drive_id: drive_id.to_string(),
@@ -494,6 +545,7 @@ impl<C: Clock> App<C> {
             agent_pid: agent.pid,
             text: agent.typed.clone(),
             terminal,
+            server: if posts { agent.server.clone() } else { None },
         };
         tracing::debug!(drive_id, kind = ?kind, pane = %job.pane_id, "terminal order");
         self.typist.start(job);
@@ -512,7 +564,12 @@ impl<C: Clock> App<C> {
             return;
         };
         if let Some(agent) = drive.agent.as_mut() {
+            if agent.order_kind != Some(typed.kind) {
+                tracing::debug!(drive_id, kind = ?typed.kind, newest = ?agent.order_kind, "a stale terminal answer, dropped");
+                return;
+            }
             agent.ordered = false;
+            agent.order_kind = None;
         }
         if drive.is_terminal() {
             tracing::debug!(drive_id, result = ?typed.result, "a terminal order finished after its drive ended");
@@ -522,6 +579,47 @@ impl<C: Clock> App<C> {
             self.peeked(&drive_id, typed, now);
             return;
         }
+        if let TypeResult::Recorded { session, at_ms } = &typed.result {
+            // The agent's server recorded the prompt as a user message in `session`: its
+            // own evidence, observed like the store's (the drive then follows that chat's
+            // reply; the follower seeing the same message again changes nothing).
+            let (Some(agent), prompt) = (drive.agent.as_ref(), drive.prompt.clone()) else {
+                return;
+            };
+            let Some(server) = agent.server.clone() else {
+                return;
+            };
+            let (excerpt, length) = crate::observe::excerpt_and_length(&prompt);
+            let seen = koru_protocol::ObservedEvent {
+                store: crate::observe::stores::opencode::STORE.to_string(),
+                chat_id: session.clone(),
+                workspace: Some(server.directory.clone()),
+                store_ts_ms: *at_ms,
+                seen_at_ms: now,
+                basis: koru_protocol::ObservationBasis::Explicit,
+                process: Some(koru_protocol::AgentProcess {
+                    pid: Some(agent.pid),
+                    tmux_socket: Some(agent.socket.display().to_string()),
+                    tmux_pane: Some(agent.pane_id.clone()),
+                }),
+                event: koru_protocol::ObservedKind::PromptSeen {
+                    excerpt,
+                    length,
+                    digest: crate::observe::prompt_digest(&prompt),
+                },
+            };
+            tracing::debug!(drive_id, session, "the agent's server recorded the prompt");
+            self.on_observed(vec![seen], false, Some(server.database));
+            // Should correlation not have claimed it (another drive with the same text),
+            // the server's record still proves this one.
+            self.agent_recorded(&drive_id, false, now);
+            return;
+        }
+        let posted = drive.agent.as_ref().is_some_and(|a| a.server.is_some())
+            && drive
+                .current
+                .as_ref()
+                .is_some_and(|c| c.route == Route::NativeSend);
         let Some(terminal) = drive.current.as_ref().and_then(|c| c.terminal.clone()) else {
             return;
         };
@@ -544,9 +642,15 @@ impl<C: Clock> App<C> {
                 self.publish_drive(&drive_id);
             }
             (TypeKind::Type, TypeResult::Untouched(Screen::Dialog(text))) => {
-                let detail = format!(
-                    "{product} shows a dialog; nothing was typed (typing would answer it): {text}"
-                );
+                let detail = if posted {
+                    format!(
+                        "{product} waits for a person ({text}, by its server); nothing was sent"
+                    )
+                } else {
+                    format!(
+                        "{product} shows a dialog; nothing was typed (typing would answer it): {text}"
+                    )
+                };
                 self.route_failed(&drive_id, Blocker::new(blocker::NEEDS_INPUT, detail), now);
             }
             (TypeKind::Type, TypeResult::Untouched(Screen::Draft(draft))) => {
@@ -602,11 +706,19 @@ impl<C: Clock> App<C> {
                         .find(|r| r.state == DriveState::Pasted)
                         .map_or(now, |r| r.at_ms),
                 );
-                let detail = format!(
-                    "{product} recorded no such prompt (no prompt hook, no transcript entry) within {:.1} s of the submit key; the screen shows: {}",
-                    waited as f64 / 1000.0,
-                    typed.screen_tail.replace('\n', " ⏎ ")
-                );
+                let detail = if posted {
+                    format!(
+                        "{product}'s server took the prompt but recorded no such user message within {:.1} s ({})",
+                        waited as f64 / 1000.0,
+                        typed.screen_tail
+                    )
+                } else {
+                    format!(
+                        "{product} recorded no such prompt (no prompt hook, no transcript entry) within {:.1} s of the submit key; the screen shows: {}",
+                        waited as f64 / 1000.0,
+                        typed.screen_tail.replace('\n', " ⏎ ")
+                    )
+                };
                 self.route_failed(&drive_id, Blocker::new(blocker::NOT_SUBMITTED, detail), now);
             }
             (_, TypeResult::Failed { blocker, pasted }) => {

@@ -266,6 +266,8 @@ pub struct App<C: Clock> {
     agent_table: agent_drives::AgentTable,
     /// Types prompts into terminal agents' panes, off the loop.
     typist: Box<dyn crate::terminal::typist::TerminalTypist>,
+    /// Follows the event streams of terminal agents' own servers (opencode's).
+    server_followers: Box<dyn crate::observe::stores::opencode::ServerFollowers>,
     /// Where each chat's terminal agent runs, as the agent's hook last said.
     chat_process: HashMap<(String, String), koru_protocol::AgentProcess>,
     /// The observers' store roots, as last reported.
@@ -323,6 +325,9 @@ impl<C: Clock> App<C> {
             terminal: Default::default(),
             agent_table: Default::default(),
             typist: Box::new(crate::terminal::typist::RecordingTerminalTypist::default()),
+            server_followers: Box::new(
+                crate::observe::stores::opencode::RecordingServerFollowers::default(),
+            ),
             chat_process: HashMap::new(),
             observers: Vec::new(),
             session_store_roots: Box::new(NoSessionStoreRoots),
@@ -353,6 +358,16 @@ impl<C: Clock> App<C> {
         looker: Box<dyn crate::terminal::TerminalLooker>,
     ) -> Self {
         self.terminal.looker = Some(looker);
+        self
+    }
+
+    /// Follows terminal agents' own servers with `followers` (by default the servers are
+    /// only recorded, for tests).
+    pub fn with_server_followers(
+        mut self,
+        followers: Box<dyn crate::observe::stores::opencode::ServerFollowers>,
+    ) -> Self {
+        self.server_followers = followers;
         self
     }
 

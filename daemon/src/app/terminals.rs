@@ -162,7 +162,9 @@ impl<C: Clock> App<C> {
             }
             crate::terminal::AgentProduct::Codex => Some(crate::observe::stores::codex::STORE),
             crate::terminal::AgentProduct::GeminiCli => Some(crate::observe::stores::gemini::STORE),
-            crate::terminal::AgentProduct::Opencode => None,
+            crate::terminal::AgentProduct::Opencode => {
+                Some(crate::observe::stores::opencode::STORE)
+            }
         };
         let socket = agent.pane.socket.display().to_string();
         // The chat the agent's own hook named for this process or pane, else the chat last

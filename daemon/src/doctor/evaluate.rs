@@ -840,6 +840,21 @@ fn interface_verdict(
         }
         return Verdict::ok(found);
     }
+    // A terminal agent's own server (opencode's): no plugin; its drives go to whichever
+    // agent of the product serves one when the drive is made.
+    if interface.surface == "terminal_agent" && interface.transport == Transport::Http {
+        found.push(
+            "prompts are posted to the agent's own server when it runs with one (opencode: `--port 0` for any free port, which Koru finds); proof: the user message on its event stream"
+                .into(),
+        );
+        return Verdict::ok(found);
+    }
+    if interface.id == crate::observe::stores::opencode::STORE {
+        found.push(
+            "followed live for every opencode that serves HTTP (started with `--port`), while it runs"
+                .into(),
+        );
+    }
     // A plugin route: judged by the sessions it applies to.
     if matches!(
         interface.route,
@@ -1701,11 +1716,13 @@ mod tests {
             chat_history_cline_sessions ok
             chat_history_codex_jsonl ok
             chat_history_gemini_cli ok
+            opencode_server_events ok
             chat_history_antigravity_pb_readonly ok
             tmux_claude_code unavailable injector_missing
             tmux_codex unavailable injector_missing
             tmux_gemini_cli unavailable injector_missing
-            summary: {"ok":19,"degraded":0,"unavailable":6,"not_applicable":15,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
+            opencode_server ok
+            summary: {"ok":21,"degraded":0,"unavailable":6,"not_applicable":15,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 
@@ -1765,11 +1782,13 @@ mod tests {
             chat_history_cline_sessions not_applicable store_missing
             chat_history_codex_jsonl not_applicable store_missing
             chat_history_gemini_cli not_applicable store_missing
+            opencode_server_events ok
             chat_history_antigravity_pb_readonly not_applicable store_missing
             tmux_claude_code unavailable injector_missing
             tmux_codex unavailable injector_missing
             tmux_gemini_cli unavailable injector_missing
-            summary: {"ok":3,"degraded":0,"unavailable":15,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
+            opencode_server ok
+            summary: {"ok":5,"degraded":0,"unavailable":15,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 }

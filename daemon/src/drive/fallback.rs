@@ -40,7 +40,11 @@ pub fn next_route(
 ) -> NextRoute {
     let mut skipped = Vec::new();
     while let Some(mut candidate) = candidates.pop_front() {
+        // A terminal agent's route (typed into its pane, or posted to its own server)
+        // needs no plugin.
+        let for_terminal_agent = candidate.terminal.is_some();
         if candidate.usable.is_ok()
+            && !for_terminal_agent
             && matches!(candidate.route, Route::NativeSend | Route::PluginDrive)
             && !plugin_connected
         {
@@ -54,6 +58,7 @@ pub fn next_route(
             continue;
         }
         let choice = match candidate.route {
+            _ if for_terminal_agent => RouteChoice::Terminal(candidate),
             Route::NativeSend | Route::PluginDrive => RouteChoice::AskPlugin(candidate),
             Route::OsInjection => RouteChoice::Inject(candidate),
             Route::TerminalInput => RouteChoice::Terminal(candidate),

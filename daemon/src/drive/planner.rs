@@ -234,18 +234,29 @@ pub fn plan_terminal(
     product: &str,
     platform: Platform,
     tmux: Result<(), Blocker>,
+    server: Result<(), Blocker>,
 ) -> Vec<Candidate> {
     let policy = effective_policy(registry, product);
     rank_routes(registry, product, platform)
         .into_iter()
-        .filter(|interface| interface.route == Some(RouteKind::TerminalInput))
+        .filter(|interface| {
+            matches!(
+                interface.route,
+                Some(RouteKind::TerminalInput | RouteKind::NativeSend)
+            )
+        })
         .filter_map(|interface| {
             let terminal = interface.terminal.clone()?;
-            let usable = tmux.clone();
+            // The loader allows `terminal` on `native_send` only for an agent's own server.
+            let (route, usable) = if interface.route == Some(RouteKind::NativeSend) {
+                (Route::NativeSend, server.clone())
+            } else {
+                (Route::TerminalInput, tmux.clone())
+            };
             let hint = recovery_hint(interface, &usable);
             Some(Candidate {
                 interface: interface.id.clone(),
-                route: Route::TerminalInput,
+                route,
                 steps: Vec::new(),
                 submit_key: None,
                 usable,

@@ -1,5 +1,6 @@
 //! Terminal agents where they run, found without their hooks: the panes of the user's tmux servers and, under each pane's first process, a Claude Code, Codex CLI, Gemini CLI or opencode process — looked up on demand (one `list-panes` per server and one read of `/proc`), never polled.
 
+pub mod opencode;
 pub mod procs;
 pub mod screen;
 pub mod tmux;
@@ -17,6 +18,9 @@ pub struct PaneAgent {
     /// The agent's process.
     pub pid: u32,
     pub pane: Pane,
+    /// Where the agent's own server listens (opencode started with `--port`), found in
+    /// the look.
+    pub server: Option<std::net::SocketAddr>,
 }
 
 /// What one look found: the agents, and the servers that could not be asked.
@@ -47,7 +51,15 @@ pub fn look(socket_dir: &Path) -> Look {
     let processes = procs::snapshot();
     for pane in panes {
         if let Some((pid, product)) = procs::agent_under(pane.pid, &processes) {
-            look.agents.push(PaneAgent { product, pid, pane });
+            let server = (product == AgentProduct::Opencode)
+                .then(|| opencode::server_address(pid))
+                .flatten();
+            look.agents.push(PaneAgent {
+                product,
+                pid,
+                pane,
+                server,
+            });
         }
     }
     look

@@ -32,13 +32,24 @@ pub struct TypeJob {
     pub agent_pid: u32,
     pub text: String,
     pub terminal: TerminalInput,
+    /// The agent's own server, for a route that posts the prompt instead of typing it
+    /// (opencode): the order goes there, not to the pane.
+    pub server: Option<super::opencode::ServerTarget>,
 }
 
 /// How an order ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TypeResult {
-    /// Pasted, and the submit key pressed once.
+    /// Pasted, and the submit key pressed once (for an agent's server: the prompt posted).
     Typed,
+    /// Posted to the agent's own server, which recorded it as a user message (its event
+    /// stream said so): the agent's own evidence, at once.
+    Recorded {
+        /// The session (chat) it went to.
+        session: String,
+        /// When the server recorded it (its event's time, Unix ms), if it said.
+        at_ms: Option<u64>,
+    },
     /// The submit key pressed again.
     PressedAgain,
     /// Nothing was typed or pressed: the screen says why (for `Look`, what it shows).
@@ -89,6 +100,20 @@ fn tmux_version() -> Result<(u32, u32), Blocker> {
 impl<E: From<Typed> + Send + 'static> TerminalTypist for SystemTerminalTypist<E> {
     fn start(&self, job: TypeJob) {
         let events = self.events.clone();
+        if let Some(target) = job.server.clone() {
+            tokio::spawn(async move {
+                let proof = Duration::from_millis(job.terminal.proof_ms);
+                let answer = super::opencode::run(job.kind, &target, &job.text, proof).await;
+                let typed = Typed {
+                    drive_id: job.drive_id,
+                    kind: job.kind,
+                    result: answer.result,
+                    screen_tail: answer.detail,
+                };
+                let _ = events.send(E::from(typed)).await;
+            });
+            return;
+        }
         tokio::spawn(async move {
             let drive_id = job.drive_id.clone();
             let kind = job.kind;

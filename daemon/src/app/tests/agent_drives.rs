@@ -16,6 +16,7 @@ struct Rig {
     h: Harness,
     looker: RecordingTerminalLooker,
     typist: RecordingTerminalTypist,
+    followers: crate::observe::stores::opencode::RecordingServerFollowers,
     controller: Peer,
 }
 
@@ -23,15 +24,18 @@ fn rig() -> Rig {
     let mut h = Harness::new();
     let looker = RecordingTerminalLooker::default();
     let typist = RecordingTerminalTypist::default();
+    let followers = crate::observe::stores::opencode::RecordingServerFollowers::default();
     let app = std::mem::replace(&mut h.app, Harness::new().app);
     h.app = app
         .with_terminal_looker(Box::new(looker.clone()))
-        .with_terminal_typist(Box::new(typist.clone()));
+        .with_terminal_typist(Box::new(typist.clone()))
+        .with_server_followers(Box::new(followers.clone()));
     let controller = h.controller(256);
     Rig {
         h,
         looker,
         typist,
+        followers,
         controller,
     }
 }
@@ -48,6 +52,7 @@ fn agent(product: AgentProduct, folder: &str, pane: &str, pid: u32) -> PaneAgent
             path: folder.into(),
             place: format!("work:{}.0", pane.trim_start_matches('%')),
         },
+        server: None,
     }
 }
 
@@ -473,6 +478,7 @@ fn command_prefixes_are_typed_as_text_or_as_commands_when_asked_and_an_agent_tha
         h,
         looker,
         typist: RecordingTerminalTypist::default(),
+        followers: Default::default(),
     };
     strict.ask(any_claude(), "/compact", DriveOptions::default());
     strict.looked(vec![claude("/w/repo")]);
@@ -575,4 +581,116 @@ fn a_dialog_that_holds_the_turn_fails_the_drive_waiting_for_it() {
         "{}",
         blocker.detail
     );
+}
+
+fn opencode_with_server(folder: &str) -> PaneAgent {
+    let mut agent = agent(AgentProduct::Opencode, folder, "%5", 4500);
+    agent.server = Some("127.0.0.1:4096".parse().unwrap());
+    agent
+}
+
+fn any_opencode() -> Target {
+    Target::Agent(AgentTarget {
+        product: "opencode".into(),
+        workspace: None,
+    })
+}
+
+#[test]
+fn opencode_with_a_server_gets_the_prompt_posted_and_its_server_record_proves_it() {
+    let mut r = rig();
+    let prompt = "/tmp is a path, not a command\nzweite Zeile ✓";
+    let drive = r.send(any_opencode(), prompt, vec![opencode_with_server("/w/oc")]);
+    let jobs = r.jobs();
+    assert_eq!(jobs.len(), 1);
+    let server = jobs[0]
+        .server
+        .clone()
+        .expect("the order goes to opencode's server");
+    assert_eq!(server.address, "127.0.0.1:4096".parse().unwrap());
+    assert_eq!(server.directory, "/w/oc");
+    assert_eq!(
+        jobs[0].text, prompt,
+        "posted as it is: no escape before `/`"
+    );
+    // Its event stream is followed for as long as the agent runs.
+    let followed = r.followers.followed.lock().unwrap().clone();
+    assert_eq!(followed.len(), 1);
+    assert_eq!(followed[0].address, server.address);
+    r.answer(
+        &jobs[0],
+        TypeResult::Recorded {
+            session: "ses_1".into(),
+            at_ms: Some(5),
+        },
+        "session ses_1",
+    );
+    let done = r.drive(&drive.drive_id);
+    assert_eq!(done.state, DriveState::Done, "{done:#?}");
+    assert_eq!(done.route, Route::NativeSend);
+    assert_eq!(
+        done.submit_evidence,
+        Some(koru_protocol::SubmitEvidence::AgentTranscript)
+    );
+    let observation = done.observation.expect("the drive follows the session");
+    assert_eq!(observation.store, crate::observe::stores::opencode::STORE);
+    assert_eq!(observation.chat_id, "ses_1");
+
+    // `agent_command` is not offered there; an opencode without a server names the fix.
+    r.ask(
+        any_opencode(),
+        "/compact",
+        DriveOptions {
+            agent_command: true,
+            ..DriveOptions::default()
+        },
+    );
+    r.looked(vec![opencode_with_server("/w/oc")]);
+    match r.answers().remove(0) {
+        Message::Error(error) => assert!(error.message.contains("text only"), "{error:?}"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    let plain = agent(AgentProduct::Opencode, "/w/oc", "%5", 4500);
+    let failed = r.send(any_opencode(), "Hello?", vec![plain]);
+    let failed = r.drive(&failed.drive_id);
+    assert_eq!(failed.state, DriveState::Failed);
+    let blocker = failed.blocker.expect("a blocker");
+    assert_eq!(blocker.code, koru_protocol::blocker::AGENT_SERVER_MISSING);
+    assert!(blocker.detail.contains("--port"), "{blocker:?}");
+    assert!(
+        r.followers.followed.lock().unwrap().is_empty(),
+        "nothing to follow"
+    );
+}
+
+#[test]
+fn a_look_still_on_its_way_when_typing_starts_is_dropped() {
+    let mut r = rig();
+    // A drive waits behind the agent's reply; its screen is looked at meanwhile.
+    first_turn(&mut r, "First.", false);
+    let waiting = r.send(any_claude(), "Second.", vec![claude("/w/repo")]);
+    r.h.advance(1_000);
+    let look = r
+        .jobs()
+        .into_iter()
+        .find(|j| j.kind == TypeKind::Look)
+        .expect("a look while it waits");
+    // The turn ends: typing is ordered while the look has not answered.
+    r.turn_ended("/w/repo");
+    let typing = r
+        .jobs()
+        .into_iter()
+        .find(|j| j.kind == TypeKind::Type)
+        .expect("typing");
+    r.answer(&look, TypeResult::Untouched(Screen::Ready), "");
+    assert_eq!(
+        r.drive(&waiting.drive_id).state,
+        DriveState::Sent,
+        "the stale look changed nothing"
+    );
+    r.answer(&typing, TypeResult::Typed, "");
+    assert_eq!(r.drive(&waiting.drive_id).state, DriveState::Pasted);
+    // A look answer that comes after typing answered is dropped as well.
+    r.answer(&look, TypeResult::Untouched(Screen::Ready), "");
+    assert_eq!(r.drive(&waiting.drive_id).state, DriveState::Pasted);
 }

@@ -38,6 +38,7 @@ fn claude_in(folder: &str) -> PaneAgent {
             path: folder.into(),
             place: "work:1.0".into(),
         },
+        server: None,
     }
 }
 

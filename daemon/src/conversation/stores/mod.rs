@@ -11,6 +11,7 @@ pub mod codex;
 pub mod copilot;
 pub mod cursor;
 pub mod gemini;
+pub mod opencode;
 
 /// A reader for a store written one JSON record per line: fed every complete line of one
 /// chat's file in order, it pushes each turn into the collector once the turn is closed
@@ -101,6 +102,24 @@ pub fn read_store(
         }
         observed::cursor::STORE | observed::cursor::LEGACY_STORE => {
             read_cursor(path, store, &request.chat_id, out)
+        }
+        crate::observe::stores::opencode::STORE => {
+            let (messages, parts) =
+                opencode::read_rows(path, &request.chat_id).map_err(|error| {
+                    ReadError::Unreadable {
+                        path: super::read::shown(path),
+                        reason: error.to_string(),
+                    }
+                })?;
+            if messages.is_empty() {
+                return Err(ReadError::NoSuchChat {
+                    path: super::read::shown(path),
+                    chat_id: request.chat_id.clone(),
+                });
+            }
+            opencode::turns_from_rows(&messages, &parts, out)
+                .map_err(|e| malformed(path, store, e))?;
+            Ok(opencode::NOT_RECORDED)
         }
         _ => Err(ReadError::NotReadable {
             store: store.to_string(),

@@ -68,6 +68,21 @@ pub(super) fn unknown_drive(drive_id: &str) -> ErrorMessage {
 }
 
 impl<C: Clock> App<C> {
+    /// The connected IDE window that holds chat `chat_id`: the window of the newest drive
+    /// whose prompt was seen in that chat (a window's plugin does not name its chats).
+    fn window_holding_chat(&self, chat_id: &str) -> Option<String> {
+        self.drives
+            .iter()
+            .filter(|d| d.agent.is_none() && self.sessions.contains_key(&d.session_id))
+            .filter(|d| {
+                d.observation.as_ref().is_some_and(|o| {
+                    o.chat_id == chat_id && o.stage != koru_protocol::ObservedStage::Ambiguous
+                })
+            })
+            .max_by_key(|d| d.created_at_ms)
+            .map(|d| d.session_id.clone())
+    }
+
     pub(super) fn on_drive_create(
         &mut self,
         conn_id: ConnId,
@@ -99,6 +114,16 @@ impl<C: Clock> App<C> {
                 ),
             );
             return;
+        }
+        if let koru_protocol::Target::Chat(chat_id) = &create.target {
+            // An IDE window holds the chat when a drive through it was seen in that chat.
+            if let Some(session_id) = self.window_holding_chat(chat_id) {
+                tracing::debug!(chat = %chat_id, session_id, "the chat is held by a window");
+                let mut create = create;
+                create.target = koru_protocol::Target::Session(session_id);
+                self.accept_drive(conn_id, id, create, origin, now);
+                return;
+            }
         }
         if create.target.is_terminal_agent()
             || matches!(create.target, koru_protocol::Target::Chat(_))

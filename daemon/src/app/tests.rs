@@ -864,6 +864,40 @@ fn a_drive_is_matched_to_the_prompt_its_chat_recorded_and_follows_the_chat_to_th
 }
 
 #[test]
+fn a_chat_seen_through_a_window_is_a_target_that_means_that_window() {
+    let mut h = Harness::new();
+    let (mut plugin, session_id) = h.plugin("/w");
+    let (_other, _) = h.plugin("/w2");
+    let mut controller = h.controller(64);
+    let first = h.create(
+        &mut controller,
+        Target::Session(session_id.clone()),
+        "Start the refactor",
+    );
+    for stage in [AckStage::Received, AckStage::Submitted] {
+        h.ack(&plugin, &first, stage);
+    }
+    let event = observed(&h, "c7", "/w", prompt_seen("Start the refactor"));
+    h.app.handle(event);
+    let done = koru_protocol::ObservedKind::ReplyCompleted {
+        excerpt: "Done.".into(),
+        length: 5,
+    };
+    let event = observed(&h, "c7", "/w", done);
+    h.app.handle(event);
+    let _ = plugin.drain();
+    let next = h.create(&mut controller, Target::Chat("c7".into()), "And the tests");
+    assert_eq!(h.app.drives.get(&next).unwrap().session_id, session_id);
+    let order = plugin.drain();
+    assert!(
+        order
+            .iter()
+            .any(|m| matches!(m, Message::Drive(d) if d.prompt == "And the tests")),
+        "the window that holds the chat got the drive: {order:?}"
+    );
+}
+
+#[test]
 fn two_drives_with_the_same_prompt_are_ambiguous_and_neither_is_claimed() {
     let mut h = Harness::new();
     let (plugin_a, a) = h.plugin("/w");

@@ -28,7 +28,7 @@ pub use deliver::{
     deliver, focus_verified, press_in_focused, DeliverOptions, Delivery, DeliveryFailure, Method,
     Stage,
 };
-pub use target::{process_family, process_tree, TargetSpec};
+pub use target::{all_pids, parent_of, process_family, process_tree, TargetSpec};
 pub use wayland::{SwayWindows, WlClipboard, WtypeKeys};
 pub use x11::{XclipClipboard, XdotoolKeys, XdotoolWindows};
 pub use ydotool::YdotoolKeys;

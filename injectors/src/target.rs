@@ -129,29 +129,29 @@ pub fn process_family(pid: u32) -> BTreeSet<u32> {
 
 /// pid → parent pid for every process (Linux `/proc`).
 fn all_parents() -> std::collections::HashMap<u32, u32> {
-    let mut parents = std::collections::HashMap::new();
+    all_pids()
+        .into_iter()
+        .filter_map(|pid| Some((pid, parent_of(pid)?)))
+        .collect()
+}
+
+/// Every process id `/proc` lists (those of other users too; their files may not read).
+pub fn all_pids() -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return parents;
+        return Vec::new();
     };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // The command name is in parentheses and may contain spaces: parse after the last ')'.
-        if let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) {
-            if let Some(ppid) = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
-                parents.insert(pid, ppid);
-            }
-        }
-    }
-    parents
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .collect()
+}
+
+/// The parent of `pid`, from `/proc/PID/stat` (`None`: gone, or not readable).
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain spaces: parse after the last ')'.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[cfg(test)]

@@ -82,32 +82,16 @@ pub struct Process {
 
 /// Every process of the machine that this user can read, by pid.
 pub fn snapshot() -> HashMap<u32, Process> {
-    let mut processes = HashMap::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return processes;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if let Some(process) = read_process(pid) {
-            processes.insert(pid, process);
-        }
-    }
-    processes
+    koru_injectors::all_pids()
+        .into_iter()
+        .filter_map(|pid| Some((pid, read_process(pid)?)))
+        .collect()
 }
 
-/// One process from `/proc` (`None`: gone, or not readable).
+/// One process from `/proc` (`None`: gone, or not readable): its parent as the injectors
+/// read it for window targets, and its command line.
 pub fn read_process(pid: u32) -> Option<Process> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so read after the
-    // last `)`.
-    let after = &stat[stat.rfind(')')? + 1..];
-    let parent = after.split_whitespace().nth(1)?.parse().ok()?;
+    let parent = koru_injectors::parent_of(pid)?;
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let argv = raw
         .split(|b| *b == 0)

@@ -277,6 +277,22 @@ while :; do
   fi
   sleep 0.2
 done
+# Then until the screen stops changing (1 s unchanged, at most 5 s): right after its input
+# box shows, an agent may still be starting (Gemini CLI under load dropped a prompt typed
+# then), and a test's first prompt is not about start-up.
+previous=""
+same=0
+for _ in $(seq 25); do
+  screen="$(tmux -S "$TMUX_SOCKET" capture-pane -p -J -t "$PANE" 2>/dev/null || true)"
+  if [ "$screen" = "$previous" ]; then
+    same=$((same + 1))
+    [ "$same" -ge 5 ] && break
+  else
+    same=0
+    previous="$screen"
+  fi
+  sleep 0.2
+done
 READY_AT=$(date +%s.%N)
 printf 'start-agent: %s ready in %.1fs; session %s; HOME %s\n' "$AGENT" \
   "$(awk "BEGIN{print $READY_AT - $START}")" "$SESSION" "$HOME_DIR" >&2

@@ -51,6 +51,36 @@ fn dialog_view(screen: &str) -> Option<String> {
     Some(lines[start..].join("\n").trim_end().to_string())
 }
 
+/// `koru send --wait-reply` prints the agent's whole reply, read from its own store — also
+/// when its Stop hook says the turn ended before the transcript has the reply (Claude Code).
+fn whole_reply_is_printed(sandbox: &Sandbox, agent: &str, folder: &std::path::Path) {
+    let output = sandbox.run_with_stdin(
+        &[
+            "send",
+            "--agent",
+            agent,
+            "--workspace",
+            folder.to_str().unwrap(),
+            "--wait-reply",
+            "--timeout",
+            "60",
+            "-",
+        ],
+        b"Reply in full, please.",
+    );
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{agent}: {printed}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        printed
+            .ends_with("\nYou asked: Reply in full, please.. This is the fake model's answer.\n"),
+        "{agent}: the whole reply is printed: {printed}"
+    );
+}
+
 /// A slow reply, and a prompt sent meanwhile: it reaches the model only after the turn
 /// (the slow reply takes ~6 s), and its drive then sees the reply. `context` says more on
 /// failure (the pane's screen, the daemon's log).
@@ -174,6 +204,7 @@ fn drive_agent(agent: &str, hooks: bool, extended_keys: bool) {
     sent_while_replying_goes_after_the_turn(&sandbox, agent, &folder, &model, &|| {
         tmux.screen(&pane)
     });
+    whole_reply_is_printed(&sandbox, agent, &folder);
 
     // A person's draft in the input box: refused, the draft left as it was.
     std::thread::sleep(Duration::from_millis(500));
@@ -384,6 +415,7 @@ fn opencode_through_its_server() {
     sent_while_replying_goes_after_the_turn(&sandbox, agent, &folder, &model, &|| {
         daemon.log_text()
     });
+    whole_reply_is_printed(&sandbox, agent, &folder);
 
     // A person's draft in the input box: nothing is typed, so it stays, and the prompt goes.
     let typed = tmux.run(&["send-keys", "-t", &pane, "-l", "hello draft"]);

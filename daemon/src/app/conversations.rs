@@ -84,12 +84,18 @@ impl<C: Clock> App<C> {
             }
             let (store, chat_id, digest) = self.drive_chat(drive_id)?;
             let source = self.chat_source(&store, &chat_id)?;
+            let expect_reply = self
+                .drives
+                .get(drive_id)
+                .and_then(|d| d.observation.as_ref())
+                .is_some_and(|o| o.stage == ObservedStage::Replied);
             return Ok((
                 ReadRequest {
                     store,
                     chat_id,
                     source,
                     keep: Keep::PromptDigest(digest),
+                    expect_reply,
                 },
                 Some(drive_id.clone()),
             ));
@@ -146,6 +152,7 @@ impl<C: Clock> App<C> {
                 chat_id,
                 source,
                 keep,
+                expect_reply: false,
             },
             None,
         ))

@@ -3,6 +3,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, Semaphore};
 
@@ -20,6 +21,20 @@ pub struct ReadRequest {
     /// The chat's file (or database).
     pub source: PathBuf,
     pub keep: Keep,
+    /// The turn is known to have ended with a reply (its agent's hook said so): a turn
+    /// read without one is read again for a little while, as the agent may not have written
+    /// its store yet (Claude Code runs its Stop hook before the transcript has the reply).
+    pub expect_reply: bool,
+}
+
+/// How long a read that expects a reply waits for the store to have it, and how often it
+/// reads again meanwhile.
+const REPLY_CATCH_UP: Duration = Duration::from_secs(3);
+const REPLY_READ_AGAIN: Duration = Duration::from_millis(100);
+
+/// Whether a read found the turn it kept without a reply.
+fn reply_missing(result: &Result<ChatTurns, ReadError>) -> bool {
+    matches!(result, Ok(found) if found.turns.last().is_some_and(|(_, turn)| turn.reply.as_deref().is_none_or(str::is_empty)))
 }
 
 /// What a read found.
@@ -205,6 +220,14 @@ impl<E: From<ChatReadFinished> + Send + 'static> ChatReader for SystemChatReader
             let store = request.store.clone();
             let result = tokio::task::spawn_blocking(move || {
                 let mut result = read_chat(&request);
+                let deadline = std::time::Instant::now() + REPLY_CATCH_UP;
+                while request.expect_reply
+                    && reply_missing(&result)
+                    && std::time::Instant::now() < deadline
+                {
+                    std::thread::sleep(REPLY_READ_AGAIN);
+                    result = read_chat(&request);
+                }
                 if let (true, Ok(found)) = (redact, &mut result) {
                     for (_, turn) in &mut found.turns {
                         super::redact::redact_turn(turn);

@@ -302,8 +302,9 @@ fn gemini_cli_in_tmux_with_hooks() {
     drive_agent("gemini-cli", true, false);
 }
 
-#[test]
-fn an_agent_that_exits_fails_the_drive_queued_behind_its_reply() {
+/// `agent` killed while a drive waits behind its slow reply: the drive fails `agent_exited`
+/// and nothing reaches the model.
+fn agent_exits_with_a_drive_queued_behind_its_reply(agent: &str) {
     if !agents_installed() {
         return;
     }
@@ -313,16 +314,15 @@ fn an_agent_that_exits_fails_the_drive_queued_behind_its_reply() {
     let model = FakeModel::start(&sandbox);
     let folder = sandbox.workspace("repo");
     let tmux = Tmux::new(&sandbox);
-    let pane = tmux.start_agent("claude-code", &folder, &model, false);
-    let (ok, slow) = send(
-        &sandbox,
-        "claude-code",
-        &folder,
-        "Please reply slowly now.",
-        true,
-    );
+    let env: &[(&str, &str)] = if agent == "opencode" {
+        &[("OPENCODE_PORT", "0")]
+    } else {
+        &[]
+    };
+    let pane = tmux.start_agent_with(agent, &folder, &model, false, env);
+    let (ok, slow) = send(&sandbox, agent, &folder, "Please reply slowly now.", true);
     assert!(ok, "{slow:#}\n{}", tmux.screen(&pane));
-    let (_, queued) = send(&sandbox, "claude-code", &folder, "Still there?", false);
+    let (_, queued) = send(&sandbox, agent, &folder, "Still there?", false);
     let drive_id = queued["drive_id"].as_str().unwrap().to_string();
     let pid = tmux.run(&["display", "-p", "-t", &pane, "#{pane_pid}"]);
     let pid: i32 = String::from_utf8_lossy(&pid.stdout).trim().parse().unwrap();
@@ -331,7 +331,7 @@ fn an_agent_that_exits_fails_the_drive_queued_behind_its_reply() {
     while drive_of(&sandbox, &drive_id)["state"] != "failed" {
         assert!(
             Instant::now() < deadline,
-            "the queued drive did not fail: {:#}\nproc {pid}: {:?}\nsessions: {}\n{}",
+            "{agent}: the queued drive did not fail: {:#}\nproc {pid}: {:?}\nsessions: {}\n{}",
             drive_of(&sandbox, &drive_id),
             std::fs::read_to_string(format!("/proc/{pid}/stat")),
             String::from_utf8_lossy(&sandbox.run(&["sessions", "--json"]).stdout),
@@ -342,6 +342,26 @@ fn an_agent_that_exits_fails_the_drive_queued_behind_its_reply() {
     let failed = drive_of(&sandbox, &drive_id);
     assert_eq!(failed["blocker"]["code"], "agent_exited", "{failed:#}");
     assert!(!model.prompts().iter().any(|p| p == "Still there?"));
+}
+
+#[test]
+fn claude_code_exiting_fails_the_drive_queued_behind_its_reply() {
+    agent_exits_with_a_drive_queued_behind_its_reply("claude-code");
+}
+
+#[test]
+fn codex_exiting_fails_the_drive_queued_behind_its_reply() {
+    agent_exits_with_a_drive_queued_behind_its_reply("codex");
+}
+
+#[test]
+fn gemini_cli_exiting_fails_the_drive_queued_behind_its_reply() {
+    agent_exits_with_a_drive_queued_behind_its_reply("gemini-cli");
+}
+
+#[test]
+fn opencode_exiting_fails_the_drive_queued_behind_its_reply() {
+    agent_exits_with_a_drive_queued_behind_its_reply("opencode");
 }
 
 /// opencode through its own server (started with `--port 0`: Koru finds the port it listens

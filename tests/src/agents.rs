@@ -228,7 +228,24 @@ impl<'a> Tmux<'a> {
 }
 
 impl Drop for Tmux<'_> {
+    /// Kills every pane's process group, then the server: an agent that outlives its
+    /// terminal (opencode 1.18.33 ignores the hang-up and spins at ~70 % of a core with no
+    /// terminal) must not slow the tests that run after it.
     fn drop(&mut self) {
+        let panes = self.run(&["list-panes", "-a", "-F", "#{pane_pid}"]);
+        for pid in String::from_utf8_lossy(&panes.stdout)
+            .lines()
+            .filter_map(|line| line.trim().parse::<i32>().ok())
+            .filter(|pid| *pid > 1)
+        {
+            // The pane's first process leads its own process group (tmux starts each pane
+            // in a new session): the group takes the agent and whatever it started.
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            crate::signal(pid, nix::sys::signal::Signal::SIGKILL);
+        }
         let _ = self.run(&["kill-server"]);
     }
 }

@@ -3,25 +3,14 @@
 use std::time::Duration;
 
 use koru_system_tests::agents::{agents_installed, AgentSlot, FakeModel, Tmux};
-use koru_system_tests::mcp::tool_text;
+use koru_system_tests::mcp::{call, tool_text};
 use koru_system_tests::Sandbox;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
-use serde_json::{json, Value};
+use serde_json::json;
 
 type Client = RunningService<RoleClient, ()>;
-
-async fn call(client: &Client, tool: &'static str, arguments: Value) -> CallToolResult {
-    let Value::Object(arguments) = arguments else {
-        panic!("arguments must be an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
-        .await
-        .unwrap_or_else(|error| panic!("{tool} answered with a protocol error: {error}"))
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_controller_pushes_into_claude_code_and_opencode_and_reads_their_whole_answers() {

@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use koru_system_tests::mcp::tool_text;
+use koru_system_tests::mcp::{call, tool_text};
 use koru_system_tests::{stdout_json, Sandbox};
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -175,16 +175,6 @@ async fn mcp_client(sandbox: &Sandbox) -> Client {
     command.arg("mcp").env("RUST_LOG", "warn");
     let transport = TokioChildProcess::new(command).expect("koru mcp starts");
     ().serve(transport).await.expect("the MCP handshake")
-}
-
-async fn call(client: &Client, tool: &'static str, arguments: Value) -> CallToolResult {
-    let Value::Object(arguments) = arguments else {
-        panic!("arguments must be an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
-        .await
-        .unwrap_or_else(|error| panic!("{tool} answered with a protocol error: {error}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,6 +1,6 @@
 //! `koru mcp` (stdio) and the daemon's MCP streamable HTTP endpoint, driven by the rmcp client: tools and their schemas, send_prompt to the fake plugin with progress, every failure as a tool error, and the HTTP token, Origin and Host checks.
 
-use koru_system_tests::mcp::tool_text;
+use koru_system_tests::mcp::{call, tool_text};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use koru_system_tests::{koru_bin, Sandbox};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam,
-    Request as McpRequest, ServerResult,
+    CallToolRequestParams, ClientRequest, ProgressNotificationParam, Request as McpRequest,
+    ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -45,16 +45,6 @@ async fn stdio_client(sandbox: &Sandbox) -> Client {
         .serve(transport)
         .await
         .expect("the MCP handshake with koru mcp")
-}
-
-async fn call(client: &Client, tool: &'static str, arguments: Value) -> CallToolResult {
-    let Value::Object(arguments) = arguments else {
-        panic!("arguments must be an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
-        .await
-        .unwrap_or_else(|error| panic!("{tool} answered with a protocol error: {error}"))
 }
 
 /// The tool checks every transport must pass.

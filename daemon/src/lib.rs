@@ -61,6 +61,8 @@ pub mod recovery;
 pub mod registry;
 /// The Unix socket server and the wiring of every subsystem.
 pub mod server;
+/// `koru setup`: wiring Koru into this machine's IDEs, agents and MCP clients, and taking it back.
+pub mod setup;
 /// Server-sent events from a server on this machine (a terminal agent's own, opencode's).
 pub mod sse;
 /// Plain-text tables and ages for the faces and doctor.

@@ -31,6 +31,7 @@ const LEVELS: &[(&str, &[&str])] = &[
     ("read-back", &["conversation"]),
     ("control", &["control"]),
     ("doctor", &["doctor"]),
+    ("setup", &["setup"]),
     ("state machine", &["app"]),
     ("socket server", &["server"]),
     ("reference plugin", &["dev"]),

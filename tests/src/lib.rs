@@ -645,11 +645,40 @@ pub struct SessionBus {
 }
 
 impl SessionBus {
+    /// A private bus listening in `dir`. Its configuration names no service folder but its
+    /// own (`dir/dbus-services`, empty unless a test puts a service there), so nothing the
+    /// machine has installed (a desktop's xdg-desktop-portal, a notification daemon) is
+    /// activated on it: the same answers on a bare CI machine and on a GNOME desktop.
     pub fn start(dir: &Path) -> SessionBus {
         let socket = dir.join("bus.sock");
+        let services = dir.join("dbus-services");
+        std::fs::create_dir_all(&services).expect("a service folder");
+        let config = dir.join("bus.conf");
+        std::fs::write(
+            &config,
+            format!(
+                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <servicedir>{}</servicedir>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"#,
+                socket.display(),
+                services.display()
+            ),
+        )
+        .expect("the bus configuration is written");
         let mut child = Command::new("dbus-daemon")
-            .args(["--session", "--nofork", "--print-address=1"])
-            .arg(format!("--address=unix:path={}", socket.display()))
+            .args(["--nofork", "--print-address=1"])
+            .arg(format!("--config-file={}", config.display()))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -18,10 +18,15 @@ fn doctor(sandbox: &Sandbox, path_dir: &Path, env: &[(&str, &str)], args: &[&str
 
 use koru_system_tests::stdout_json as json;
 
-/// Replaces what differs between runs (paths, ids, pids, display numbers, ages).
+/// Replaces what differs between runs (paths, ids, pids, display numbers, ages) and drops
+/// what depends on the machine rather than the sandbox: which tools `koru setup` finds
+/// (JetBrains IDEs under /opt, a systemd user instance) is tested in setup.rs.
 fn normalize(text: &str, sandbox: &Sandbox) -> String {
     let text = text.replace(sandbox.path().to_str().unwrap(), "<SANDBOX>");
     let rules = [
+        (r"(?s)\nWIRED ON THIS MACHINE \(koru setup\)\n.*?\n\n", "\n"),
+        (r#"(?s)\n  "wired": \[.*?\n  \],"#, ""),
+        (r#""display": ":\d+""#, r#""display": ":<N>""#),
         (r"s_[0-9a-f]{12}", "<SESSION>"),
         (r"pid \d+", "pid <PID>"),
         (r"DISPLAY=:\d+", "DISPLAY=:<N>"),

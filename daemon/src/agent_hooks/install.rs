@@ -48,21 +48,22 @@ impl Plan {
         if !self.changes() {
             return String::new();
         }
-        let before = self.before.as_deref().unwrap_or("");
-        let name = self.path.display().to_string();
-        similar::TextDiff::from_lines(before, &self.after)
-            .unified_diff()
-            .context_radius(3)
-            .header(
-                &if self.before.is_some() {
-                    name.clone()
-                } else {
-                    "/dev/null".to_string()
-                },
-                &name,
-            )
-            .to_string()
+        unified_diff(
+            self.before.as_deref(),
+            &self.after,
+            &self.path.display().to_string(),
+            3,
+        )
     }
+}
+
+/// A file's change as a unified diff headed by its name (`/dev/null` before a new file).
+pub fn unified_diff(before: Option<&str>, after: &str, name: &str, context: usize) -> String {
+    similar::TextDiff::from_lines(before.unwrap_or(""), after)
+        .unified_diff()
+        .context_radius(context)
+        .header(if before.is_some() { name } else { "/dev/null" }, name)
+        .to_string()
 }
 
 fn read(path: &Path) -> Result<Option<String>, InstallError> {
@@ -170,7 +171,7 @@ pub fn apply(plan: &Plan, stamp: &str) -> Result<Option<PathBuf>, InstallError> 
 }
 
 /// Writes a new file (replacing a leftover of the same name) with `mode`, synced.
-fn write_new(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
+pub(crate) fn write_new(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(path);
     let mut file = std::fs::OpenOptions::new()

@@ -20,7 +20,18 @@ pub async fn run(
     let Endpoint::Local { socket } = &host.endpoint else {
         return remote(&host, args.json, timeout).await;
     };
-    let report = build_report(socket, &args.only, timeout, &layers).await?;
+    let mut report = build_report(socket, &args.only, timeout, &layers).await?;
+    if args.only.is_empty() {
+        // What setup has wired here: read from this user's files and the tools' own CLIs.
+        let koru = std::env::current_exe().unwrap_or_else(|_| "koru".into());
+        if let Some(machine) = crate::setup::Machine::from_env(koru) {
+            let sources = crate::setup::ide::Sources::new(None, None);
+            report.wired =
+                tokio::task::spawn_blocking(move || crate::setup::wired(&machine, &sources))
+                    .await
+                    .unwrap_or_default();
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -9,6 +9,7 @@ mod host_cmd;
 mod journal_cmd;
 mod recover_cmd;
 pub mod registry_cmd;
+pub mod setup_cmd;
 mod token_cmd;
 mod views;
 
@@ -100,6 +101,10 @@ pub enum Command {
     Chat(ChatCommand),
     /// Run a recovery action: re-probe, reload the registry, retry or cancel a drive, reconnect a plugin, focus a window
     Recover(RecoverArgs),
+    /// Wire Koru into this machine's IDEs, terminal agents and MCP clients (extension and
+    /// plugin, hooks, `koru mcp` entries, the systemd user unit): shows the plan with diffs,
+    /// asks once, records what it did; `--undo` takes it back
+    Setup(setup_cmd::SetupArgs),
     /// Commands for other tools' hooks
     #[command(subcommand)]
     Hook(HookCommand),
@@ -617,6 +622,7 @@ pub async fn run(
     let socket = hosts.socket.as_path();
     match command {
         Command::Host(command) => host_cmd::run(command, hosts),
+        Command::Setup(args) => setup_cmd::run(args),
         Command::Token(command) => token_cmd::run(command),
         Command::DialStdio(args) => dial_cmd::run(socket, args.role).await,
         Command::Doctor(args) => doctor_cmd::run(hosts, args, layers).await,

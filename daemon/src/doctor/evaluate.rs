@@ -215,6 +215,7 @@ pub fn evaluate(inputs: &Inputs<'_>) -> DoctorReport {
             interfaces: registry.interfaces().len(),
             diagnostics: registry_diagnostics,
         },
+        wired: Vec::new(),
         summary: Summary {
             ok: count(Status::Ok),
             degraded: count(Status::Degraded),

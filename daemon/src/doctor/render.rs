@@ -135,6 +135,22 @@ pub fn render(report: &DoctorReport) -> String {
             }
         }
     }
+    if !report.wired.is_empty() {
+        let _ = writeln!(out, "\nWIRED ON THIS MACHINE (koru setup)");
+        for check in &report.wired {
+            let line = format!(
+                "  {:<12} {:<6} {:<26} {}",
+                check.state.as_str(),
+                check.part,
+                check.tool,
+                check.detail
+            );
+            let _ = writeln!(out, "{}", line.trim_end());
+            if let Some(fix) = &check.fix {
+                let _ = writeln!(out, "  {:<12} → {fix}", "");
+            }
+        }
+    }
     let summary = &report.summary;
     let _ = writeln!(
         out,

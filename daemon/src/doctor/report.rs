@@ -194,7 +194,52 @@ pub struct DoctorReport {
     pub registry: RegistryReport,
     pub interfaces: Vec<InterfaceCheck>,
     pub sessions: Vec<SessionPaths>,
+    /// What `koru setup` has wired on this machine, per IDE, agent and MCP client (`koru
+    /// doctor` on the command line only, without `--only`; absent elsewhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wired: Vec<WiredCheck>,
     pub summary: Summary,
+}
+
+/// Where one tool stands with Koru (the setup part it belongs to: login, ide, hooks, mcp).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WiredCheck {
+    pub part: String,
+    pub tool: String,
+    pub state: WiredState,
+    /// Where it is wired, what is stale or missing, or why it cannot be.
+    pub detail: String,
+    /// The command that wires it (or brings it up to date).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+/// Whether a tool is wired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WiredState {
+    /// Koru is there, as this binary would put it.
+    Wired,
+    /// The tool is here, Koru is not.
+    NotWired,
+    /// Koru is there but out of date: another binary, an older extension or plugin.
+    Stale,
+    /// It cannot be wired here (no systemd user instance, no extension to install).
+    NotPossible,
+    /// Its config could not be read (a file that does not parse).
+    Cannot,
+}
+
+impl WiredState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WiredState::Wired => "wired",
+            WiredState::NotWired => "NOT WIRED",
+            WiredState::Stale => "STALE",
+            WiredState::NotPossible => "not possible",
+            WiredState::Cannot => "CANNOT",
+        }
+    }
 }
 
 /// The JSON Schema of the report.

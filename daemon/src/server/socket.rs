@@ -249,10 +249,27 @@ fn is_the_file_at(file: &File, path: &Path) -> bool {
     }
 }
 
-/// Whether process `pid` is on its way out: gone, a zombie, or exiting (the kernel's
+/// Whether a `/proc/<pid>/status` text shows a SIGKILL pending (sent, and the process not
+/// scheduled yet to act on it: on a busy machine that can last a while).
+fn kill_pending(status: &str) -> bool {
+    const SIGKILL_BIT: u64 = 1 << (9 - 1);
+    status.lines().any(|line| {
+        let Some((name, mask)) = line.split_once(':') else {
+            return false;
+        };
+        matches!(name, "SigPnd" | "ShdPnd")
+            && u64::from_str_radix(mask.trim(), 16).is_ok_and(|mask| mask & SIGKILL_BIT != 0)
+    })
+}
+
+/// Whether process `pid` is on its way out: gone, a zombie, exiting (the kernel's
 /// `PF_EXITING` in the flags of `/proc/<pid>/stat`, set when a killed process starts to
-/// tear itself down). Anything unreadable counts as alive (the caller then refuses).
+/// tear itself down), or killed and not yet scheduled to die (SIGKILL pending). Anything
+/// unreadable counts as alive (the caller then refuses).
 fn process_is_exiting(pid: u32) -> bool {
+    if fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| kill_pending(&s)) {
+        return true;
+    }
     /// `PF_EXITING` (include/linux/sched.h).
     const PF_EXITING: u64 = 0x4;
     let stat = match fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -273,6 +290,23 @@ fn process_is_exiting(pid: u32) -> bool {
 mod tests {
     use super::*;
     use std::process::{Child, Command};
+
+    #[test]
+    fn a_pending_sigkill_is_read_from_the_status_masks() {
+        let status = |shared: &str| {
+            format!("Name:\tkoru\nState:\tS (sleeping)\nSigPnd:\t0000000000000000\nShdPnd:\t{shared}\nSigBlk:\t0000000000000000\n")
+        };
+        assert!(kill_pending(&status("0000000000000100")));
+        assert!(
+            !kill_pending(&status("0000000000004000")),
+            "SIGTERM is not SIGKILL"
+        );
+        assert!(!kill_pending(&status("0000000000000000")));
+        assert!(
+            !kill_pending("SigBlk:\t0000000000000100\n"),
+            "a blocked mask is not pending"
+        );
+    }
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 

@@ -4,14 +4,14 @@
 // KORU_E2E_RACE_RUNS=N (default 10) sets how many fresh windows the first-prompt race uses.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-import { E2E_DIR, CHAT_INPUT_SELECTOR, openWorkbench, packageVsix, readJsonLines, startCodeServer, waitFor } from './harness.mjs';
+import { E2E_DIR, CODE_SERVER_ENTRY, CHAT_INPUT_SELECTOR, openWorkbench, packageVsix, readJsonLines, startCodeServer, waitFor } from './harness.mjs';
 
 const PLUGIN_DIR = path.resolve(E2E_DIR, '..');
 const ROOT = path.resolve(PLUGIN_DIR, '..', '..');
@@ -723,6 +723,56 @@ test('Koru: Send Selection to Chat goes through the daemon and shows in `koru dr
     const again = JSON.parse((await koru('drives', '--json')).stdout);
     return (again.drives ?? again).find((d) => d.drive_id === drive.drive_id)?.state === 'done';
   }, 10_000, 'the command\'s drive to end done');
+});
+
+test('12. `koru setup --only ide` installs the extension through code-server\'s own launcher: listed by `--list-extensions`, a window on those extensions connects, twice changes nothing, and `--undo` uninstalls it', async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, 'setup-'));
+  const home = path.join(dir, 'home');
+  const bin = path.join(dir, 'bin');
+  fs.mkdirSync(home);
+  fs.mkdirSync(bin);
+  // code-server as its npm package installs it: a `code-server` launcher on PATH.
+  const launcher = path.join(bin, 'code-server');
+  fs.writeFileSync(launcher, `#!/bin/sh\nexec '${process.execPath}' '${CODE_SERVER_ENTRY}' "$@"\n`, { mode: 0o755 });
+  const env = { HOME: home, PATH: `${bin}:/usr/bin:/bin` };
+  const setup = (...args) => spawnSync(KORU, ['setup', ...args], { env, encoding: 'utf8', timeout: 180_000 });
+  const listed = () => spawnSync(launcher, ['--list-extensions', '--show-versions'], { env, encoding: 'utf8', timeout: 120_000 }).stdout;
+
+  const first = setup('--yes', '--only', 'ide', '--vsix', KORU_VSIX);
+  assert.equal(first.status, 0, first.stdout + first.stderr);
+  assert.match(first.stdout, new RegExp(`code-server \\(code-server\\) — done: install koru\\.koru-vscode@${VERSION.replaceAll('.', '\\.')}`), first.stdout);
+  assert.match(listed(), new RegExp(`^koru\\.koru-vscode@${VERSION.replaceAll('.', '\\.')}$`, 'm'));
+  const again = setup('--yes', '--only', 'ide', '--vsix', KORU_VSIX);
+  assert.equal(again.status, 0, again.stdout + again.stderr);
+  assert.match(again.stdout, /code-server \(code-server\) — already wired: koru\.koru-vscode@/);
+  assert.match(again.stdout, /\nNothing to change\.\n/);
+
+  // A window on the extensions folder code-server itself installed into (its default, under HOME).
+  const setupFolder = path.join(dir, 'workspace');
+  fs.mkdirSync(setupFolder);
+  const cs = await startCodeServer({
+    folder: setupFolder,
+    extensionsDir: path.join(home, '.local/share/code-server/extensions'),
+    env: { KORU_SOCKET: socket },
+    extraArgs: CODE_SERVER_ARGS,
+  });
+  try {
+    const wb = await openWorkbench(cs.url, setupFolder);
+    try {
+      const session = await sessionFor(setupFolder);
+      assert.equal(session.client.name, 'koru-vscode');
+      assert.equal(session.client.version, VERSION);
+    } finally {
+      await wb.close();
+    }
+  } finally {
+    await cs.stop();
+  }
+
+  const undone = setup('--undo', '--yes');
+  assert.equal(undone.status, 0, undone.stdout + undone.stderr);
+  assert.match(undone.stdout, /code-server \(code-server\) — undone: ran .*--uninstall-extension koru\.koru-vscode/);
+  assert.doesNotMatch(listed(), /koru\.koru-vscode/);
 });
 
 test('7. closing the browser page ends the session', async () => {

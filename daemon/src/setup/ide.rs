@@ -667,4 +667,84 @@ mod tests {
             ToolState::Changes { stale: Some(_), .. }
         ));
     }
+
+    /// A stand-in for a VS Code-family launcher (no VS Code here): answers
+    /// `--list-extensions --show-versions` with `listed`.
+    fn fake_launcher(bin: &Path, name: &str, listed: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let path = bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\nprintf '{listed}'\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn without_a_vsix_one_is_built_first_when_npm_is_there_and_an_installed_one_is_reported() {
+        let home = tempfile::tempdir().unwrap();
+        let bin = home.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let repository = home.path().join("repo");
+        std::fs::create_dir_all(repository.join("plugins/vscode")).unwrap();
+        std::fs::write(
+            repository.join("plugins/vscode/package.json"),
+            r#"{"name": "koru-vscode", "publisher": "koru", "version": "0.3.0"}"#,
+        )
+        .unwrap();
+        fake_launcher(&bin, "codium", "ms-python.python@2025.1.0\\n");
+        let path = bin.display().to_string();
+        let m = Machine::with_vars(home.path(), Path::new("/opt/koru"), &[("PATH", &path)]);
+        let sources = Sources {
+            repository: Some(repository.clone()),
+            ..Sources::default()
+        };
+        // No npm: nothing to install from, and nothing installed.
+        let plans = vscode_plans(&m, &sources);
+        let ToolState::Unavailable { why } = &plans[0].state else {
+            panic!("{:?}", plans[0].state)
+        };
+        assert!(
+            why.contains("koru-vscode-0.3.0.vsix and no npm to build it: pass --vsix FILE"),
+            "{why}"
+        );
+        // With npm: the build is a step of the plan, before the install.
+        fake_launcher(&bin, "npm", "");
+        let plans = vscode_plans(&m, &sources);
+        let keys: Vec<_> = plans.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["ide:vsix", "ide:codium"]);
+        let ToolState::Changes { changes, .. } = &plans[1].state else {
+            panic!("{:?}", plans[1].state)
+        };
+        let Change::Run(run) = &changes[0] else {
+            panic!()
+        };
+        assert_eq!(
+            run.argv[0][1..],
+            [
+                "--install-extension".to_string(),
+                repository
+                    .join("plugins/vscode/koru-vscode-0.3.0.vsix")
+                    .display()
+                    .to_string(),
+                "--force".to_string()
+            ]
+        );
+        assert_eq!(run.undo[0][1..], ["--uninstall-extension", EXTENSION_ID]);
+        // Installed already, in this version: current, and no build.
+        fake_launcher(&bin, "codium", "koru.koru-vscode@0.3.0\\n");
+        let plans = vscode_plans(&m, &sources);
+        assert_eq!(plans.len(), 1);
+        assert!(
+            matches!(plans[0].state, ToolState::Current { .. }),
+            "{:?}",
+            plans[0].state
+        );
+        // An older one: stale.
+        fake_launcher(&bin, "codium", "koru.koru-vscode@0.2.0\\n");
+        let ToolState::Changes { stale, .. } = &vscode_plans(&m, &sources)[1].state else {
+            panic!()
+        };
+        assert_eq!(
+            stale.as_deref(),
+            Some("koru.koru-vscode@0.2.0 is installed")
+        );
+    }
 }

@@ -81,7 +81,82 @@ fn parse_error(format: Format, message: impl ToString) -> EditError {
 pub fn read_at(text: &str, format: Format, keys: &[&str]) -> Result<Option<Value>, EditError> {
     match format {
         Format::Toml => toml_read(text, keys),
+        Format::Json => strict_read(text, keys),
         _ => json_read(text, format, keys),
+    }
+}
+
+/// Strict JSON read by streaming: only the value at `keys` is kept, everything else is
+/// skipped as it is parsed (Claude Code's `~/.claude.json` can hold tens of megabytes of
+/// history; `koru doctor` reads it on every run).
+fn strict_read(text: &str, keys: &[&str]) -> Result<Option<Value>, EditError> {
+    use serde::de::DeserializeSeed;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let found = Walk { keys, depth: 0 }
+        .deserialize(&mut deserializer)
+        .and_then(|found| deserializer.end().map(|()| found));
+    found.map_err(|error| {
+        let message = error.to_string();
+        match message
+            .split_once("expected an object at `")
+            .and_then(|(_, rest)| rest.split_once('`'))
+        {
+            Some((key, _)) => EditError::Shape {
+                key: key.to_string(),
+                expected: "an object",
+            },
+            None => parse_error(Format::Json, message),
+        }
+    })
+}
+
+/// Walks `keys` through nested objects, skipping every other value unparsed into memory.
+struct Walk<'a> {
+    keys: &'a [&'a str],
+    depth: usize,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Walk<'_> {
+    type Value = Option<Value>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        if self.depth == self.keys.len() {
+            return <Value as serde::Deserialize>::deserialize(deserializer).map(Some);
+        }
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Walk<'_> {
+    type Value = Option<Value>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        if self.depth == 0 {
+            write!(f, "an object at `(the file)`")
+        } else {
+            write!(f, "an object at `{}`", self.keys[..self.depth].join("."))
+        }
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == self.keys[self.depth] {
+                found = map.next_value_seed(Walk {
+                    keys: self.keys,
+                    depth: self.depth + 1,
+                })?;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(found)
     }
 }
 
@@ -505,6 +580,46 @@ mod tests {
             read_at(&removed, Format::Json, &["mcpServers", "other", "command"]).unwrap(),
             Some(json!("x"))
         );
+    }
+
+    #[test]
+    fn strict_json_is_read_by_streaming_with_the_same_answers() {
+        let text = r#"{"projects": {"/a": {"history": [1, 2]}}, "mcpServers": {"other": {"command": "o"}, "koru": {"command": "k", "args": ["mcp"]}}}"#;
+        assert_eq!(
+            read_at(text, Format::Json, &["mcpServers", "koru"]).unwrap(),
+            Some(json!({"command": "k", "args": ["mcp"]}))
+        );
+        assert_eq!(
+            read_at(text, Format::Json, &["mcpServers", "none"]).unwrap(),
+            None
+        );
+        assert_eq!(
+            read_at("", Format::Json, &["mcpServers", "koru"]).unwrap(),
+            None
+        );
+        assert_eq!(
+            read_at(
+                "{\"mcpServers\": [1]}",
+                Format::Json,
+                &["mcpServers", "koru"]
+            )
+            .unwrap_err(),
+            EditError::Shape {
+                key: "mcpServers".into(),
+                expected: "an object"
+            }
+        );
+        assert_eq!(
+            read_at("[]", Format::Json, &["mcpServers", "koru"]).unwrap_err(),
+            EditError::Shape {
+                key: "(the file)".into(),
+                expected: "an object"
+            }
+        );
+        assert!(matches!(
+            read_at("{\"a\": 1} x", Format::Json, &["a"]),
+            Err(EditError::Parse { .. })
+        ));
     }
 
     #[test]

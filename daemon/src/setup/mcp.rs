@@ -233,7 +233,12 @@ pub fn plan_client(client: &Client, machine: &Machine, planned: &Planned) -> Too
         },
         None => None,
     };
-    let (after, made) = match edit::set_at(text, client.format, &client.keys, &client.entry) {
+    let written = if planned.describe_only {
+        Ok((text.to_string(), 0))
+    } else {
+        edit::set_at(text, client.format, &client.keys, &client.entry)
+    };
+    let (after, made) = match written {
         Ok(done) => done,
         Err(error) => {
             return ToolState::Failed {

@@ -307,6 +307,9 @@ pub fn show_command(argv: &[String]) -> String {
 #[derive(Debug, Default)]
 pub struct Planned {
     texts: BTreeMap<PathBuf, Option<String>>,
+    /// Plans that are only read (doctor): a missing entry is not written out into the
+    /// file's new text, which for a file of tens of megabytes costs seconds.
+    pub describe_only: bool,
 }
 
 impl Planned {
@@ -338,7 +341,15 @@ impl Planned {
 
 /// Everything setup would do for `parts` on `machine`, tool by tool, in the order it is done.
 pub fn plan(machine: &Machine, parts: &[Part], options: &ide::Sources) -> Vec<ToolPlan> {
-    let mut planned = Planned::default();
+    plan_with(machine, parts, options, Planned::default())
+}
+
+fn plan_with(
+    machine: &Machine,
+    parts: &[Part],
+    options: &ide::Sources,
+    mut planned: Planned,
+) -> Vec<ToolPlan> {
     let mut plans = Vec::new();
     for part in Part::ALL {
         if !parts.contains(&part) {
@@ -362,7 +373,11 @@ pub fn plan(machine: &Machine, parts: &[Part], options: &ide::Sources) -> Vec<To
 /// as wired, not wired, stale, not possible or cannot, with the command that fixes it.
 pub fn wired(machine: &Machine, sources: &ide::Sources) -> Vec<crate::doctor::report::WiredCheck> {
     use crate::doctor::report::{WiredCheck, WiredState};
-    plan(machine, &Part::ALL, sources)
+    let planned = Planned {
+        describe_only: true,
+        ..Planned::default()
+    };
+    plan_with(machine, &Part::ALL, sources, planned)
         .into_iter()
         .filter(|tool| tool.key != "ide:vsix")
         .map(|tool| {

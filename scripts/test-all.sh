@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, tmux, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus, OpenSSH client and server), then the real terminal agents from npm (tests/agents), the Rust workspace tests, the VS Code extension's tests, the dashboard's browser tests and the JetBrains plugin's build and tests.
+# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, tmux, kitty, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus, OpenSSH client and server), then the real terminal agents from npm (tests/agents), the Rust workspace tests, the VS Code extension's tests, the dashboard's browser tests and the JetBrains plugin's build and tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +14,7 @@ declare -A needed=(
   [dbus-daemon]=dbus
   [xterm]=xterm
   [tmux]=tmux
+  [kitty]=kitty
   [sway]=sway
   [foot]=foot
   [wl-copy]=wl-clipboard

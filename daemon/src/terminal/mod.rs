@@ -1,5 +1,6 @@
 //! Terminal agents where they run, found without their hooks: the panes of the user's tmux servers and, under each pane's first process, a Claude Code, Codex CLI, Gemini CLI or opencode process — looked up on demand (one `list-panes` per server and one read of `/proc`), never polled.
 
+pub mod kitty;
 pub mod opencode;
 pub mod procs;
 pub mod screen;

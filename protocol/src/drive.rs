@@ -63,6 +63,9 @@ pub mod blocker {
     /// A terminal agent whose prompts go to its own server (opencode) serves none that
     /// Koru can find (started without `--port`).
     pub const AGENT_SERVER_MISSING: &str = "agent_server_missing";
+    /// The terminal the agent runs in has its remote control off (kitty without
+    /// `allow_remote_control` and `listen_on`): nothing can be typed into it.
+    pub const REMOTE_CONTROL_OFF: &str = "remote_control_off";
 }
 
 /// What proves a plugin's `submitted` ack: how far the chat itself confirmed that it took

@@ -243,7 +243,6 @@ pub struct TerminalAgentInfo {
 impl TerminalAgentInfo {
     /// One line for people: id, product, where it runs, folder, chat and state.
     pub fn line(&self) -> String {
-        let TerminalPlace::Tmux { pane_id, place, .. } = &self.terminal;
         let state = match self.state {
             AgentState::Idle => "idle",
             AgentState::Replying => "replying",
@@ -256,8 +255,11 @@ impl TerminalAgentInfo {
             .map(|c| format!(" chat {}", c.chat_id))
             .unwrap_or_default();
         format!(
-            "{} {} in tmux {place} ({pane_id}) {}{chat} {state}",
-            self.agent_id, self.product, self.workspace
+            "{} {} in {} {}{chat} {state}",
+            self.agent_id,
+            self.product,
+            self.terminal.describe(),
+            self.workspace
         )
     }
 }
@@ -272,6 +274,25 @@ pub enum TerminalPlace {
         pane_id: String,
         place: String,
     },
+    /// A kitty window: its instance's remote-control address (`KITTY_LISTEN_ON`, e.g.
+    /// `unix:/tmp/kitty-1234`), its `KITTY_WINDOW_ID` and where it is for people.
+    Kitty {
+        listen_on: String,
+        window_id: u64,
+        place: String,
+    },
+}
+
+impl TerminalPlace {
+    /// Where it is, for people: `tmux w:0.0 (%3)`, `kitty os window 1, tab "x" (window 2)`.
+    pub fn describe(&self) -> String {
+        match self {
+            TerminalPlace::Tmux { pane_id, place, .. } => format!("tmux {place} ({pane_id})"),
+            TerminalPlace::Kitty {
+                window_id, place, ..
+            } => format!("kitty {place} (window {window_id})"),
+        }
+    }
 }
 
 /// A terminal agent's chat in its history store.

@@ -82,6 +82,8 @@ closed_enum! {
         Dbus => "dbus",
         /// A tmux server's pane (`load-buffer`, `paste-buffer`, `send-keys`, `capture-pane`).
         Tmux => "tmux",
+        /// A kitty window, through kitty's remote control (`kitty @ get-text`, `send-text`).
+        Kitty => "kitty",
     }
 }
 
@@ -199,6 +201,9 @@ closed_enum! {
         TerminalFailed => "terminal_failed",
         /// A terminal agent serves no API Koru can find (opencode without `--port`).
         AgentServerMissing => "agent_server_missing",
+        /// A terminal's remote control is off (kitty without `allow_remote_control` and
+        /// `listen_on`): the agents in it cannot be reached.
+        RemoteControlOff => "remote_control_off",
     }
 }
 

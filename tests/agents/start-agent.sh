@@ -17,8 +17,11 @@
 #                  (nothing listens: a request to anywhere but 127.0.0.1 fails at once)
 #   AGENT_WRAP     a command put before the agent's, word-split (e.g. "strace -f -o F")
 #   COLS, ROWS     pane size, default 120x40
+#   LAUNCH_SCRIPT  where to write the agent's exact command, default $AGENT_ROOT/launch.sh
+#   LAUNCH_ONLY    1: only write the launch script and print its path (for a terminal
+#                  other than tmux to run; that terminal's caller waits for readiness)
 # Prints on stdout: the pane id (e.g. %3). On stderr: the HOME, the session name and how
-# long the agent took to get ready. $AGENT_ROOT/launch.sh is the exact command run.
+# long the agent took to get ready. $LAUNCH_SCRIPT is the exact command run.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -34,6 +37,7 @@ ROWS="${ROWS:-40}"
 ROOT="${AGENT_ROOT:-$(mktemp -d "/tmp/koru-agent-$AGENT.XXXXXX")}"
 ROOT="$(mkdir -p "$ROOT" && cd "$ROOT" && pwd -P)"
 HOME_DIR="$ROOT/home"
+LAUNCH_SCRIPT="${LAUNCH_SCRIPT:-$ROOT/launch.sh}"
 mkdir -p "$HOME_DIR"
 # The fake key; Claude Code approves an ANTHROPIC_API_KEY by its last 20 characters.
 KEY="sk-koru-fake-0123456789abcdefghij"
@@ -252,13 +256,17 @@ fi
   printf ' env -i'
   printf ' %q' "${COMMON[@]}" "${ENV[@]}" "${CMD[@]}"
   printf '\n'
-} >"$ROOT/launch.sh"
-chmod +x "$ROOT/launch.sh"
+} >"$LAUNCH_SCRIPT"
+chmod +x "$LAUNCH_SCRIPT"
+if [ "${LAUNCH_ONLY:-0}" = 1 ]; then
+  echo "$LAUNCH_SCRIPT"
+  exit 0
+fi
 
 SESSION="koru-$AGENT-$(basename "$ROOT" | tr -c 'A-Za-z0-9-\n' '-')"
 START=$(date +%s.%N)
 PANE=$(tmux -S "$TMUX_SOCKET" new-session -d -P -F '#{pane_id}' -s "$SESSION" \
-  -x "$COLS" -y "$ROWS" -c "$WORKDIR" "$ROOT/launch.sh")
+  -x "$COLS" -y "$ROWS" -c "$WORKDIR" "$LAUNCH_SCRIPT")
 # Keep the pane (and its last screen) when the agent exits, for a test to read.
 tmux -S "$TMUX_SOCKET" set-option -p -t "$PANE" remain-on-exit on >/dev/null
 

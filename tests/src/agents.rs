@@ -204,27 +204,42 @@ impl<'a> Tmux<'a> {
         hooks: bool,
         env: &[(&str, &str)],
     ) -> String {
-        let mut command = self.sandbox.command("bash");
-        command
-            .arg(repo_root().join("tests/agents/start-agent.sh"))
-            .arg(agent)
-            .arg(folder)
-            .env("TMUX_SOCKET", &self.socket)
-            .env("AGENT_ROOT", self.sandbox.path())
-            .env("FAKE_MODEL_URL", model.url())
-            .env("READY_TIMEOUT", "90")
-            .envs(env.iter().copied());
-        if hooks {
-            command.env("KORU_HOOK_BIN", crate::koru_bin());
-        }
-        let output = command.output().unwrap();
-        assert!(
-            output.status.success(),
-            "start-agent.sh {agent}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).trim().to_string()
+        let mut env: Vec<(&str, &str)> = env.to_vec();
+        let socket = self.socket.to_str().expect("a UTF-8 socket path");
+        env.extend([("TMUX_SOCKET", socket), ("READY_TIMEOUT", "90")]);
+        run_start_agent(self.sandbox, agent, folder, model, hooks, &env)
     }
+}
+
+/// Runs tests/agents/start-agent.sh for `agent` in `folder` (its HOME the sandbox's, the
+/// fake model server's address; with `hooks`, Koru's hooks installed first) with `env`
+/// added; what it prints (the pane id, or with `LAUNCH_ONLY` the launch script).
+pub fn run_start_agent(
+    sandbox: &Sandbox,
+    agent: &str,
+    folder: &Path,
+    model: &FakeModel,
+    hooks: bool,
+    env: &[(&str, &str)],
+) -> String {
+    let mut command = sandbox.command("bash");
+    command
+        .arg(repo_root().join("tests/agents/start-agent.sh"))
+        .arg(agent)
+        .arg(folder)
+        .env("AGENT_ROOT", sandbox.path())
+        .env("FAKE_MODEL_URL", model.url())
+        .envs(env.iter().copied());
+    if hooks {
+        command.env("KORU_HOOK_BIN", crate::koru_bin());
+    }
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "start-agent.sh {agent}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
 impl Drop for Tmux<'_> {

@@ -11,6 +11,8 @@ use serde_json::Value;
 
 /// The real terminal agents in tmux panes and their fake model server.
 pub mod agents;
+/// A real kitty under Xvfb with its remote control on, and agents in its windows.
+pub mod kitty;
 /// Reading MCP tool results in tests.
 pub mod mcp;
 /// Measuring helpers of the benchmarks.

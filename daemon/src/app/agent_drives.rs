@@ -25,6 +25,9 @@ const LOOK_AGAIN_MS: u64 = 1_000;
 pub struct AgentDrive {
     pub agent_id: String,
     pub product: String,
+    /// Where the agent runs: a tmux pane, or a kitty window (`socket`: the instance's
+    /// address; `pane_id`: the window's id).
+    pub kind: crate::terminal::PaneKind,
     pub socket: PathBuf,
     pub pane_id: String,
     pub pid: u32,
@@ -78,6 +81,9 @@ pub(super) struct PendingAgentDrive {
 #[derive(Default)]
 pub(super) struct AgentTable {
     pub(super) agents: BTreeMap<String, AgentRecord>,
+    /// What the last look could not see (a tmux server that did not answer, a kitty with
+    /// its remote control off), said when no agent matches a drive.
+    pub(super) problems: Vec<String>,
     pub(super) pending: Vec<PendingAgentDrive>,
 }
 
@@ -124,7 +130,8 @@ impl<C: Clock> App<C> {
 
     /// After a look: the agents table follows it (drives of agents that are gone fail),
     /// and the drives waiting for it are resolved.
-    pub(super) fn agents_looked(&mut self, agents: &[PaneAgent], now: u64) {
+    pub(super) fn agents_looked(&mut self, agents: &[PaneAgent], problems: &[String], now: u64) {
+        self.agent_table.problems = problems.to_vec();
         let mut table: BTreeMap<String, AgentRecord> = BTreeMap::new();
         for agent in agents {
             let agent_id = crate::terminal::agent_id(agent);
@@ -152,8 +159,10 @@ impl<C: Clock> App<C> {
                     address: agent.server?,
                     folder: agent.pane.path.clone(),
                     pid: agent.pid,
-                    tmux_socket: agent.pane.socket.display().to_string(),
-                    tmux_pane: agent.pane.pane_id.clone(),
+                    tmux_socket: (agent.pane.kind == crate::terminal::PaneKind::Tmux)
+                        .then(|| agent.pane.socket.display().to_string()),
+                    tmux_pane: (agent.pane.kind == crate::terminal::PaneKind::Tmux)
+                        .then(|| agent.pane.pane_id.clone()),
                     database: crate::terminal::opencode::database_of(agent.pid),
                 })
             })
@@ -197,7 +206,7 @@ impl<C: Clock> App<C> {
         };
         let listing = || {
             if agents.is_empty() {
-                "no terminal agent is running in a tmux pane".to_string()
+                "no terminal agent is running in a tmux pane or a kitty window".to_string()
             } else {
                 format!(
                     "running: {}",
@@ -209,8 +218,17 @@ impl<C: Clock> App<C> {
                 )
             }
         };
-        let none =
-            |what: String| ErrorMessage::new(ErrorCode::NoTarget, format!("{what}; {}", listing()));
+        let unseen = if self.agent_table.problems.is_empty() {
+            String::new()
+        } else {
+            format!("; not seen: {}", self.agent_table.problems.join("; "))
+        };
+        let none = |what: String| {
+            ErrorMessage::new(
+                ErrorCode::NoTarget,
+                format!("{what}; {}{unseen}", listing()),
+            )
+        };
         match target {
             Target::Session(id) => agents
                 .contains_key(id)
@@ -315,7 +333,11 @@ impl<C: Clock> App<C> {
             &self.registry,
             &product,
             platform,
-            self.typist.available(),
+            match agent.pane.kind {
+                crate::terminal::PaneKind::Tmux => koru_registry::Transport::Tmux,
+                crate::terminal::PaneKind::Kitty => koru_registry::Transport::Kitty,
+            },
+            self.typist.available(agent.pane.kind),
             server_usable,
         );
         let server = agent
@@ -392,6 +414,7 @@ impl<C: Clock> App<C> {
         drive.agent = Some(Box::new(AgentDrive {
             agent_id: agent_id.clone(),
             product,
+            kind: agent.pane.kind,
             socket: agent.pane.socket.clone(),
             pane_id: agent.pane.pane_id.clone(),
             pid: agent.pid,
@@ -540,6 +563,7 @@ impl<C: Clock> App<C> {
         let job = TypeJob {
             drive_id: drive_id.to_string(),
             kind,
+            place: agent.kind,
             socket: agent.socket.clone(),
             pane_id: agent.pane_id.clone(),
             agent_pid: agent.pid,
@@ -599,8 +623,10 @@ impl<C: Clock> App<C> {
                 basis: koru_protocol::ObservationBasis::Explicit,
                 process: Some(koru_protocol::AgentProcess {
                     pid: Some(agent.pid),
-                    tmux_socket: Some(agent.socket.display().to_string()),
-                    tmux_pane: Some(agent.pane_id.clone()),
+                    tmux_socket: (agent.kind == crate::terminal::PaneKind::Tmux)
+                        .then(|| agent.socket.display().to_string()),
+                    tmux_pane: (agent.kind == crate::terminal::PaneKind::Tmux)
+                        .then(|| agent.pane_id.clone()),
                 }),
                 event: koru_protocol::ObservedKind::PromptSeen {
                     excerpt,

@@ -126,7 +126,7 @@ impl<C: Clock> App<C> {
             tracing::warn!(problem, "looking for terminal agents");
         }
         let now = self.clock.now_ms();
-        self.agents_looked(&finished.agents, now);
+        self.agents_looked(&finished.agents, &finished.problems, now);
         let agents: Vec<TerminalAgentInfo> =
             finished.agents.iter().map(|a| self.agent_info(a)).collect();
         for waiting in std::mem::take(&mut self.terminal.waiting) {
@@ -174,7 +174,8 @@ impl<C: Clock> App<C> {
                 .get(&(c.store.clone(), c.chat_id.clone()))
                 .is_some_and(|p| {
                     p.pid == Some(agent.pid)
-                        || (p.tmux_socket.as_deref() == Some(socket.as_str())
+                        || (agent.pane.kind == crate::terminal::PaneKind::Tmux
+                            && p.tmux_socket.as_deref() == Some(socket.as_str())
                             && p.tmux_pane.as_deref() == Some(agent.pane.pane_id.as_str()))
                 })
         };
@@ -204,16 +205,28 @@ impl<C: Clock> App<C> {
             product: agent.product.name().to_string(),
             workspace: agent.pane.path.clone(),
             pid: agent.pid,
-            terminal: TerminalPlace::Tmux {
-                socket: agent.pane.socket.display().to_string(),
-                pane_id: agent.pane.pane_id.clone(),
-                place: agent.pane.place.clone(),
-            },
+            terminal: terminal_place(&agent.pane),
             chat: chat.map(|c| AgentChat {
                 store: c.store.clone(),
                 chat_id: c.chat_id.clone(),
             }),
             state,
         }
+    }
+}
+
+/// Where a pane is, as the protocol says it.
+pub(super) fn terminal_place(pane: &crate::terminal::Pane) -> TerminalPlace {
+    match pane.kind {
+        crate::terminal::PaneKind::Tmux => TerminalPlace::Tmux {
+            socket: pane.socket.display().to_string(),
+            pane_id: pane.pane_id.clone(),
+            place: pane.place.clone(),
+        },
+        crate::terminal::PaneKind::Kitty => TerminalPlace::Kitty {
+            listen_on: pane.socket.display().to_string(),
+            window_id: pane.pane_id.parse().unwrap_or(0),
+            place: pane.place.clone(),
+        },
     }
 }

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use koru_protocol::{
     DriveInfo, DrivesList, DrivesListResult, SessionInfo, SessionsList, StatusInfo,
-    TerminalAgentInfo, TerminalPlace,
+    TerminalAgentInfo,
 };
 
 use super::commands::{connect, parse_since, print_json, proof_of};
@@ -278,7 +278,6 @@ fn print_agents(rows: &[(Option<&str>, &TerminalAgentInfo)]) {
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|(host, agent)| {
-            let TerminalPlace::Tmux { pane_id, place, .. } = &agent.terminal;
             let mut row = Vec::new();
             if with_host {
                 row.push(host.unwrap_or("-").to_string());
@@ -286,7 +285,7 @@ fn print_agents(rows: &[(Option<&str>, &TerminalAgentInfo)]) {
             row.extend([
                 agent.agent_id.clone(),
                 agent.product.clone(),
-                format!("tmux {place} {pane_id}"),
+                agent.terminal.describe(),
                 agent.pid.to_string(),
                 serde_json::to_value(agent.state)
                     .ok()

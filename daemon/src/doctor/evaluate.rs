@@ -435,7 +435,51 @@ fn environment_verdict(interface: &Interface, facts: &Facts) -> Verdict {
     if interface.route == Some(RouteKind::TerminalInput) {
         found.extend(terminal_proof(interface, facts));
     }
+    if interface.transport == Transport::Kitty {
+        if let Some(verdict) = kitty_verdict(facts, &mut found) {
+            return verdict;
+        }
+    }
     Verdict::ok(found)
+}
+
+/// A kitty route is degraded while a kitty runs with its remote control off (its agents
+/// cannot be reached) or not answering; each kitty found is said.
+fn kitty_verdict(facts: &Facts, found: &mut Vec<String>) -> Option<Verdict> {
+    let kitties = facts.kitty.as_ref()?;
+    if kitties.is_empty() {
+        found.push("no kitty is running".into());
+        return None;
+    }
+    let mut off = Vec::new();
+    for kitty in kitties {
+        match (&kitty.listen_on, &kitty.answer) {
+            (Some(listen_on), Ok(windows)) => found.push(format!(
+                "kitty (pid {}): remote control answers at {listen_on} ({windows} window(s))",
+                kitty.pid
+            )),
+            (None, _) => off.push(format!(
+                "kitty (pid {}) has its remote control off",
+                kitty.pid
+            )),
+            (Some(listen_on), Err(error)) => off.push(format!(
+                "kitty (pid {}): remote control at {listen_on} does not answer: {error}",
+                kitty.pid
+            )),
+        }
+    }
+    if off.is_empty() {
+        return None;
+    }
+    Some(Verdict::blocked(
+        Status::Degraded,
+        BlockerCode::RemoteControlOff,
+        format!(
+            "{}: agents in it cannot be reached; start kitty with `-o allow_remote_control=socket-only --listen-on unix:/tmp/kitty-{{kitty_pid}}`, or put `allow_remote_control socket-only` and `listen_on unix:/tmp/kitty` in kitty.conf and restart it",
+            off.join("; ")
+        ),
+        std::mem::take(found),
+    ))
 }
 
 /// What will prove a terminal route's drives here: the agent's hook when Koru's is
@@ -1722,8 +1766,11 @@ mod tests {
             tmux_claude_code unavailable injector_missing
             tmux_codex unavailable injector_missing
             tmux_gemini_cli unavailable injector_missing
+            kitty_claude_code unavailable injector_missing
+            kitty_codex unavailable injector_missing
+            kitty_gemini_cli unavailable injector_missing
             opencode_server ok
-            summary: {"ok":21,"degraded":0,"unavailable":6,"not_applicable":15,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
+            summary: {"ok":21,"degraded":0,"unavailable":9,"not_applicable":15,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 
@@ -1788,8 +1835,11 @@ mod tests {
             tmux_claude_code unavailable injector_missing
             tmux_codex unavailable injector_missing
             tmux_gemini_cli unavailable injector_missing
+            kitty_claude_code unavailable injector_missing
+            kitty_codex unavailable injector_missing
+            kitty_gemini_cli unavailable injector_missing
             opencode_server ok
-            summary: {"ok":5,"degraded":0,"unavailable":15,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
+            summary: {"ok":5,"degraded":0,"unavailable":18,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 }

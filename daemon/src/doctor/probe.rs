@@ -79,6 +79,41 @@ pub struct Facts {
     /// Koru's hooks in each terminal agent's settings, by agent (`claude-code`, …; absent:
     /// not asked).
     pub agent_hooks: BTreeMap<String, HookFact>,
+    /// The kitty instances running here and whether their remote control answers (`None`:
+    /// not asked).
+    pub kitty: Option<Vec<KittyFact>>,
+}
+
+/// One running kitty, as doctor found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KittyFact {
+    pub pid: u32,
+    /// Where its remote control listens (`None`: off).
+    pub listen_on: Option<String>,
+    /// `kitty @ ls` there: how many windows, or why it did not answer.
+    pub answer: Result<usize, String>,
+}
+
+/// Finds every kitty running as this user and asks each one's remote control for its
+/// windows (`kitty @ ls`, read-only).
+pub fn probe_kitty() -> Vec<KittyFact> {
+    let processes = crate::terminal::procs::snapshot();
+    crate::terminal::kitty::instances(&processes, crate::terminal::kitty::environ_of)
+        .into_iter()
+        .map(|instance| {
+            let answer = match &instance.listen_on {
+                None => Err("remote control is off".to_string()),
+                Some(listen_on) => crate::terminal::kitty::list_windows(listen_on)
+                    .map(|windows| windows.len())
+                    .map_err(|error| error.to_string()),
+            };
+            KittyFact {
+                pid: instance.pid,
+                listen_on: instance.listen_on,
+                answer,
+            }
+        })
+        .collect()
 }
 
 /// Koru's hook entries in one terminal agent's settings file.
@@ -223,14 +258,20 @@ pub async fn gather(registry: &Registry, socket: &Path, timeout: Duration) -> Fa
         })
     };
 
-    let (binaries, locations, dbus, daemon, lock, notifications, portal) = tokio::join!(
+    let kitty_probe = async {
+        tokio::task::spawn_blocking(probe_kitty)
+            .await
+            .unwrap_or_default()
+    };
+    let (binaries, locations, dbus, daemon, lock, notifications, portal, kitty) = tokio::join!(
         futures::future::join_all(binary_probes),
         futures::future::join_all(location_probes),
         dbus_probe,
         daemon_probe,
         lock_probe,
         notifications_probe,
-        portal_probe
+        portal_probe,
+        kitty_probe
     );
     let paths = paths
         .into_iter()
@@ -256,6 +297,7 @@ pub async fn gather(registry: &Registry, socket: &Path, timeout: Duration) -> Fa
         notifications: Some(notifications.map_err(|error| error.to_string())),
         portal: Some(portal),
         agent_hooks: probe_agent_hooks(),
+        kitty: Some(kitty),
     }
 }
 

@@ -227,23 +227,27 @@ fn recovery_hint(
 }
 
 /// The candidates for a drive into a terminal agent of `product` (`claude-code`, …), best
-/// first: the registry's `terminal_input` routes for it. `tmux` says whether tmux can be
-/// run here (the agents found so far all run in tmux panes).
+/// first: the registry's `terminal_input` routes for it through `place` (the transport of
+/// the terminal it runs in: tmux, kitty), and its own server's `native_send` route.
+/// `typing` says whether that terminal's tool can be run here, `server` whether the agent
+/// serves.
 pub fn plan_terminal(
     registry: &Registry,
     product: &str,
     platform: Platform,
-    tmux: Result<(), Blocker>,
+    place: koru_registry::Transport,
+    typing: Result<(), Blocker>,
     server: Result<(), Blocker>,
 ) -> Vec<Candidate> {
     let policy = effective_policy(registry, product);
     rank_routes(registry, product, platform)
         .into_iter()
-        .filter(|interface| {
-            matches!(
-                interface.route,
-                Some(RouteKind::TerminalInput | RouteKind::NativeSend)
-            )
+        .filter(|interface| match interface.route {
+            // Typed into the terminal the agent runs in: that terminal's routes only.
+            Some(RouteKind::TerminalInput) => interface.transport == place,
+            // Posted to the agent's own server, wherever it runs.
+            Some(RouteKind::NativeSend) => true,
+            _ => false,
         })
         .filter_map(|interface| {
             let terminal = interface.terminal.clone()?;
@@ -251,7 +255,7 @@ pub fn plan_terminal(
             let (route, usable) = if interface.route == Some(RouteKind::NativeSend) {
                 (Route::NativeSend, server.clone())
             } else {
-                (Route::TerminalInput, tmux.clone())
+                (Route::TerminalInput, typing.clone())
             };
             let hint = recovery_hint(interface, &usable);
             Some(Candidate {

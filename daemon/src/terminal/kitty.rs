@@ -155,9 +155,240 @@ pub fn send_text(listen_on: &str, id: u64, text: &str) -> Result<(), KittyError>
     .map(|_| ())
 }
 
+/// Pastes `text` into window `id` as one bracketed paste: kitty before 0.32.2 cannot add
+/// the markers itself, and every agent Koru types into turns bracketed paste on, so the
+/// markers are written here (the text holds no escape: `tmux::terminal_text` refuses
+/// control characters, so it cannot end the paste early).
+pub fn paste(listen_on: &str, id: u64, text: &str) -> Result<(), KittyError> {
+    send_text(listen_on, id, &format!("\u{1b}[200~{text}\u{1b}[201~"))
+}
+
+/// The bytes a terminal sends for a key named as tmux names it (the registry's
+/// `terminal.submit_key`): kitty 0.26 has no `send-key`, so keys go as text.
+pub fn key_bytes(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "Enter" | "C-m" => "\r",
+        "C-j" => "\n",
+        "Tab" | "C-i" => "\t",
+        "Escape" | "C-[" => "\u{1b}",
+        "Space" => " ",
+        "BSpace" => "\u{7f}",
+        "M-Enter" => "\u{1b}\r",
+        _ => return None,
+    })
+}
+
+/// Presses `key` (a tmux key name) in window `id`.
+pub fn press(listen_on: &str, id: u64, key: &str) -> Result<(), KittyError> {
+    let bytes = key_bytes(key).ok_or_else(|| KittyError::Failed {
+        command: "send-text".into(),
+        detail: format!("Koru cannot send the key {key:?} through kitty (known: Enter, C-m, C-j, Tab, Escape, Space, BSpace, M-Enter)"),
+    })?;
+    send_text(listen_on, id, bytes)
+}
+
+/// A running kitty, and where its remote control listens when it does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KittyInstance {
+    pub pid: u32,
+    /// `None`: remote control is off (nothing it started was told an address, and its
+    /// command line names none).
+    pub listen_on: Option<String>,
+}
+
+/// The variables of process `pid` (`None`: gone or not this user's).
+pub fn environ_of(pid: u32) -> Option<Vec<(String, String)>> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter_map(|entry| {
+                let entry = String::from_utf8_lossy(entry);
+                let (name, value) = entry.split_once('=')?;
+                Some((name.to_string(), value.to_string()))
+            })
+            .collect(),
+    )
+}
+
+/// The address a kitty command line names: `--listen-on X` / `--listen-on=X`, or
+/// `-o listen_on=X` / `--override=listen_on=X`, `{kitty_pid}` put in as kitty does.
+pub fn listen_on_from_argv(argv: &[String], pid: u32) -> Option<String> {
+    let mut found = None;
+    let mut words = argv.iter().skip(1);
+    while let Some(word) = words.next() {
+        let value = if word == "--listen-on" {
+            words.next().cloned()
+        } else if let Some(value) = word.strip_prefix("--listen-on=") {
+            Some(value.to_string())
+        } else if word == "-o" || word == "--override" {
+            words
+                .next()
+                .and_then(|o| o.strip_prefix("listen_on=").map(str::to_string))
+        } else if let Some(o) = word
+            .strip_prefix("--override=")
+            .or_else(|| word.strip_prefix("-o"))
+        {
+            o.strip_prefix("listen_on=").map(str::to_string)
+        } else {
+            None
+        };
+        if let Some(value) = value.filter(|v| !v.is_empty() && v != "none") {
+            found = Some(value.replace("{kitty_pid}", &pid.to_string()));
+        }
+    }
+    found
+}
+
+/// Whether a command line is a kitty instance (not `kitty @ …` or `kitty +kitten …`,
+/// which are kitty's own tools).
+fn is_kitty_instance(argv: &[String]) -> bool {
+    let Some(program) = argv.first() else {
+        return false;
+    };
+    let name = std::path::Path::new(program)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    name == "kitty"
+        && !argv
+            .get(1)
+            .is_some_and(|a| a == "@" || a.starts_with('+') || a == "--version")
+}
+
+/// The kitty instances among `processes`. Where one listens comes from what it started
+/// (`KITTY_LISTEN_ON`, which kitty sets only when its remote control listens, whether
+/// asked on its command line or in kitty.conf), else from its command line.
+pub fn instances(
+    processes: &std::collections::HashMap<u32, super::procs::Process>,
+    environ: impl Fn(u32) -> Option<Vec<(String, String)>>,
+) -> Vec<KittyInstance> {
+    let mut found: Vec<KittyInstance> = processes
+        .values()
+        .filter(|p| is_kitty_instance(&p.argv))
+        // A kitty started from a kitty window is an instance of its own; one started by
+        // kitty itself (single-instance forks) is not.
+        .filter(|p| {
+            processes
+                .get(&p.parent)
+                .is_none_or(|parent| !is_kitty_instance(&parent.argv))
+        })
+        .map(|kitty| {
+            let mut children: Vec<u32> = processes
+                .values()
+                .filter(|p| p.parent == kitty.pid)
+                .map(|p| p.pid)
+                .collect();
+            children.sort_unstable();
+            let from_children = children.into_iter().find_map(|child| {
+                environ(child)?
+                    .into_iter()
+                    .find(|(name, value)| name == "KITTY_LISTEN_ON" && !value.is_empty())
+                    .map(|(_, value)| value)
+            });
+            KittyInstance {
+                pid: kitty.pid,
+                listen_on: from_children.or_else(|| listen_on_from_argv(&kitty.argv, kitty.pid)),
+            }
+        })
+        .collect();
+    found.sort_by_key(|k| k.pid);
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn the_address_comes_from_what_kitty_started_else_from_its_command_line() {
+        use super::super::procs::{test_process as process, Process};
+        let processes: std::collections::HashMap<u32, Process> = [
+            // Remote control on in kitty.conf: only the shell's variables say where.
+            process(100, 1, &["kitty"]),
+            process(101, 100, &["-bash"]),
+            // On the command line, the shell's variables stripped (`env -i agent`).
+            process(
+                200,
+                1,
+                &[
+                    "/usr/bin/kitty",
+                    "-o",
+                    "allow_remote_control=socket-only",
+                    "--listen-on",
+                    "unix:/tmp/kitty-{kitty_pid}",
+                ],
+            ),
+            process(201, 200, &["claude"]),
+            // Off.
+            process(300, 1, &["kitty", "--single-instance"]),
+            process(301, 300, &["zsh"]),
+            // kitty's tools are not instances.
+            process(400, 101, &["kitty", "@", "ls"]),
+            process(401, 101, &["kitty", "+kitten", "icat", "x.png"]),
+        ]
+        .into_iter()
+        .collect();
+        let environ = |pid: u32| {
+            (pid == 101).then(|| {
+                vec![
+                    ("KITTY_WINDOW_ID".to_string(), "1".to_string()),
+                    ("KITTY_LISTEN_ON".to_string(), "unix:@kitty-100".to_string()),
+                ]
+            })
+        };
+        assert_eq!(
+            instances(&processes, environ),
+            vec![
+                KittyInstance {
+                    pid: 100,
+                    listen_on: Some("unix:@kitty-100".into())
+                },
+                KittyInstance {
+                    pid: 200,
+                    listen_on: Some("unix:/tmp/kitty-200".into())
+                },
+                KittyInstance {
+                    pid: 300,
+                    listen_on: None
+                },
+            ]
+        );
+        for (words, expected) in [
+            (
+                &["kitty", "--listen-on=tcp:localhost:5000"][..],
+                Some("tcp:localhost:5000"),
+            ),
+            (
+                &["kitty", "--override=listen_on=unix:/run/k"][..],
+                Some("unix:/run/k"),
+            ),
+            (&["kitty", "-olisten_on=unix:/a"][..], Some("unix:/a")),
+            (&["kitty", "-o", "font_size=12"][..], None),
+            (&["kitty", "--listen-on", "none"][..], None),
+        ] {
+            assert_eq!(
+                listen_on_from_argv(&argv(words), 7).as_deref(),
+                expected,
+                "{words:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn keys_go_as_the_bytes_a_terminal_sends_for_them() {
+        assert_eq!(key_bytes("Enter"), Some("\r"));
+        assert_eq!(key_bytes("C-j"), Some("\n"));
+        assert_eq!(key_bytes("F13"), None);
+        let error = press("unix:/nowhere", 1, "F13").unwrap_err();
+        assert!(
+            error.to_string().contains("cannot send the key \"F13\""),
+            "{error}"
+        );
+    }
 
     /// `kitty @ ls` of kitty 0.26.5 (Debian 12), trimmed to one OS window with two windows.
     const LS: &str = r#"[{"id": 1, "is_active": true, "is_focused": true, "last_focused": true,

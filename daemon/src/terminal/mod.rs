@@ -1,4 +1,4 @@
-//! Terminal agents where they run, found without their hooks: the panes of the user's tmux servers and, under each pane's first process, a Claude Code, Codex CLI, Gemini CLI or opencode process — looked up on demand (one `list-panes` per server and one read of `/proc`), never polled.
+//! Terminal agents where they run, found without their hooks: the panes of the user's tmux servers and the windows of every kitty with remote control on and, under each one's first process, a Claude Code, Codex CLI, Gemini CLI or opencode process — looked up on demand (one `list-panes` per server and one read of `/proc`), never polled.
 
 pub mod kitty;
 pub mod opencode;
@@ -10,9 +10,9 @@ pub mod typist;
 use std::path::Path;
 
 pub use procs::AgentProduct;
-pub use tmux::Pane;
+pub use tmux::{Pane, PaneKind};
 
-/// A terminal agent running in a tmux pane.
+/// A terminal agent running in a tmux pane or a kitty window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaneAgent {
     pub product: AgentProduct,
@@ -31,14 +31,12 @@ pub struct Look {
     pub problems: Vec<String>,
 }
 
-/// Looks at every tmux server whose socket is in `socket_dir` for panes running an agent.
+/// Looks at every tmux server whose socket is in `socket_dir` and at every kitty running
+/// here for panes (kitty: windows) running an agent.
 pub fn look(socket_dir: &Path) -> Look {
     let mut look = Look::default();
     let sockets = tmux::server_sockets(socket_dir);
     tracing::debug!(dir = %socket_dir.display(), sockets = sockets.len(), "looking for terminal agents");
-    if sockets.is_empty() {
-        return look;
-    }
     let mut panes = Vec::new();
     for socket in sockets {
         match tmux::list_panes(&socket) {
@@ -46,15 +44,50 @@ pub fn look(socket_dir: &Path) -> Look {
             Err(error) => look.problems.push(error.to_string()),
         }
     }
-    if panes.is_empty() {
-        return look;
-    }
     let processes = procs::snapshot();
+    let kitties = kitty::instances(&processes, kitty::environ_of);
+    for instance in &kitties {
+        let Some(listen_on) = &instance.listen_on else {
+            if let Some((pid, product)) = procs::agent_under(instance.pid, &processes) {
+                look.problems.push(format!(
+                    "{} (pid {pid}) runs in a kitty (pid {}) whose remote control is off: Koru cannot reach it (start kitty with `-o allow_remote_control=socket-only --listen-on unix:/tmp/kitty-{{kitty_pid}}`, or set `allow_remote_control socket-only` and `listen_on unix:/tmp/kitty` in kitty.conf)",
+                    product.name(),
+                    instance.pid
+                ));
+            }
+            continue;
+        };
+        match kitty::list_windows(listen_on) {
+            Ok(windows) => panes.extend(windows.into_iter().map(|window| Pane {
+                kind: PaneKind::Kitty,
+                socket: listen_on.into(),
+                pane_id: window.id.to_string(),
+                pid: window.pid,
+                command: String::new(),
+                path: window.cwd,
+                place: window.place,
+            })),
+            Err(error) => look
+                .problems
+                .push(format!("kitty (pid {}): {error}", instance.pid)),
+        }
+    }
     for pane in panes {
         if let Some((pid, product)) = procs::agent_under(pane.pid, &processes) {
+            if look.agents.iter().any(|a| a.pid == pid) {
+                continue;
+            }
             let server = (product == AgentProduct::Opencode)
                 .then(|| opencode::server_address(pid))
                 .flatten();
+            let mut pane = pane;
+            if pane.kind == PaneKind::Kitty {
+                // kitty's `cwd` is its window's first process's; the agent's own is the one
+                // its chats are filed under.
+                if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
+                    pane.path = cwd.display().to_string();
+                }
+            }
             look.agents.push(PaneAgent {
                 product,
                 pid,

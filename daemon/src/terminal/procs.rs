@@ -80,6 +80,19 @@ pub struct Process {
     pub argv: Vec<String>,
 }
 
+/// A process table entry for tests: `(pid, Process)` with `words` as its command line.
+#[cfg(test)]
+pub fn test_process(pid: u32, parent: u32, words: &[&str]) -> (u32, Process) {
+    (
+        pid,
+        Process {
+            pid,
+            parent,
+            argv: words.iter().map(|w| w.to_string()).collect(),
+        },
+    )
+}
+
 /// Every process of the machine that this user can read, by pid.
 pub fn snapshot() -> HashMap<u32, Process> {
     koru_injectors::all_pids()
@@ -177,16 +190,7 @@ mod tests {
 
     #[test]
     fn the_agent_nearest_the_pane_is_found_below_its_shell() {
-        let process = |pid, parent, words: &[&str]| {
-            (
-                pid,
-                Process {
-                    pid,
-                    parent,
-                    argv: argv(words),
-                },
-            )
-        };
+        let process = test_process;
         let processes: HashMap<u32, Process> = [
             process(100, 1, &["-bash"]),
             process(120, 100, &["claude"]),

@@ -3,12 +3,25 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// One pane of a tmux server.
+/// Which terminal a [`Pane`] is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PaneKind {
+    /// A tmux pane.
+    #[default]
+    Tmux,
+    /// A kitty window (kitty's remote control reaches it: `terminal::kitty`).
+    Kitty,
+}
+
+/// One pane of a tmux server, or one window of a kitty instance (its pane for Koru).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pane {
-    /// The server's socket.
+    pub kind: PaneKind,
+    /// The server's socket; for kitty, the instance's remote-control address as
+    /// `KITTY_LISTEN_ON` says it (`unix:/tmp/kitty-1234`).
     pub socket: PathBuf,
-    /// `%N`: unique on its server, stable for the pane's life.
+    /// `%N`: unique on its server, stable for the pane's life; for kitty, the window's
+    /// `KITTY_WINDOW_ID`.
     pub pane_id: String,
     /// The pane's first process (its shell, usually).
     pub pid: u32,
@@ -44,6 +57,7 @@ pub fn parse_panes(socket: &Path, text: &str) -> Vec<Pane> {
             let path = fields.next()?.to_string();
             let place = fields.next()?.to_string();
             pane_id.starts_with('%').then_some(Pane {
+                kind: PaneKind::Tmux,
                 socket: socket.to_path_buf(),
                 pane_id,
                 pid,
@@ -399,6 +413,7 @@ out.write("END\n"); out.flush()
         assert_eq!(
             panes[0],
             Pane {
+                kind: PaneKind::Tmux,
                 socket: PathBuf::from("/tmp/tmux-1000/default"),
                 pane_id: "%0".into(),
                 pid: 4242,

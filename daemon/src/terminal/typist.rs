@@ -1,4 +1,4 @@
-//! Typing a drive's prompt into a terminal agent's tmux pane, off the daemon's loop: read the screen first (never type into a dialog or over a person's draft), one bracketed paste from stdin, the registry's settle delay, the submit key on its own; and pressing the submit key again only while the prompt still sits in the input box.
+//! Typing a drive's prompt into a terminal agent's tmux pane or kitty window, off the daemon's loop: read the screen first (never type into a dialog or over a person's draft), one bracketed paste from stdin, the registry's settle delay, the submit key on its own; and pressing the submit key again only while the prompt still sits in the input box.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use koru_protocol::{blocker, Blocker};
 use koru_registry::TerminalInput;
 
 use super::screen::{shows_prompt, CompiledMarkers, Screen};
-use super::tmux;
+use super::tmux::{self, PaneKind};
 
 /// What to do in the pane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +26,9 @@ pub enum TypeKind {
 pub struct TypeJob {
     pub drive_id: String,
     pub kind: TypeKind,
+    /// A tmux pane (`socket`, `pane_id`) or a kitty window (`socket`: the instance's
+    /// address, `pane_id`: the window's id).
+    pub place: PaneKind,
     pub socket: PathBuf,
     pub pane_id: String,
     /// The agent's process: gone means the agent exited.
@@ -71,8 +74,9 @@ pub struct Typed {
 /// Carries out type orders off the loop; each answer comes back as a [`Typed`] event.
 pub trait TerminalTypist: Send + Sync {
     fn start(&self, job: TypeJob);
-    /// Whether tmux can be run here (`Err`: the blocker for the route).
-    fn available(&self) -> Result<(), Blocker>;
+    /// Whether the terminal's tool (tmux, kitty) can be run here (`Err`: the blocker for
+    /// the route).
+    fn available(&self, place: PaneKind) -> Result<(), Blocker>;
     /// Whether the agent's process still runs.
     fn alive(&self, pid: u32) -> bool;
 }
@@ -135,12 +139,30 @@ impl<E: From<Typed> + Send + 'static> TerminalTypist for SystemTerminalTypist<E>
         });
     }
 
-    fn available(&self) -> Result<(), Blocker> {
-        tmux_version().map(|_| ())
+    fn available(&self, place: PaneKind) -> Result<(), Blocker> {
+        match place {
+            PaneKind::Tmux => tmux_version().map(|_| ()),
+            PaneKind::Kitty => kitty_on_path(),
+        }
     }
 
     fn alive(&self, pid: u32) -> bool {
         agent_alive(pid)
+    }
+}
+
+/// Whether `kitty` is on PATH (the agent was found through it, so it is, unless PATH
+/// changed).
+fn kitty_on_path() -> Result<(), Blocker> {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("kitty").is_file()));
+    if found {
+        Ok(())
+    } else {
+        Err(Blocker::new(
+            blocker::INJECTOR_MISSING,
+            "kitty is not on the daemon's PATH: its remote control (`kitty @`) cannot be run",
+        ))
     }
 }
 
@@ -177,6 +199,52 @@ fn agent_alive(pid: u32) -> bool {
     })
 }
 
+/// What the pane (window) shows now.
+fn capture(job: &TypeJob) -> Result<String, String> {
+    match job.place {
+        PaneKind::Tmux => tmux::capture(&job.socket, &job.pane_id).map_err(|e| e.to_string()),
+        PaneKind::Kitty => super::kitty::screen(&job.socket.to_string_lossy(), kitty_window(job)?)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+fn kitty_window(job: &TypeJob) -> Result<u64, String> {
+    job.pane_id
+        .parse()
+        .map_err(|_| format!("{:?} is not a kitty window id", job.pane_id))
+}
+
+/// Pastes the prompt as one bracketed paste. When it fails nothing reached the agent (one
+/// call each: tmux's `paste-buffer`, kitty's `send-text`).
+fn paste(job: &TypeJob) -> Result<(), String> {
+    match job.place {
+        PaneKind::Tmux => {
+            let version = tmux_version().map_err(|b| b.detail)?;
+            let buffer = format!("koru-{}", job.drive_id);
+            tmux::paste(&job.socket, &job.pane_id, &job.text, &buffer, version)
+                .map_err(|e| e.to_string())
+        }
+        PaneKind::Kitty => {
+            super::kitty::paste(&job.socket.to_string_lossy(), kitty_window(job)?, &job.text)
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// Presses the registry's submit key.
+fn press(job: &TypeJob) -> Result<(), String> {
+    match job.place {
+        PaneKind::Tmux => tmux::send_key(&job.socket, &job.pane_id, &job.terminal.submit_key)
+            .map_err(|e| e.to_string()),
+        PaneKind::Kitty => super::kitty::press(
+            &job.socket.to_string_lossy(),
+            kitty_window(job)?,
+            &job.terminal.submit_key,
+        )
+        .map_err(|e| e.to_string()),
+    }
+}
+
 /// Carries out one order, blocking.
 pub fn run(job: &TypeJob) -> Typed {
     let answer = |result: TypeResult, screen: &str| Typed {
@@ -198,7 +266,7 @@ pub fn run(job: &TypeJob) -> Typed {
             ),
         );
     }
-    let screen = match tmux::capture(&job.socket, &job.pane_id) {
+    let screen = match capture(job) {
         Ok(screen) => screen,
         Err(error) => return gone(job, format!("pane {} cannot be read: {error}", job.pane_id)),
     };
@@ -210,36 +278,32 @@ pub fn run(job: &TypeJob) -> Typed {
             if matches!(seen, Screen::Dialog(_)) || !shows_prompt(&markers, &screen, &job.text) {
                 return answer(TypeResult::Untouched(seen), &screen);
             }
-            match tmux::send_key(&job.socket, &job.pane_id, &job.terminal.submit_key) {
+            match press(job) {
                 Ok(()) => answer(TypeResult::PressedAgain, &screen),
-                Err(error) => answer(failed(error.to_string(), true), &screen),
+                Err(error) => answer(failed(error, true), &screen),
             }
         }
         TypeKind::Type => {
             if seen != Screen::Ready {
                 return answer(TypeResult::Untouched(seen), &screen);
             }
-            let version = match tmux_version() {
-                Ok(version) => version,
-                Err(blocker) => {
+            if job.place == PaneKind::Tmux {
+                if let Err(blocker) = tmux_version() {
                     return answer(
                         TypeResult::Failed {
                             blocker,
                             pasted: false,
                         },
                         &screen,
-                    )
+                    );
                 }
-            };
-            let buffer = format!("koru-{}", job.drive_id);
-            if let Err(error) = tmux::paste(&job.socket, &job.pane_id, &job.text, &buffer, version)
-            {
-                // `paste-buffer` is one call: when it failed, nothing reached the pane.
-                return answer(failed(error.to_string(), false), &screen);
+            }
+            if let Err(error) = paste(job) {
+                return answer(failed(error, false), &screen);
             }
             std::thread::sleep(Duration::from_millis(job.terminal.settle_ms));
             // A dialog that opened meanwhile must not get the key.
-            let after = tmux::capture(&job.socket, &job.pane_id).unwrap_or_default();
+            let after = capture(job).unwrap_or_default();
             if let Screen::Dialog(text) = markers.read(&after) {
                 return answer(
                     TypeResult::Failed {
@@ -252,9 +316,9 @@ pub fn run(job: &TypeJob) -> Typed {
                     &after,
                 );
             }
-            match tmux::send_key(&job.socket, &job.pane_id, &job.terminal.submit_key) {
+            match press(job) {
                 Ok(()) => answer(TypeResult::Typed, &after),
-                Err(error) => answer(failed(error.to_string(), true), &after),
+                Err(error) => answer(failed(error, true), &after),
             }
         }
     }
@@ -275,7 +339,7 @@ impl TerminalTypist for RecordingTerminalTypist {
         }
     }
 
-    fn available(&self) -> Result<(), Blocker> {
+    fn available(&self, _place: PaneKind) -> Result<(), Blocker> {
         Ok(())
     }
 

@@ -10,7 +10,9 @@ use koru_protocol::{
 use super::*;
 use crate::terminal::screen::Screen;
 use crate::terminal::typist::{RecordingTerminalTypist, TypeJob, TypeKind, TypeResult, Typed};
-use crate::terminal::{AgentProduct, LookFinished, Pane, PaneAgent, RecordingTerminalLooker};
+use crate::terminal::{
+    AgentProduct, LookFinished, Pane, PaneAgent, PaneKind, RecordingTerminalLooker,
+};
 
 struct Rig {
     h: Harness,
@@ -45,6 +47,7 @@ fn agent(product: AgentProduct, folder: &str, pane: &str, pid: u32) -> PaneAgent
         product,
         pid,
         pane: Pane {
+            kind: PaneKind::Tmux,
             socket: PathBuf::from("/tmp/tmux-1000/default"),
             pane_id: pane.into(),
             pid: pid - 1,

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use koru_protocol::{Message, SessionsList};
 
 use super::*;
-use crate::terminal::{AgentProduct, LookFinished, Pane, PaneAgent, RecordingTerminalLooker};
+use crate::terminal::{
+    AgentProduct, LookFinished, Pane, PaneAgent, PaneKind, RecordingTerminalLooker,
+};
 
 fn with_looker() -> (Harness, RecordingTerminalLooker) {
     let mut h = Harness::new();
@@ -31,6 +33,7 @@ fn claude_in(folder: &str) -> PaneAgent {
         product: AgentProduct::ClaudeCode,
         pid: 4300,
         pane: Pane {
+            kind: PaneKind::Tmux,
             socket: PathBuf::from("/tmp/tmux-1000/default"),
             pane_id: "%3".into(),
             pid: 4200,

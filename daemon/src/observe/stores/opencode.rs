@@ -205,8 +205,9 @@ pub struct FollowedServer {
     /// The agent's folder.
     pub folder: String,
     pub pid: u32,
-    pub tmux_socket: String,
-    pub tmux_pane: String,
+    /// Its tmux server and pane (`None` in a kitty window).
+    pub tmux_socket: Option<String>,
+    pub tmux_pane: Option<String>,
     /// opencode's database (where its sessions are kept, read back by `read_chat`).
     pub database: std::path::PathBuf,
 }
@@ -226,8 +227,8 @@ pub async fn follow<E>(
     let events_url = format!("http://{}/event", server.address);
     let process = koru_protocol::AgentProcess {
         pid: Some(server.pid),
-        tmux_socket: Some(server.tmux_socket.clone()),
-        tmux_pane: Some(server.tmux_pane.clone()),
+        tmux_socket: server.tmux_socket.clone(),
+        tmux_pane: server.tmux_pane.clone(),
     };
     loop {
         let opened = tokio::select! {

@@ -294,12 +294,19 @@ export type AgentState = ("idle" | "replying" | "needs_input") | "unknown";
 /**
  * Where a terminal agent runs.
  */
-export type TerminalPlace = {
-  kind: "tmux";
-  pane_id: string;
-  place: string;
-  socket: string;
-};
+export type TerminalPlace =
+  | {
+      kind: "tmux";
+      pane_id: string;
+      place: string;
+      socket: string;
+    }
+  | {
+      kind: "kitty";
+      listen_on: string;
+      place: string;
+      window_id: number;
+    };
 /**
  * What the plugin last said about its chat.
  */

@@ -1,4 +1,4 @@
-//! Drives into the real terminal agents (Claude Code and Codex CLI from npm, pinned in tests/agents) running in the windows of a real kitty under Xvfb, remote control on, against the local fake model server: the daemon finds each agent in its own window of the one kitty (from what kitty started, `KITTY_LISTEN_ON`), a one-line and a multi-line unicode prompt reach the model byte-exact and once, `submitted` stands on the agent's own record (hook or transcript), each prompt goes to the agent it names and no other, a person's draft or a dialog on screen refuses the drive and is left as it was.
+//! Drives into the real terminal agents (Claude Code, Codex CLI and Gemini CLI from npm, pinned in tests/agents) running in the windows of a real kitty under Xvfb, remote control on, against the local fake model server: the daemon finds each agent in its own window of the one kitty (from what kitty started, `KITTY_LISTEN_ON`), a one-line and a multi-line unicode prompt reach the model byte-exact and once, `submitted` stands on the agent's own record (hook or transcript), each prompt goes to the agent it names and no other, a person's draft or a dialog on screen refuses the drive and is left as it was.
 //!
 //! The agents come from `npm ci --prefix tests/agents` (scripts/test-all.sh and .ci/run do
 //! it); without them these tests say so and pass only outside CI.
@@ -165,4 +165,42 @@ fn read_tree(dir: &std::path::Path) -> String {
         }
     }
     text
+}
+
+/// Gemini CLI in kitty, where it can use kitty's keyboard protocol (in tmux it cannot): a
+/// one-line and a multi-line unicode prompt arrive byte-exact and once, the Enter sent as a
+/// carriage return submits, proven by its chat file.
+#[test]
+fn gemini_cli_in_kitty() {
+    if !agents_installed() {
+        return;
+    }
+    let _slot = AgentSlot::take();
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon(&[]);
+    let model = FakeModel::start(&sandbox);
+    let xvfb = Xvfb::start();
+    let kitty = Kitty::start(
+        &xvfb,
+        &sandbox.path().join("kitty.sock"),
+        "echo first window; exec sleep 600",
+    );
+    let folder = sandbox.workspace("repo");
+    let gemini = kitty.start_agent(&sandbox, "gemini-cli", &folder, &model, false);
+    let prompts = [
+        "What is the capital of France? Answer in one sentence.",
+        "Zeile eins äöü\nline two 日本語 ✓ — \"quoted\" $HOME `tick`",
+    ];
+    for (sent, prompt) in prompts.iter().enumerate() {
+        let (ok, drive) = send(&sandbox, "gemini-cli", &folder, prompt, true);
+        assert!(ok, "{drive:#}\n{}", kitty.screen(gemini));
+        assert_eq!(drive["submit_evidence"], "agent_transcript", "{drive:#}");
+        wait_for(
+            "the model to get the prompt",
+            Duration::from_secs(30),
+            || (model.prompts().len() > sent).then_some(()),
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    assert_eq!(model.prompts(), prompts, "byte-exact, once each");
 }

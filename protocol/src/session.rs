@@ -281,6 +281,13 @@ pub enum TerminalPlace {
         window_id: u64,
         place: String,
     },
+    /// A WezTerm pane: the socket of its GUI or mux server (`WEZTERM_UNIX_SOCKET`), its
+    /// `WEZTERM_PANE` and where it is for people.
+    Wezterm {
+        socket: String,
+        pane_id: u64,
+        place: String,
+    },
 }
 
 impl TerminalPlace {
@@ -291,6 +298,9 @@ impl TerminalPlace {
             TerminalPlace::Kitty {
                 window_id, place, ..
             } => format!("kitty {place} (window {window_id})"),
+            TerminalPlace::Wezterm { pane_id, place, .. } => {
+                format!("WezTerm {place} (pane {pane_id})")
+            }
         }
     }
 }

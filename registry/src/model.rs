@@ -84,6 +84,8 @@ closed_enum! {
         Tmux => "tmux",
         /// A kitty window, through kitty's remote control (`kitty @ get-text`, `send-text`).
         Kitty => "kitty",
+        /// A WezTerm pane, through its CLI (`wezterm cli get-text`, `send-text`).
+        Wezterm => "wezterm",
     }
 }
 

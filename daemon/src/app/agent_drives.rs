@@ -336,6 +336,7 @@ impl<C: Clock> App<C> {
             match agent.pane.kind {
                 crate::terminal::PaneKind::Tmux => koru_registry::Transport::Tmux,
                 crate::terminal::PaneKind::Kitty => koru_registry::Transport::Kitty,
+                crate::terminal::PaneKind::Wezterm => koru_registry::Transport::Wezterm,
             },
             self.typist.available(agent.pane.kind),
             server_usable,

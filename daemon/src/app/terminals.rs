@@ -228,5 +228,10 @@ pub(super) fn terminal_place(pane: &crate::terminal::Pane) -> TerminalPlace {
             window_id: pane.pane_id.parse().unwrap_or(0),
             place: pane.place.clone(),
         },
+        crate::terminal::PaneKind::Wezterm => TerminalPlace::Wezterm {
+            socket: pane.socket.display().to_string(),
+            pane_id: pane.pane_id.parse().unwrap_or(0),
+            place: pane.place.clone(),
+        },
     }
 }

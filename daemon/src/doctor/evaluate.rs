@@ -1769,8 +1769,11 @@ mod tests {
             kitty_claude_code unavailable injector_missing
             kitty_codex unavailable injector_missing
             kitty_gemini_cli unavailable injector_missing
+            wezterm_claude_code unavailable injector_missing
+            wezterm_codex unavailable injector_missing
+            wezterm_gemini_cli unavailable injector_missing
             opencode_server ok
-            summary: {"ok":21,"degraded":0,"unavailable":9,"not_applicable":15,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
+            summary: {"ok":21,"degraded":0,"unavailable":12,"not_applicable":15,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 
@@ -1838,8 +1841,11 @@ mod tests {
             kitty_claude_code unavailable injector_missing
             kitty_codex unavailable injector_missing
             kitty_gemini_cli unavailable injector_missing
+            wezterm_claude_code unavailable injector_missing
+            wezterm_codex unavailable injector_missing
+            wezterm_gemini_cli unavailable injector_missing
             opencode_server ok
-            summary: {"ok":5,"degraded":0,"unavailable":18,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
+            summary: {"ok":5,"degraded":0,"unavailable":21,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 }

@@ -163,26 +163,11 @@ pub fn paste(listen_on: &str, id: u64, text: &str) -> Result<(), KittyError> {
     send_text(listen_on, id, &format!("\u{1b}[200~{text}\u{1b}[201~"))
 }
 
-/// The bytes a terminal sends for a key named as tmux names it (the registry's
-/// `terminal.submit_key`): kitty 0.26 has no `send-key`, so keys go as text.
-pub fn key_bytes(key: &str) -> Option<&'static str> {
-    Some(match key {
-        "Enter" | "C-m" => "\r",
-        "C-j" => "\n",
-        "Tab" | "C-i" => "\t",
-        "Escape" | "C-[" => "\u{1b}",
-        "Space" => " ",
-        "BSpace" => "\u{7f}",
-        "M-Enter" => "\u{1b}\r",
-        _ => return None,
-    })
-}
-
 /// Presses `key` (a tmux key name) in window `id`.
 pub fn press(listen_on: &str, id: u64, key: &str) -> Result<(), KittyError> {
-    let bytes = key_bytes(key).ok_or_else(|| KittyError::Failed {
+    let bytes = super::key_bytes(key).ok_or_else(|| KittyError::Failed {
         command: "send-text".into(),
-        detail: format!("Koru cannot send the key {key:?} through kitty (known: Enter, C-m, C-j, Tab, Escape, Space, BSpace, M-Enter)"),
+        detail: super::unknown_key(key),
     })?;
     send_text(listen_on, id, bytes)
 }
@@ -380,9 +365,9 @@ mod tests {
 
     #[test]
     fn keys_go_as_the_bytes_a_terminal_sends_for_them() {
-        assert_eq!(key_bytes("Enter"), Some("\r"));
-        assert_eq!(key_bytes("C-j"), Some("\n"));
-        assert_eq!(key_bytes("F13"), None);
+        assert_eq!(super::super::key_bytes("Enter"), Some("\r"));
+        assert_eq!(super::super::key_bytes("C-j"), Some("\n"));
+        assert_eq!(super::super::key_bytes("F13"), None);
         let error = press("unix:/nowhere", 1, "F13").unwrap_err();
         assert!(
             error.to_string().contains("cannot send the key \"F13\""),

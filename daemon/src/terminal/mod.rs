@@ -1,4 +1,4 @@
-//! Terminal agents where they run, found without their hooks: the panes of the user's tmux servers and the windows of every kitty with remote control on and, under each one's first process, a Claude Code, Codex CLI, Gemini CLI or opencode process — looked up on demand (one `list-panes` per server and one read of `/proc`), never polled.
+//! Terminal agents where they run, found without their hooks: the panes of the user's tmux servers and the windows of every kitty with remote control on, the panes of every WezTerm and, under each one's first process, a Claude Code, Codex CLI, Gemini CLI or opencode process — looked up on demand (one `list-panes` per server and one read of `/proc`), never polled.
 
 pub mod kitty;
 pub mod opencode;
@@ -6,6 +6,7 @@ pub mod procs;
 pub mod screen;
 pub mod tmux;
 pub mod typist;
+pub mod wezterm;
 
 use std::path::Path;
 
@@ -31,8 +32,8 @@ pub struct Look {
     pub problems: Vec<String>,
 }
 
-/// Looks at every tmux server whose socket is in `socket_dir` and at every kitty running
-/// here for panes (kitty: windows) running an agent.
+/// Looks at every tmux server whose socket is in `socket_dir`, every kitty and every
+/// WezTerm running here for panes (kitty: windows) running an agent.
 pub fn look(socket_dir: &Path) -> Look {
     let mut look = Look::default();
     let sockets = tmux::server_sockets(socket_dir);
@@ -72,6 +73,7 @@ pub fn look(socket_dir: &Path) -> Look {
                 .push(format!("kitty (pid {}): {error}", instance.pid)),
         }
     }
+    panes.extend(wezterm_panes(&processes, &mut look.problems));
     for pane in panes {
         if let Some((pid, product)) = procs::agent_under(pane.pid, &processes) {
             if look.agents.iter().any(|a| a.pid == pid) {
@@ -81,9 +83,9 @@ pub fn look(socket_dir: &Path) -> Look {
                 .then(|| opencode::server_address(pid))
                 .flatten();
             let mut pane = pane;
-            if pane.kind == PaneKind::Kitty {
-                // kitty's `cwd` is its window's first process's; the agent's own is the one
-                // its chats are filed under.
+            if pane.kind != PaneKind::Tmux {
+                // kitty's and WezTerm's folder is their window's first process's; the agent's
+                // own is the one its chats are filed under.
                 if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
                     pane.path = cwd.display().to_string();
                 }
@@ -97,6 +99,63 @@ pub fn look(socket_dir: &Path) -> Look {
         }
     }
     look
+}
+
+/// The bytes a terminal sends for a key named as tmux names it (the registry's
+/// `terminal.submit_key`), for terminals whose remote control sends keys as text (kitty
+/// 0.26 has no `send-key`; WezTerm's CLI has none).
+pub fn key_bytes(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "Enter" | "C-m" => "\r",
+        "C-j" => "\n",
+        "Tab" | "C-i" => "\t",
+        "Escape" | "C-[" => "\u{1b}",
+        "Space" => " ",
+        "BSpace" => "\u{7f}",
+        "M-Enter" => "\u{1b}\r",
+        _ => return None,
+    })
+}
+
+/// Why a key cannot be sent as text.
+pub fn unknown_key(key: &str) -> String {
+    format!("Koru cannot send the key {key:?} as text (known: Enter, C-m, C-j, Tab, Escape, Space, BSpace, M-Enter)")
+}
+
+/// The WezTerm panes whose first process runs here, each checked against its WezTerm's own
+/// list (one `wezterm cli list` per WezTerm).
+fn wezterm_panes(
+    processes: &std::collections::HashMap<u32, procs::Process>,
+    problems: &mut Vec<String>,
+) -> Vec<Pane> {
+    let shells = wezterm::shells(processes, kitty::environ_of);
+    let mut sockets: Vec<&str> = shells.iter().map(|s| s.socket.as_str()).collect();
+    sockets.sort_unstable();
+    sockets.dedup();
+    let mut found = Vec::new();
+    for socket in sockets {
+        let listed = match wezterm::list_panes(&koru_injectors::SystemRunner, socket) {
+            Ok(listed) => listed,
+            Err(error) => {
+                problems.push(format!("WezTerm at {socket}: {error}"));
+                continue;
+            }
+        };
+        for shell in shells.iter().filter(|s| s.socket == socket) {
+            if let Some(pane) = listed.iter().find(|p| p.pane_id == shell.pane_id) {
+                found.push(Pane {
+                    kind: PaneKind::Wezterm,
+                    socket: socket.into(),
+                    pane_id: pane.pane_id.to_string(),
+                    pid: shell.pid,
+                    command: String::new(),
+                    path: pane.cwd.clone(),
+                    place: pane.place.clone(),
+                });
+            }
+        }
+    }
+    found
 }
 
 /// A look the daemon asked for, done.

@@ -11,6 +11,8 @@ pub enum PaneKind {
     Tmux,
     /// A kitty window (kitty's remote control reaches it: `terminal::kitty`).
     Kitty,
+    /// A WezTerm pane (its CLI reaches it: `terminal::wezterm`).
+    Wezterm,
 }
 
 /// One pane of a tmux server, or one window of a kitty instance (its pane for Koru).
@@ -18,10 +20,11 @@ pub enum PaneKind {
 pub struct Pane {
     pub kind: PaneKind,
     /// The server's socket; for kitty, the instance's remote-control address as
-    /// `KITTY_LISTEN_ON` says it (`unix:/tmp/kitty-1234`).
+    /// `KITTY_LISTEN_ON` says it (`unix:/tmp/kitty-1234`); for WezTerm, its
+    /// `WEZTERM_UNIX_SOCKET`.
     pub socket: PathBuf,
     /// `%N`: unique on its server, stable for the pane's life; for kitty, the window's
-    /// `KITTY_WINDOW_ID`.
+    /// `KITTY_WINDOW_ID`; for WezTerm, `WEZTERM_PANE`.
     pub pane_id: String,
     /// The pane's first process (its shell, usually).
     pub pid: u32,

@@ -1,4 +1,4 @@
-//! Typing a drive's prompt into a terminal agent's tmux pane or kitty window, off the daemon's loop: read the screen first (never type into a dialog or over a person's draft), one bracketed paste from stdin, the registry's settle delay, the submit key on its own; and pressing the submit key again only while the prompt still sits in the input box.
+//! Typing a drive's prompt into a terminal agent's tmux pane, kitty window or WezTerm pane, off the daemon's loop: read the screen first (never type into a dialog or over a person's draft), one bracketed paste from stdin, the registry's settle delay, the submit key on its own; and pressing the submit key again only while the prompt still sits in the input box.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -142,7 +142,8 @@ impl<E: From<Typed> + Send + 'static> TerminalTypist for SystemTerminalTypist<E>
     fn available(&self, place: PaneKind) -> Result<(), Blocker> {
         match place {
             PaneKind::Tmux => tmux_version().map(|_| ()),
-            PaneKind::Kitty => kitty_on_path(),
+            PaneKind::Kitty => on_path("kitty", "its remote control (`kitty @`)"),
+            PaneKind::Wezterm => on_path("wezterm", "its CLI (`wezterm cli`)"),
         }
     }
 
@@ -151,17 +152,17 @@ impl<E: From<Typed> + Send + 'static> TerminalTypist for SystemTerminalTypist<E>
     }
 }
 
-/// Whether `kitty` is on PATH (the agent was found through it, so it is, unless PATH
-/// changed).
-fn kitty_on_path() -> Result<(), Blocker> {
+/// Whether the terminal's `program` is on PATH (the agent was found through it, so it is,
+/// unless PATH changed).
+fn on_path(program: &str, what: &str) -> Result<(), Blocker> {
     let found = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("kitty").is_file()));
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()));
     if found {
         Ok(())
     } else {
         Err(Blocker::new(
             blocker::INJECTOR_MISSING,
-            "kitty is not on the daemon's PATH: its remote control (`kitty @`) cannot be run",
+            format!("{program} is not on the daemon's PATH: {what} cannot be run"),
         ))
     }
 }
@@ -205,13 +206,20 @@ fn capture(job: &TypeJob) -> Result<String, String> {
         PaneKind::Tmux => tmux::capture(&job.socket, &job.pane_id).map_err(|e| e.to_string()),
         PaneKind::Kitty => super::kitty::screen(&job.socket.to_string_lossy(), kitty_window(job)?)
             .map_err(|e| e.to_string()),
+        PaneKind::Wezterm => super::wezterm::screen(
+            &koru_injectors::SystemRunner,
+            &job.socket.to_string_lossy(),
+            kitty_window(job)?,
+        )
+        .map_err(|e| e.to_string()),
     }
 }
 
+/// The kitty window's (WezTerm pane's) number.
 fn kitty_window(job: &TypeJob) -> Result<u64, String> {
     job.pane_id
         .parse()
-        .map_err(|_| format!("{:?} is not a kitty window id", job.pane_id))
+        .map_err(|_| format!("{:?} is not a window or pane number", job.pane_id))
 }
 
 /// Pastes the prompt as one bracketed paste. When it fails nothing reached the agent (one
@@ -228,6 +236,13 @@ fn paste(job: &TypeJob) -> Result<(), String> {
             super::kitty::paste(&job.socket.to_string_lossy(), kitty_window(job)?, &job.text)
                 .map_err(|e| e.to_string())
         }
+        PaneKind::Wezterm => super::wezterm::paste(
+            &koru_injectors::SystemRunner,
+            &job.socket.to_string_lossy(),
+            kitty_window(job)?,
+            &job.text,
+        )
+        .map_err(|e| e.to_string()),
     }
 }
 
@@ -237,6 +252,13 @@ fn press(job: &TypeJob) -> Result<(), String> {
         PaneKind::Tmux => tmux::send_key(&job.socket, &job.pane_id, &job.terminal.submit_key)
             .map_err(|e| e.to_string()),
         PaneKind::Kitty => super::kitty::press(
+            &job.socket.to_string_lossy(),
+            kitty_window(job)?,
+            &job.terminal.submit_key,
+        )
+        .map_err(|e| e.to_string()),
+        PaneKind::Wezterm => super::wezterm::press(
+            &koru_injectors::SystemRunner,
             &job.socket.to_string_lossy(),
             kitty_window(job)?,
             &job.terminal.submit_key,

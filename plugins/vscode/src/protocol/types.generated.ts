@@ -306,6 +306,12 @@ export type TerminalPlace =
       listen_on: string;
       place: string;
       window_id: number;
+    }
+  | {
+      kind: "wezterm";
+      pane_id: number;
+      place: string;
+      socket: string;
     };
 /**
  * What the plugin last said about its chat.

@@ -601,6 +601,14 @@ impl From<crate::terminal::typist::Typed> for DaemonEvent {
     }
 }
 
+impl From<crate::terminal::typist::IdeTerminalRequest> for DaemonEvent {
+    fn from(request: crate::terminal::typist::IdeTerminalRequest) -> Self {
+        DaemonEvent::IdeTerminalIo {
+            request: Box::new(request),
+        }
+    }
+}
+
 impl From<crate::conversation::ChatReadFinished> for DaemonEvent {
     fn from(finished: crate::conversation::ChatReadFinished) -> Self {
         DaemonEvent::ChatReadFinished {

@@ -20,6 +20,9 @@ pub enum Capability {
     ChatEvents,
     /// The plugin can read and restore the IDE clipboard.
     Clipboard,
+    /// The plugin reports its window's integrated terminals (`terminals`) and reads and
+    /// writes them for the daemon (`terminal.io`).
+    TerminalIo,
     /// An IDE command (VS Code command id, JetBrains action id) exists in this IDE.
     Command { id: String },
     /// A tool window or view exists in this IDE.
@@ -37,6 +40,7 @@ enum KnownCapability {
     DriveSteps,
     ChatEvents,
     Clipboard,
+    TerminalIo,
     Command { id: String },
     ToolWindow { id: String },
 }
@@ -49,6 +53,7 @@ impl Serialize for Capability {
             Capability::DriveSteps => KnownCapability::DriveSteps,
             Capability::ChatEvents => KnownCapability::ChatEvents,
             Capability::Clipboard => KnownCapability::Clipboard,
+            Capability::TerminalIo => KnownCapability::TerminalIo,
             Capability::Command { id } => KnownCapability::Command { id: id.clone() },
             Capability::ToolWindow { id } => KnownCapability::ToolWindow { id: id.clone() },
             Capability::Unknown(raw) => return raw.serialize(serializer),
@@ -72,6 +77,7 @@ impl<'de> Deserialize<'de> for Capability {
                 Ok(KnownCapability::DriveSteps) => Capability::DriveSteps,
                 Ok(KnownCapability::ChatEvents) => Capability::ChatEvents,
                 Ok(KnownCapability::Clipboard) => Capability::Clipboard,
+                Ok(KnownCapability::TerminalIo) => Capability::TerminalIo,
                 Ok(KnownCapability::Command { id }) => Capability::Command { id },
                 Ok(KnownCapability::ToolWindow { id }) => Capability::ToolWindow { id },
                 Err(_) => Capability::Unknown(raw),

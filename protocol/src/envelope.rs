@@ -109,6 +109,12 @@ pub enum Message {
     Ack(Ack),
     #[serde(rename = "event")]
     Event(PluginEvent),
+    #[serde(rename = "terminals")]
+    Terminals(crate::TerminalsReport),
+    #[serde(rename = "terminal.io")]
+    TerminalIo(crate::TerminalIo),
+    #[serde(rename = "terminal.io.result")]
+    TerminalIoResult(crate::TerminalIoResult),
 
     // Controller requests and their replies.
     #[serde(rename = "status")]
@@ -171,6 +177,9 @@ pub const KNOWN_MESSAGE_TYPES: &[&str] = &[
     "cancel",
     "ack",
     "event",
+    "terminals",
+    "terminal.io",
+    "terminal.io.result",
     "status",
     "status.result",
     "sessions.list",
@@ -210,6 +219,9 @@ impl Message {
             Message::Cancel(_) => "cancel",
             Message::Ack(_) => "ack",
             Message::Event(_) => "event",
+            Message::Terminals(_) => "terminals",
+            Message::TerminalIo(_) => "terminal.io",
+            Message::TerminalIoResult(_) => "terminal.io.result",
             Message::Status {} => "status",
             Message::StatusResult(_) => "status.result",
             Message::SessionsList(_) => "sessions.list",
@@ -464,6 +476,9 @@ fn decode_body(
         "cancel" => Message::Cancel(typed(body)?),
         "ack" => Message::Ack(typed(body)?),
         "event" => Message::Event(typed(body)?),
+        "terminals" => Message::Terminals(typed(body)?),
+        "terminal.io" => Message::TerminalIo(typed(body)?),
+        "terminal.io.result" => Message::TerminalIoResult(typed(body)?),
         "status" => Message::Status {},
         "status.result" => Message::StatusResult(typed(body)?),
         "sessions.list" => Message::SessionsList(typed(body)?),
@@ -620,8 +635,11 @@ mod tests {
             let line = format!(r#"{{"v":1,"type":"{name}"}}"#);
             match decode_line(line.as_bytes()) {
                 Ok(envelope) => assert_eq!(envelope.message.type_name(), *name),
-                Err(DecodeError::InvalidMessage { type_name, .. }) => {
-                    assert_eq!(type_name, *name)
+                Err(DecodeError::InvalidMessage {
+                    type_name, detail, ..
+                }) => {
+                    assert_eq!(type_name, *name);
+                    assert!(!detail.contains("no decoder"), "{name}: {detail}");
                 }
                 Err(other) => panic!("{name}: unexpected {other:?}"),
             }

@@ -50,9 +50,10 @@ pub use product::IdeProduct;
 pub use recovery::{RecoveryAction, RecoveryResult, RecoveryRun, RECOVERY_ACTIONS};
 pub use session::{
     AgentChat, AgentState, ChatOutcome, ChatState, DriveCreate, DriveRef, DrivesList,
-    DrivesListResult, HttpStatus, PluginEvent, PluginEventKind, RefusedHandshake, RegistryStatus,
-    SessionHealth, SessionInfo, SessionsList, SessionsListResult, StatusInfo, StreamEvent,
-    TerminalAgentInfo, TerminalPlace,
+    DrivesListResult, HttpStatus, IdeTerminal, PluginEvent, PluginEventKind, RefusedHandshake,
+    RegistryStatus, SessionHealth, SessionInfo, SessionsList, SessionsListResult, StatusInfo,
+    StreamEvent, TerminalAction, TerminalAgentInfo, TerminalIo, TerminalIoResult, TerminalPlace,
+    TerminalsReport,
 };
 
 /// The protocol version this build speaks natively (the highest it supports).

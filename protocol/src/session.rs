@@ -56,6 +56,10 @@ pub struct SessionInfo {
     /// the plugin does not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_readiness: Option<crate::ChatReadiness>,
+    /// The window's integrated terminals, as its plugin last reported them (`terminals`;
+    /// absent when it reported none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub terminals: Vec<IdeTerminal>,
 }
 
 /// `event` (plugin → daemon): something changed in the IDE.
@@ -288,6 +292,14 @@ pub enum TerminalPlace {
         pane_id: u64,
         place: String,
     },
+    /// An IDE window's integrated terminal, reached through that window's plugin
+    /// (`terminal.io`): the plugin session, the plugin's id for the terminal, and where it
+    /// is for people (product, folder, terminal name).
+    IdeTerminal {
+        session_id: String,
+        terminal_id: String,
+        place: String,
+    },
 }
 
 impl TerminalPlace {
@@ -301,6 +313,7 @@ impl TerminalPlace {
             TerminalPlace::Wezterm { pane_id, place, .. } => {
                 format!("WezTerm {place} (pane {pane_id})")
             }
+            TerminalPlace::IdeTerminal { place, .. } => place.clone(),
         }
     }
 }
@@ -411,4 +424,61 @@ pub enum StreamEvent {
     /// A kind this build does not know.
     #[serde(other)]
     Unknown,
+}
+
+/// `terminals` (plugin → daemon, no reply): every integrated terminal of the plugin's
+/// window, sent after the welcome and again whenever one opens, closes or gets its
+/// process. Each report replaces the previous one. The daemon looks under each terminal's
+/// shell for a terminal agent (Claude Code, Codex CLI, Gemini CLI, opencode) and types into
+/// it through `terminal.io`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TerminalsReport {
+    pub terminals: Vec<IdeTerminal>,
+}
+
+/// One integrated terminal of an IDE window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct IdeTerminal {
+    /// The plugin's id for it: unique in the window, stable for the terminal's life (the
+    /// VS Code extension also gives it to the terminal's processes as `KORU_TERMINAL_ID`
+    /// where the IDE lets it).
+    pub terminal_id: String,
+    /// Its name as the IDE shows it.
+    pub name: String,
+    /// The terminal's first process (its shell), once the IDE knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell_pid: Option<u32>,
+}
+
+/// `terminal.io` (daemon → plugin): read one terminal's screen, or write bytes to it. The
+/// plugin answers `terminal.io.result` with the same `order_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TerminalIo {
+    pub order_id: String,
+    pub terminal_id: String,
+    pub action: TerminalAction,
+}
+
+/// What `terminal.io` asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TerminalAction {
+    /// The terminal's visible screen, one line per row, trailing blanks cut.
+    Read,
+    /// Write `data` to the terminal's input as it is: no newline rewritten, nothing added
+    /// (the daemon writes bracketed-paste markers and the submit key itself).
+    Write { data: String },
+}
+
+/// `terminal.io.result` (plugin → daemon): how a `terminal.io` went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TerminalIoResult {
+    pub order_id: String,
+    /// For `read`: the screen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen: Option<String>,
+    /// Why it could not be done (the terminal is gone; its screen is not known to the
+    /// plugin). Nothing was written when this is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

@@ -86,6 +86,8 @@ closed_enum! {
         Kitty => "kitty",
         /// A WezTerm pane, through its CLI (`wezterm cli get-text`, `send-text`).
         Wezterm => "wezterm",
+        /// An IDE window's integrated terminal, through the window's plugin (`terminal.io`).
+        IdeTerminal => "ide_terminal",
     }
 }
 

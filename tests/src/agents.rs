@@ -167,6 +167,12 @@ impl<'a> Tmux<'a> {
         }
     }
 
+    /// A tmux server at `socket` (anywhere: outside `$TMUX_TMPDIR`, the daemon's own look
+    /// does not find it).
+    pub fn at(sandbox: &'a Sandbox, socket: PathBuf) -> Tmux<'a> {
+        Tmux { sandbox, socket }
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
         self.sandbox
             .command("tmux")

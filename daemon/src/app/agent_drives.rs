@@ -337,6 +337,7 @@ impl<C: Clock> App<C> {
                 crate::terminal::PaneKind::Tmux => koru_registry::Transport::Tmux,
                 crate::terminal::PaneKind::Kitty => koru_registry::Transport::Kitty,
                 crate::terminal::PaneKind::Wezterm => koru_registry::Transport::Wezterm,
+                crate::terminal::PaneKind::IdeTerminal => koru_registry::Transport::IdeTerminal,
             },
             self.typist.available(agent.pane.kind),
             server_usable,

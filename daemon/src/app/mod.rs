@@ -158,6 +158,10 @@ pub enum DaemonEvent {
     TerminalTyped {
         typed: Box<crate::terminal::typist::Typed>,
     },
+    /// The typist asks to read or write an IDE window's terminal (through its plugin).
+    IdeTerminalIo {
+        request: Box<crate::terminal::typist::IdeTerminalRequest>,
+    },
     /// Periodic: heartbeats and deadlines.
     Tick,
 }
@@ -451,6 +455,7 @@ impl<C: Clock> App<C> {
             DaemonEvent::ChatReadFinished { finished } => self.on_chat_read_finished(*finished),
             DaemonEvent::TerminalLook { finished } => self.on_terminal_look(*finished),
             DaemonEvent::TerminalTyped { typed } => self.on_typed(*typed),
+            DaemonEvent::IdeTerminalIo { request } => self.on_ide_terminal_request(*request),
             DaemonEvent::ObserverHealth { observers } => self.observers = observers,
         }
     }

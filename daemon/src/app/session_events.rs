@@ -206,6 +206,7 @@ impl<C: Clock> App<C> {
             return;
         };
         self.subscribers.remove(&conn_id);
+        self.drop_ide_orders(conn_id);
         let Some(session_id) = connection.session_id else {
             tracing::debug!(conn_id, reason, "connection closed before hello");
             return;

@@ -41,6 +41,8 @@ pub struct SessionRecord {
     /// What the plugin says about its window's focus, for OS injections that verify focus
     /// through it (made on first use; each focus event updates it).
     pub focus_watch: Option<tokio::sync::watch::Sender<Option<bool>>>,
+    /// The window's integrated terminals, as the plugin last reported them (`terminals`).
+    pub terminals: Vec<koru_protocol::IdeTerminal>,
 }
 
 impl SessionRecord {
@@ -78,6 +80,7 @@ impl SessionRecord {
             queued_drives: VecDeque::new(),
             queued_prompt_bytes: 0,
             focus_watch: None,
+            terminals: Vec::new(),
         }
     }
 
@@ -121,6 +124,7 @@ impl SessionRecord {
             active_drive: self.active_drive.clone(),
             queued_drives: self.queued_drives.len(),
             chat_readiness: self.chat_readiness.clone(),
+            terminals: self.terminals.clone(),
         }
     }
 

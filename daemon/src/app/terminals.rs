@@ -26,7 +26,13 @@ pub(super) struct TerminalLooks {
     waiting: Vec<WaitingList>,
     running: Option<u64>,
     next_ticket: u64,
+    /// `terminal.io` orders sent to plugins and not answered yet: the connection, and where
+    /// the answer goes (dropped with the connection: the typist then hears the window went).
+    ide_orders: std::collections::HashMap<String, (ConnId, IdeReply)>,
+    next_order: u64,
 }
+
+type IdeReply = std::sync::mpsc::Sender<Result<String, String>>;
 
 /// A folder without its trailing slashes, for comparing.
 pub(super) fn folder(path: &str) -> &str {
@@ -105,10 +111,120 @@ impl<C: Clock> App<C> {
             self.terminal.next_ticket += 1;
             let ticket = self.terminal.next_ticket;
             self.terminal.running = Some(ticket);
+            let ide_terminals = self.ide_terminals();
             if let Some(looker) = &self.terminal.looker {
-                looker.start(ticket);
+                looker.start(ticket, ide_terminals);
             }
         }
+    }
+
+    /// A plugin's `terminals` report: the window's terminals now.
+    pub(super) fn on_terminals_report(
+        &mut self,
+        session_id: &str,
+        report: koru_protocol::TerminalsReport,
+    ) {
+        if let Some(session) = self.sessions.get_mut(session_id) {
+            tracing::debug!(
+                session_id,
+                terminals = report.terminals.len(),
+                "the window's terminals"
+            );
+            if session.terminals != report.terminals {
+                session.terminals = report.terminals;
+                let info = session.info();
+                self.publish(koru_protocol::StreamEvent::SessionUpdated { session: info });
+            }
+        }
+    }
+
+    /// The typist asks to read or write an IDE terminal: sent to its window's plugin.
+    pub(super) fn on_ide_terminal_request(
+        &mut self,
+        request: crate::terminal::typist::IdeTerminalRequest,
+    ) {
+        let crate::terminal::typist::IdeTerminalRequest {
+            session_id,
+            terminal_id,
+            action,
+            reply,
+        } = request;
+        let Some(conn_id) = self.session_conn.get(&session_id).copied() else {
+            let _ = reply.send(Err(format!(
+                "the IDE window (session {session_id}) is no longer connected"
+            )));
+            return;
+        };
+        self.terminal.next_order += 1;
+        let order_id = format!("o_{}", self.terminal.next_order);
+        self.terminal
+            .ide_orders
+            .insert(order_id.clone(), (conn_id, reply));
+        self.send(
+            conn_id,
+            Envelope::new(Message::TerminalIo(koru_protocol::TerminalIo {
+                order_id,
+                terminal_id,
+                action,
+            })),
+        );
+    }
+
+    /// A plugin's answer to `terminal.io`.
+    pub(super) fn on_terminal_io_result(
+        &mut self,
+        conn_id: ConnId,
+        result: koru_protocol::TerminalIoResult,
+    ) {
+        match self.terminal.ide_orders.remove(&result.order_id) {
+            Some((asked, reply)) if asked == conn_id => {
+                let _ = reply.send(match result.error {
+                    Some(error) => Err(error),
+                    None => Ok(result.screen.unwrap_or_default()),
+                });
+            }
+            Some(other) => {
+                // Only the window asked may answer.
+                self.terminal.ide_orders.insert(result.order_id, other);
+            }
+            None => tracing::debug!(order_id = %result.order_id, "an answer to no terminal order"),
+        }
+    }
+
+    /// A connection ended: its unanswered terminal orders fail.
+    pub(super) fn drop_ide_orders(&mut self, conn_id: ConnId) {
+        self.terminal
+            .ide_orders
+            .retain(|_, (asked, _)| *asked != conn_id);
+    }
+
+    /// The integrated terminals the plugins reported, with their shells.
+    fn ide_terminals(&self) -> Vec<crate::terminal::IdeTerminalRef> {
+        let mut found = Vec::new();
+        for session in self.sessions.values() {
+            let product = session
+                .ide
+                .as_ref()
+                .map_or_else(|| "IDE".to_string(), |ide| ide.product.to_string());
+            let folder = session
+                .window
+                .workspace_folders
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "(no folder)".into());
+            for terminal in &session.terminals {
+                let Some(shell_pid) = terminal.shell_pid else {
+                    continue;
+                };
+                found.push(crate::terminal::IdeTerminalRef {
+                    session_id: session.session_id.clone(),
+                    terminal_id: terminal.terminal_id.clone(),
+                    shell_pid,
+                    place: format!("{product} window {folder}, terminal \"{}\"", terminal.name),
+                });
+            }
+        }
+        found
     }
 
     /// A look came back: every waiting `sessions.list` is answered with it.
@@ -231,6 +347,11 @@ pub(super) fn terminal_place(pane: &crate::terminal::Pane) -> TerminalPlace {
         crate::terminal::PaneKind::Wezterm => TerminalPlace::Wezterm {
             socket: pane.socket.display().to_string(),
             pane_id: pane.pane_id.parse().unwrap_or(0),
+            place: pane.place.clone(),
+        },
+        crate::terminal::PaneKind::IdeTerminal => TerminalPlace::IdeTerminal {
+            session_id: pane.socket.display().to_string(),
+            terminal_id: pane.pane_id.clone(),
             place: pane.place.clone(),
         },
     }

@@ -807,6 +807,32 @@ fn interface_verdict(
             ),
         }
     }
+    // An IDE terminal route needs a window whose plugin reaches its terminals.
+    if interface.transport == Transport::IdeTerminal && facts.daemon.running() {
+        let reaching: Vec<String> = plugins
+            .iter()
+            .filter(|s| {
+                s.capabilities
+                    .contains(&koru_protocol::Capability::TerminalIo)
+            })
+            .map(|s| {
+                format!(
+                    "{} reports {} terminal(s)",
+                    describe_session(s),
+                    s.terminals.len()
+                )
+            })
+            .collect();
+        if reaching.is_empty() {
+            return Verdict::blocked(
+                Status::NotApplicable,
+                BlockerCode::PluginMissing,
+                "no IDE window whose Koru plugin reaches its terminals (capability `terminal_io`) is connected",
+                found,
+            );
+        }
+        found.extend(reaching);
+    }
     // A chat store: read only while the daemon observes (`--no-observe` turns it off).
     if interface.family == Family::Observation {
         if let Some(status) = facts.daemon.status.as_ref() {
@@ -1462,6 +1488,64 @@ mod tests {
     }
 
     #[test]
+    fn an_ide_terminal_route_needs_a_connected_window_whose_plugin_reaches_its_terminals() {
+        let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
+        let registry = &loaded.registry;
+        let interface = registry.get("ide_terminal_claude_code").unwrap();
+        let judge = |facts: &Facts, plugins: &[&SessionInfo]| {
+            let environment: HashMap<String, Verdict> = registry
+                .interfaces()
+                .iter()
+                .map(|i| (i.id.clone(), environment_verdict(i, facts)))
+                .collect();
+            interface_verdict(interface, facts, plugins, &[], &environment)
+        };
+        let code = |verdict: &Verdict| verdict.blocker.as_ref().map(|(code, _)| *code);
+
+        let down = judge(&facts_of_this_build(registry, None), &[]);
+        assert_eq!(down.status, Status::Unavailable);
+        assert_eq!(code(&down), Some(BlockerCode::DaemonDown));
+
+        let facts = facts_of_this_build(registry, Some(daemon_status(false, true)));
+        let alone = judge(&facts, &[]);
+        assert_eq!(alone.status, Status::NotApplicable);
+        assert_eq!(code(&alone), Some(BlockerCode::PluginMissing));
+        // A window whose plugin does not reach its terminals does not make the route work.
+        let plain = session(None);
+        assert_eq!(
+            code(&judge(&facts, &[&plain])),
+            Some(BlockerCode::PluginMissing)
+        );
+
+        let mut reaching = session(None);
+        reaching
+            .capabilities
+            .push(koru_protocol::Capability::TerminalIo);
+        reaching.terminals = vec![
+            koru_protocol::IdeTerminal {
+                terminal_id: "1".into(),
+                name: "bash".into(),
+                shell_pid: Some(10),
+            },
+            koru_protocol::IdeTerminal {
+                terminal_id: "2".into(),
+                name: "claude".into(),
+                shell_pid: None,
+            },
+        ];
+        let ok = judge(&facts, &[&plain, &reaching]);
+        assert_eq!(ok.status, Status::Ok, "{:?}", ok.blocker);
+        assert!(
+            ok.facts
+                .iter()
+                .any(|f| f.contains("s_1 code-server 1.139.1")
+                    && f.ends_with("reports 2 terminal(s)")),
+            "{:?}",
+            ok.facts
+        );
+    }
+
+    #[test]
     fn what_the_daemon_serves_decides_the_http_and_observation_interfaces() {
         let loaded = koru_registry::load(&[koru_registry::LayerSource::built_in()]);
         let registry = &loaded.registry;
@@ -1769,11 +1853,14 @@ mod tests {
             kitty_claude_code unavailable injector_missing
             kitty_codex unavailable injector_missing
             kitty_gemini_cli unavailable injector_missing
+            ide_terminal_claude_code not_applicable plugin_missing
+            ide_terminal_codex not_applicable plugin_missing
+            ide_terminal_gemini_cli not_applicable plugin_missing
             wezterm_claude_code unavailable injector_missing
             wezterm_codex unavailable injector_missing
             wezterm_gemini_cli unavailable injector_missing
             opencode_server ok
-            summary: {"ok":21,"degraded":0,"unavailable":12,"not_applicable":15,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
+            summary: {"ok":21,"degraded":0,"unavailable":12,"not_applicable":18,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 
@@ -1841,11 +1928,14 @@ mod tests {
             kitty_claude_code unavailable injector_missing
             kitty_codex unavailable injector_missing
             kitty_gemini_cli unavailable injector_missing
+            ide_terminal_claude_code unavailable daemon_down
+            ide_terminal_codex unavailable daemon_down
+            ide_terminal_gemini_cli unavailable daemon_down
             wezterm_claude_code unavailable injector_missing
             wezterm_codex unavailable injector_missing
             wezterm_gemini_cli unavailable injector_missing
             opencode_server ok
-            summary: {"ok":5,"degraded":0,"unavailable":21,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
+            summary: {"ok":5,"degraded":0,"unavailable":24,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 }

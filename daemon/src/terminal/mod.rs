@@ -25,6 +25,19 @@ pub struct PaneAgent {
     pub server: Option<std::net::SocketAddr>,
 }
 
+/// An IDE window's integrated terminal, as its plugin reported it, for a look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdeTerminalRef {
+    /// The plugin session of the window.
+    pub session_id: String,
+    /// The plugin's id for the terminal.
+    pub terminal_id: String,
+    /// The terminal's shell.
+    pub shell_pid: u32,
+    /// Where it is, for people (`vscode window ~/repo, terminal "bash"`).
+    pub place: String,
+}
+
 /// What one look found: the agents, and the servers that could not be asked.
 #[derive(Debug, Default)]
 pub struct Look {
@@ -33,8 +46,9 @@ pub struct Look {
 }
 
 /// Looks at every tmux server whose socket is in `socket_dir`, every kitty and every
-/// WezTerm running here for panes (kitty: windows) running an agent.
-pub fn look(socket_dir: &Path) -> Look {
+/// WezTerm running here, and the IDE terminals the plugins reported, for panes (kitty:
+/// windows) running an agent.
+pub fn look(socket_dir: &Path, ide_terminals: &[IdeTerminalRef]) -> Look {
     let mut look = Look::default();
     let sockets = tmux::server_sockets(socket_dir);
     tracing::debug!(dir = %socket_dir.display(), sockets = sockets.len(), "looking for terminal agents");
@@ -74,6 +88,15 @@ pub fn look(socket_dir: &Path) -> Look {
         }
     }
     panes.extend(wezterm_panes(&processes, &mut look.problems));
+    panes.extend(ide_terminals.iter().map(|terminal| Pane {
+        kind: PaneKind::IdeTerminal,
+        socket: terminal.session_id.clone().into(),
+        pane_id: terminal.terminal_id.clone(),
+        pid: terminal.shell_pid,
+        command: String::new(),
+        path: String::new(),
+        place: terminal.place.clone(),
+    }));
     for pane in panes {
         if let Some((pid, product)) = procs::agent_under(pane.pid, &processes) {
             if look.agents.iter().any(|a| a.pid == pid) {
@@ -169,7 +192,8 @@ pub struct LookFinished {
 /// Looks for terminal agents off the daemon's loop; the answer comes back as a
 /// [`LookFinished`] event.
 pub trait TerminalLooker: Send + Sync {
-    fn start(&self, ticket: u64);
+    /// Starts a look; `ide_terminals` are the IDE windows' terminals known now.
+    fn start(&self, ticket: u64, ide_terminals: Vec<IdeTerminalRef>);
 }
 
 /// Looks for real, on tokio's blocking pool, in the user's tmux socket folder.
@@ -192,11 +216,11 @@ impl<E> SystemTerminalLooker<E> {
 }
 
 impl<E: From<LookFinished> + Send + 'static> TerminalLooker for SystemTerminalLooker<E> {
-    fn start(&self, ticket: u64) {
+    fn start(&self, ticket: u64, ide_terminals: Vec<IdeTerminalRef>) {
         let events = self.events.clone();
         let dir = self.socket_dir.clone();
         tokio::spawn(async move {
-            let found = tokio::task::spawn_blocking(move || look(&dir))
+            let found = tokio::task::spawn_blocking(move || look(&dir, &ide_terminals))
                 .await
                 .unwrap_or_else(|error| Look {
                     agents: Vec::new(),
@@ -220,7 +244,7 @@ pub struct RecordingTerminalLooker {
 }
 
 impl TerminalLooker for RecordingTerminalLooker {
-    fn start(&self, ticket: u64) {
+    fn start(&self, ticket: u64, _ide_terminals: Vec<IdeTerminalRef>) {
         if let Ok(mut started) = self.started.lock() {
             started.push(ticket);
         }
@@ -282,7 +306,7 @@ mod tests {
             &script,
         ]);
         tmux(&["new-window", "-t", "w", "sleep", "30"]);
-        let found = look(&sockets);
+        let found = look(&sockets, &[]);
         tmux(&["kill-server"]);
         assert!(found.problems.is_empty(), "{:?}", found.problems);
         assert_eq!(found.agents.len(), 1, "{:?}", found.agents);
@@ -293,6 +317,6 @@ mod tests {
             "below the pane's shell"
         );
         // No servers: nothing, and no problem.
-        assert!(look(&dir.path().join("nowhere")).agents.is_empty());
+        assert!(look(&dir.path().join("nowhere"), &[]).agents.is_empty());
     }
 }

@@ -13,6 +13,9 @@ pub enum PaneKind {
     Kitty,
     /// A WezTerm pane (its CLI reaches it: `terminal::wezterm`).
     Wezterm,
+    /// An IDE window's integrated terminal, reached through the window's plugin
+    /// (`terminal.io`): `socket` holds the plugin session, `pane_id` the plugin's terminal id.
+    IdeTerminal,
 }
 
 /// One pane of a tmux server, or one window of a kitty instance (its pane for Koru).

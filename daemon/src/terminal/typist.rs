@@ -71,6 +71,51 @@ pub struct Typed {
     pub screen_tail: String,
 }
 
+/// One read or write of an IDE window's integrated terminal, asked of the daemon's loop
+/// (which sends `terminal.io` to the window's plugin and hands back its answer).
+#[derive(Debug)]
+pub struct IdeTerminalRequest {
+    pub session_id: String,
+    pub terminal_id: String,
+    pub action: koru_protocol::TerminalAction,
+    /// The screen (for a read; empty for a write), or why it could not be done.
+    pub reply: std::sync::mpsc::Sender<Result<String, String>>,
+}
+
+/// How long the typist waits for an IDE window to answer one `terminal.io`.
+const IDE_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Sends `request` to the loop; `false` when the loop is gone.
+pub type IdeSend<'a> = &'a (dyn Fn(IdeTerminalRequest) -> bool + Sync);
+
+/// One `terminal.io` round trip, blocking.
+fn ide_io(
+    job: &TypeJob,
+    action: koru_protocol::TerminalAction,
+    send: IdeSend,
+) -> Result<String, String> {
+    let (reply, answer) = std::sync::mpsc::channel();
+    let request = IdeTerminalRequest {
+        session_id: job.socket.to_string_lossy().into_owned(),
+        terminal_id: job.pane_id.clone(),
+        action,
+        reply,
+    };
+    if !send(request) {
+        return Err("the daemon is stopping".into());
+    }
+    match answer.recv_timeout(IDE_ANSWER_TIMEOUT) {
+        Ok(result) => result,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(format!(
+            "the IDE window did not answer within {} s",
+            IDE_ANSWER_TIMEOUT.as_secs()
+        )),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            Err("the IDE window's plugin went away".into())
+        }
+    }
+}
+
 /// Carries out type orders off the loop; each answer comes back as a [`Typed`] event.
 pub trait TerminalTypist: Send + Sync {
     fn start(&self, job: TypeJob);
@@ -101,7 +146,9 @@ fn tmux_version() -> Result<(u32, u32), Blocker> {
         .map_err(|detail| Blocker::new(blocker::INJECTOR_MISSING, detail))
 }
 
-impl<E: From<Typed> + Send + 'static> TerminalTypist for SystemTerminalTypist<E> {
+impl<E: From<Typed> + From<IdeTerminalRequest> + Send + 'static> TerminalTypist
+    for SystemTerminalTypist<E>
+{
     fn start(&self, job: TypeJob) {
         let events = self.events.clone();
         if let Some(target) = job.server.clone() {
@@ -121,7 +168,10 @@ impl<E: From<Typed> + Send + 'static> TerminalTypist for SystemTerminalTypist<E>
         tokio::spawn(async move {
             let drive_id = job.drive_id.clone();
             let kind = job.kind;
-            let typed = tokio::task::spawn_blocking(move || run(&job))
+            let to_loop = events.clone();
+            let send =
+                move |request: IdeTerminalRequest| to_loop.blocking_send(E::from(request)).is_ok();
+            let typed = tokio::task::spawn_blocking(move || run(&job, &send))
                 .await
                 .unwrap_or_else(|error| Typed {
                     drive_id,
@@ -144,6 +194,8 @@ impl<E: From<Typed> + Send + 'static> TerminalTypist for SystemTerminalTypist<E>
             PaneKind::Tmux => tmux_version().map(|_| ()),
             PaneKind::Kitty => on_path("kitty", "its remote control (`kitty @`)"),
             PaneKind::Wezterm => on_path("wezterm", "its CLI (`wezterm cli`)"),
+            // The window's plugin reported the terminal, so it reads and writes it.
+            PaneKind::IdeTerminal => Ok(()),
         }
     }
 
@@ -201,8 +253,9 @@ fn agent_alive(pid: u32) -> bool {
 }
 
 /// What the pane (window) shows now.
-fn capture(job: &TypeJob) -> Result<String, String> {
+fn capture(job: &TypeJob, ide: IdeSend) -> Result<String, String> {
     match job.place {
+        PaneKind::IdeTerminal => ide_io(job, koru_protocol::TerminalAction::Read, ide),
         PaneKind::Tmux => tmux::capture(&job.socket, &job.pane_id).map_err(|e| e.to_string()),
         PaneKind::Kitty => super::kitty::screen(&job.socket.to_string_lossy(), kitty_window(job)?)
             .map_err(|e| e.to_string()),
@@ -224,8 +277,16 @@ fn kitty_window(job: &TypeJob) -> Result<u64, String> {
 
 /// Pastes the prompt as one bracketed paste. When it fails nothing reached the agent (one
 /// call each: tmux's `paste-buffer`, kitty's `send-text`).
-fn paste(job: &TypeJob) -> Result<(), String> {
+fn paste(job: &TypeJob, ide: IdeSend) -> Result<(), String> {
     match job.place {
+        PaneKind::IdeTerminal => ide_io(
+            job,
+            koru_protocol::TerminalAction::Write {
+                data: format!("\u{1b}[200~{}\u{1b}[201~", job.text),
+            },
+            ide,
+        )
+        .map(|_| ()),
         PaneKind::Tmux => {
             let version = tmux_version().map_err(|b| b.detail)?;
             let buffer = format!("koru-{}", job.drive_id);
@@ -247,8 +308,20 @@ fn paste(job: &TypeJob) -> Result<(), String> {
 }
 
 /// Presses the registry's submit key.
-fn press(job: &TypeJob) -> Result<(), String> {
+fn press(job: &TypeJob, ide: IdeSend) -> Result<(), String> {
     match job.place {
+        PaneKind::IdeTerminal => {
+            let data = super::key_bytes(&job.terminal.submit_key)
+                .ok_or_else(|| super::unknown_key(&job.terminal.submit_key))?;
+            ide_io(
+                job,
+                koru_protocol::TerminalAction::Write {
+                    data: data.to_string(),
+                },
+                ide,
+            )
+            .map(|_| ())
+        }
         PaneKind::Tmux => tmux::send_key(&job.socket, &job.pane_id, &job.terminal.submit_key)
             .map_err(|e| e.to_string()),
         PaneKind::Kitty => super::kitty::press(
@@ -268,7 +341,7 @@ fn press(job: &TypeJob) -> Result<(), String> {
 }
 
 /// Carries out one order, blocking.
-pub fn run(job: &TypeJob) -> Typed {
+pub fn run(job: &TypeJob, ide: IdeSend) -> Typed {
     let answer = |result: TypeResult, screen: &str| Typed {
         drive_id: job.drive_id.clone(),
         kind: job.kind,
@@ -288,7 +361,7 @@ pub fn run(job: &TypeJob) -> Typed {
             ),
         );
     }
-    let screen = match capture(job) {
+    let screen = match capture(job, ide) {
         Ok(screen) => screen,
         Err(error) => return gone(job, format!("pane {} cannot be read: {error}", job.pane_id)),
     };
@@ -300,7 +373,7 @@ pub fn run(job: &TypeJob) -> Typed {
             if matches!(seen, Screen::Dialog(_)) || !shows_prompt(&markers, &screen, &job.text) {
                 return answer(TypeResult::Untouched(seen), &screen);
             }
-            match press(job) {
+            match press(job, ide) {
                 Ok(()) => answer(TypeResult::PressedAgain, &screen),
                 Err(error) => answer(failed(error, true), &screen),
             }
@@ -320,12 +393,12 @@ pub fn run(job: &TypeJob) -> Typed {
                     );
                 }
             }
-            if let Err(error) = paste(job) {
+            if let Err(error) = paste(job, ide) {
                 return answer(failed(error, false), &screen);
             }
             std::thread::sleep(Duration::from_millis(job.terminal.settle_ms));
             // A dialog that opened meanwhile must not get the key.
-            let after = capture(job).unwrap_or_default();
+            let after = capture(job, ide).unwrap_or_default();
             if let Screen::Dialog(text) = markers.read(&after) {
                 return answer(
                     TypeResult::Failed {
@@ -338,7 +411,7 @@ pub fn run(job: &TypeJob) -> Typed {
                     &after,
                 );
             }
-            match press(job) {
+            match press(job, ide) {
                 Ok(()) => answer(TypeResult::Typed, &after),
                 Err(error) => answer(failed(error, true), &after),
             }

@@ -43,6 +43,15 @@ export type Envelope = {
   | (PluginEvent & {
       type: "event";
     })
+  | (TerminalsReport & {
+      type: "terminals";
+    })
+  | (TerminalIo & {
+      type: "terminal.io";
+    })
+  | (TerminalIoResult & {
+      type: "terminal.io.result";
+    })
   | {
       type: "status";
     }
@@ -143,6 +152,9 @@ export type KnownCapability =
     }
   | {
       kind: "clipboard";
+    }
+  | {
+      kind: "terminal_io";
     }
   | {
       id: string;
@@ -284,6 +296,17 @@ export type ChatOutcome =
  */
 export type NeedsInputKind = "question" | "permission" | "tool_approval" | "other";
 /**
+ * What `terminal.io` asks.
+ */
+export type TerminalAction =
+  | {
+      kind: "read";
+    }
+  | {
+      data: string;
+      kind: "write";
+    };
+/**
  * How the daemon follows a chat-store root.
  */
 export type ObserverMode = "watched" | "waiting" | "polled";
@@ -312,6 +335,12 @@ export type TerminalPlace =
       pane_id: number;
       place: string;
       socket: string;
+    }
+  | {
+      kind: "ide_terminal";
+      place: string;
+      session_id: string;
+      terminal_id: string;
     };
 /**
  * What the plugin last said about its chat.
@@ -891,6 +920,59 @@ export interface PluginEvent {
   event: PluginEventKind;
 }
 /**
+ * `terminals` (plugin → daemon, no reply): every integrated terminal of the plugin's
+ * window, sent after the welcome and again whenever one opens, closes or gets its
+ * process. Each report replaces the previous one. The daemon looks under each terminal's
+ * shell for a terminal agent (Claude Code, Codex CLI, Gemini CLI, opencode) and types into
+ * it through `terminal.io`.
+ */
+export interface TerminalsReport {
+  terminals: IdeTerminal[];
+}
+/**
+ * One integrated terminal of an IDE window.
+ */
+export interface IdeTerminal {
+  /**
+   * Its name as the IDE shows it.
+   */
+  name: string;
+  /**
+   * The terminal's first process (its shell), once the IDE knows it.
+   */
+  shell_pid?: number | null;
+  /**
+   * The plugin's id for it: unique in the window, stable for the terminal's life (the
+   * VS Code extension also gives it to the terminal's processes as `KORU_TERMINAL_ID`
+   * where the IDE lets it).
+   */
+  terminal_id: string;
+}
+/**
+ * `terminal.io` (daemon → plugin): read one terminal's screen, or write bytes to it. The
+ * plugin answers `terminal.io.result` with the same `order_id`.
+ */
+export interface TerminalIo {
+  action: TerminalAction;
+  order_id: string;
+  terminal_id: string;
+}
+/**
+ * `terminal.io.result` (plugin → daemon): how a `terminal.io` went.
+ */
+export interface TerminalIoResult {
+  /**
+   * Why it could not be done (the terminal is gone; its screen is not known to the
+   * plugin). Nothing was written when this is set.
+   */
+  error?: string | null;
+  order_id: string;
+  /**
+   * For `read`: the screen.
+   */
+  screen?: string | null;
+}
+/**
  * `status` (controller → daemon) has no fields; its reply `status.result` is this.
  */
 export interface StatusInfo {
@@ -1175,6 +1257,11 @@ export interface SessionInfo {
   queued_drives?: number;
   role: Role;
   session_id: string;
+  /**
+   * The window's integrated terminals, as its plugin last reported them (`terminals`;
+   * absent when it reported none).
+   */
+  terminals?: IdeTerminal[];
   window?: WindowInfo & {
     [k: string]: unknown | undefined;
   };
@@ -1722,6 +1809,9 @@ export const MESSAGE_TYPES: readonly string[] = [
   "cancel",
   "ack",
   "event",
+  "terminals",
+  "terminal.io",
+  "terminal.io.result",
   "status",
   "status.result",
   "sessions.list",

@@ -144,7 +144,7 @@ public final class Messages {
 
         /** True for the kinds protocol v1 defines. */
         public boolean isKnownKind() {
-            return List.of("native_send", "plugin_drive", "drive_steps", "chat_events", "clipboard", "command", "tool_window")
+            return List.of("native_send", "plugin_drive", "drive_steps", "chat_events", "clipboard", "terminal_io", "command", "tool_window")
                     .contains(kind);
         }
 
@@ -486,6 +486,67 @@ public final class Messages {
         }
     }
 
+    /** One integrated terminal of the IDE window, as {@code terminals} reports it. */
+    public static final class IdeTerminal {
+        public String terminalId;
+        public String name;
+        /** The terminal's shell process, once the IDE knows it. */
+        public Long shellPid;
+
+        public IdeTerminal() {}
+
+        public IdeTerminal(String terminalId, String name, Long shellPid) {
+            this.terminalId = terminalId;
+            this.name = name;
+            this.shellPid = shellPid;
+        }
+    }
+
+    /** {@code terminals} (plugin → daemon): every integrated terminal of the window; each report replaces the last. */
+    public static final class Terminals extends Envelope {
+        public List<IdeTerminal> terminals;
+
+        public Terminals() {
+            type = "terminals";
+        }
+
+        public Terminals(List<IdeTerminal> terminals) {
+            this();
+            this.terminals = terminals;
+        }
+    }
+
+    /** What {@code terminal.io} asks: {@code read} the screen, or {@code write} {@code data} as it is. */
+    public static final class TerminalAction {
+        public String kind;
+        public String data;
+    }
+
+    /** {@code terminal.io} (daemon → plugin): read or write one terminal; answered by {@link TerminalIoResult}. */
+    public static final class TerminalIo extends Envelope {
+        public String orderId;
+        public String terminalId;
+        public TerminalAction action;
+    }
+
+    /** {@code terminal.io.result} (plugin → daemon): the screen read, or why the order could not be done. */
+    public static final class TerminalIoResult extends Envelope {
+        public String orderId;
+        public String screen;
+        public String error;
+
+        public TerminalIoResult() {
+            type = "terminal.io.result";
+        }
+
+        public TerminalIoResult(String orderId, String screen, String error) {
+            this();
+            this.orderId = orderId;
+            this.screen = screen;
+            this.error = error;
+        }
+    }
+
     /** The class a message type decodes into on the plugin side, or {@code null} for controller-only types. */
     public static Class<? extends Envelope> pluginClassFor(String type) {
         switch (type) {
@@ -499,6 +560,9 @@ public final class Messages {
             case "cancel": return Cancel.class;
             case "ack": return Ack.class;
             case "event": return Event.class;
+            case "terminals": return Terminals.class;
+            case "terminal.io": return TerminalIo.class;
+            case "terminal.io.result": return TerminalIoResult.class;
             default: return null;
         }
     }

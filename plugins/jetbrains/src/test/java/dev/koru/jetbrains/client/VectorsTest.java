@@ -32,8 +32,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class VectorsTest {
     /** Plugin-side messages: what a plugin sends and what it receives. */
-    private static final Set<String> PLUGIN_SENDS = Set.of("hello", "ack", "event", "ping", "pong", "bye");
-    private static final Set<String> PLUGIN_RECEIVES = Set.of("welcome", "error", "ping", "pong", "bye", "drive", "cancel");
+    private static final Set<String> PLUGIN_SENDS = Set.of("hello", "ack", "event", "terminals", "terminal.io.result", "ping", "pong", "bye");
+    private static final Set<String> PLUGIN_RECEIVES = Set.of("welcome", "error", "ping", "pong", "bye", "drive", "cancel", "terminal.io");
 
     static List<Path> files() throws IOException {
         try (Stream<Path> listing = Files.list(TestPaths.root().resolve("protocol").resolve("vectors"))) {

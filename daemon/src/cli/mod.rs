@@ -419,7 +419,7 @@ pub struct SendArgs {
     #[arg(long, group = "target", value_name = "ID")]
     pub session: Option<String>,
     /// Send to the terminal agent of this product (claude-code, codex, gemini-cli,
-    /// opencode) running in tmux; with --workspace, the one running in that folder
+    /// opencode) running in tmux, kitty, WezTerm or an IDE terminal; with --workspace, the one running in that folder
     #[arg(long, value_name = "PRODUCT", conflicts_with_all = ["session", "ide", "window_pid", "chat"])]
     pub agent: Option<String>,
     /// Send to the running terminal agent that holds this chat (an id from `koru chats`)

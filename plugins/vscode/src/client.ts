@@ -17,7 +17,7 @@ import {
   LineTooLong,
   PROTOCOL_VERSION,
 } from "./protocol/codec";
-import type { DriveRequest, Envelope, PluginEventKind } from "./protocol/types.generated";
+import type { DriveRequest, Envelope, IdeTerminal, PluginEventKind, TerminalIo, TerminalIoResult } from "./protocol/types.generated";
 
 /** Where the connection stands, for the status bar and `Koru: Show Status`. */
 export type ConnectionState =
@@ -46,6 +46,8 @@ export interface ClientOptions {
   runDrive: DriveRunner;
   log: Logger;
   onState?: (state: ConnectionState) => void;
+  /** Carries out a `terminal.io` order (absent: every order is answered with an error). */
+  terminalIo?: (order: TerminalIo) => Promise<TerminalIoResult>;
   /** Called when a drive starts (`drive_id`) and ends (`undefined`). */
   onDrive?: (driveId: string | undefined) => void;
   backoff?: BackoffOptions;
@@ -133,6 +135,11 @@ export class DaemonClient {
   /** Sends an event when connected; returns whether it was sent. */
   sendEvent(event: PluginEventKind): boolean {
     return this.write({ v: PROTOCOL_VERSION, type: "event", event } as Envelope);
+  }
+
+  /** Sends the window's terminals when connected; returns whether it was sent. */
+  sendTerminals(terminals: IdeTerminal[]): boolean {
+    return this.write({ v: PROTOCOL_VERSION, type: "terminals", terminals } as Envelope);
   }
 
   /** The session id the daemon gave this window, when connected. */
@@ -282,6 +289,9 @@ export class DaemonClient {
       case "drive":
         this.enqueue(message as unknown as DriveRequest);
         break;
+      case "terminal.io":
+        void this.answerTerminalIo(message as unknown as TerminalIo);
+        break;
       case "cancel": {
         const cancel = message as Extract<Envelope, { type: "cancel" }>;
         this.cancel(cancel.drive_id, cancel.reason);
@@ -302,6 +312,22 @@ export class DaemonClient {
       default:
         this.options.log.debug(`ignoring ${message.type}`);
     }
+  }
+
+  /** Answers one `terminal.io`; an order that throws is answered with the error. */
+  private async answerTerminalIo(order: TerminalIo): Promise<void> {
+    let result: TerminalIoResult;
+    try {
+      result = this.options.terminalIo
+        ? await this.options.terminalIo(order)
+        : { order_id: order.order_id, error: "this window does not reach its terminals" };
+    } catch (error) {
+      result = { order_id: order.order_id, error: `the extension failed: ${String(error)}` };
+    }
+    this.options.log.debug(
+      `terminal ${order.terminal_id}: ${order.action.kind}${result.error ? ` failed: ${result.error}` : ""}`,
+    );
+    this.write({ v: PROTOCOL_VERSION, type: "terminal.io.result", ...result } as Envelope);
   }
 
   private enqueue(drive: DriveRequest): void {

@@ -19,6 +19,22 @@ import { executeSteps, ExecuteOptions, Host } from "./executor";
 import { buildHello, localFolderPaths, UriFacts } from "./hello";
 import { detectProduct } from "./product";
 import type { DriveRequest } from "./protocol/types.generated";
+import { TerminalBridge } from "./terminals";
+import { terminalSizeOf, xtermMirror } from "./terminalScreen";
+
+/** Shell integration's execution events (VS Code 1.93+), which this extension's minimum API (1.85) does not declare. */
+interface ShellExecutionEvents {
+  onDidStartTerminalShellExecution: vscode.Event<{
+    terminal: vscode.Terminal;
+    execution: { read(): AsyncIterable<string> };
+  }>;
+}
+
+/** The shell-execution API when this VS Code has it: without it no terminal's screen can be mirrored. */
+function shellExecutionEvents(): ShellExecutionEvents | undefined {
+  const window = vscode.window as unknown as Partial<ShellExecutionEvents>;
+  return typeof window.onDidStartTerminalShellExecution === "function" ? (window as ShellExecutionEvents) : undefined;
+}
 
 let client: DaemonClient | undefined;
 
@@ -78,6 +94,17 @@ export function activate(context: vscode.ExtensionContext): void {
     client ? client.sendEvent({ kind: "chat_readiness", ready: ready.ready, reason: ready.reason }) : false,
   );
   const blockOnResponse = supportsBlockOnResponse(vscode.version);
+  // The window's terminals for the daemon. Shell pids are processes on the daemon's machine only
+  // when this extension host runs where the terminals do.
+  const shellEvents = shellExecutionEvents();
+  const terminals = shellEvents
+    ? new TerminalBridge<vscode.Terminal>({
+        makeMirror: xtermMirror,
+        sizeOf: terminalSizeOf,
+        report: (list) => void client?.sendTerminals(list),
+        pidsAreLocal: !vscode.env.remoteName || context.extension.extensionKind === vscode.ExtensionKind.Workspace,
+      })
+    : undefined;
   // This extension host's chat has not run a request yet: its first gets the longer window.
   const firstChatRequest = new FirstChatRequest();
 
@@ -149,6 +176,7 @@ export function activate(context: vscode.ExtensionContext): void {
         focused: vscode.window.state.focused,
         availableCommands: available,
         interestingCommands: [...CATALOG_COMMANDS, ...settings().allowedCommands],
+        terminalIo: terminals !== undefined,
       });
     },
     runDrive: (drive: DriveRequest, ack, signal) =>
@@ -157,9 +185,11 @@ export function activate(context: vscode.ExtensionContext): void {
         signal,
         chatEvidence: chatEvidence(drive.drive_id),
       }),
+    terminalIo: terminals ? (order) => terminals.handle(order) : undefined,
     onState: (state) => {
       // Readiness may have changed between the hello and the welcome.
       if (state.kind === "connected") void readiness.recheck();
+      if (state.kind === "connected") terminals?.send();
       render(state);
     },
     onDrive: (driveId) => {
@@ -170,6 +200,20 @@ export function activate(context: vscode.ExtensionContext): void {
   });
 
   readiness.start();
+  if (terminals && shellEvents) {
+    for (const terminal of vscode.window.terminals) terminals.opened(terminal);
+    context.subscriptions.push(
+      { dispose: () => terminals.dispose() },
+      vscode.window.onDidOpenTerminal((terminal) => terminals.opened(terminal)),
+      vscode.window.onDidCloseTerminal((terminal) => terminals.closed(terminal)),
+      shellEvents.onDidStartTerminalShellExecution((event) => {
+        // Read at once: the stream holds only what is written after the first read.
+        terminals.mirror(event.terminal, event.execution.read()).catch((error) => {
+          log.warn(`terminal "${event.terminal.name}": its output stopped being mirrored: ${String(error)}`);
+        });
+      }),
+    );
+  }
   context.subscriptions.push(
     log,
     status,

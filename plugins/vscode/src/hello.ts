@@ -37,19 +37,24 @@ export interface WindowFacts extends HostFacts {
   availableCommands: ReadonlySet<string>;
   /** The commands worth reporting: the catalog's plus the user's allowed ones. */
   interestingCommands: readonly string[];
+  /** Whether this window reports its terminals and reads and writes them (VS Code's shell-integration API is there). */
+  terminalIo?: boolean;
 }
 
 /** The client name the daemon shows in `koru sessions`. */
 export const CLIENT_NAME = "koru-vscode";
 
 /** Capabilities: the generic kinds this extension implements, then each interesting command the IDE has. */
-export function capabilitiesFor(facts: Pick<WindowFacts, "availableCommands" | "interestingCommands">): Capability[] {
+export function capabilitiesFor(
+  facts: Pick<WindowFacts, "availableCommands" | "interestingCommands" | "terminalIo">,
+): Capability[] {
   const capabilities: Capability[] = [
     { kind: "drive_steps" },
     { kind: "native_send" },
     { kind: "plugin_drive" },
     { kind: "clipboard" },
   ];
+  if (facts.terminalIo) capabilities.push({ kind: "terminal_io" });
   const seen = new Set<string>();
   for (const id of facts.interestingCommands) {
     if (facts.availableCommands.has(id) && !seen.has(id)) {

@@ -119,3 +119,16 @@ test("capabilities: the kinds the extension implements, then each catalog or all
     { kind: "command", id: "my.extra.command" },
   ]);
 });
+
+test("capabilities: terminal_io only where the window can mirror its terminals (VS Code's shell-integration API)", () => {
+  const kinds = (facts: typeof codeServer) =>
+    (buildHello(facts) as unknown as { capabilities: Array<{ kind: string }> }).capabilities.map((c) => c.kind);
+  assert.ok(!kinds(codeServer).includes("terminal_io"));
+  assert.deepEqual(kinds({ ...codeServer, terminalIo: true }).slice(0, 5), [
+    "drive_steps",
+    "native_send",
+    "plugin_drive",
+    "clipboard",
+    "terminal_io",
+  ]);
+});

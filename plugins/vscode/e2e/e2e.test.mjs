@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-import { E2E_DIR, CODE_SERVER_ENTRY, CHAT_INPUT_SELECTOR, openWorkbench, packageVsix, readJsonLines, startCodeServer, waitFor } from './harness.mjs';
+import { E2E_DIR, CODE_SERVER_ENTRY, CHAT_INPUT_SELECTOR, freePort, openWorkbench, packageVsix, readJsonLines, startCodeServer, waitFor } from './harness.mjs';
 
 const PLUGIN_DIR = path.resolve(E2E_DIR, '..');
 const ROOT = path.resolve(PLUGIN_DIR, '..', '..');
@@ -145,7 +145,8 @@ before(async () => {
     vsixPaths: [KORU_VSIX, recorderVsix],
     env: { KORU_SOCKET: socket, KORU_E2E_RECORD_FILE: recordFile, KORU_E2E_RECORDER_READY_FILE: readyFile },
     extraArgs: CODE_SERVER_ARGS,
-    userSettings: { 'koru.allowedCommands': [] },
+    // bash: the shell whose integration VS Code injects (a root CI user may have no $SHELL, and sh has none).
+    userSettings: { 'koru.allowedCommands': [], 'terminal.integrated.defaultProfile.linux': 'bash' },
   });
   state.wb = await openWorkbench(state.cs.url, folder);
 });
@@ -773,6 +774,129 @@ test('12. `koru setup --only ide` installs the extension through code-server\'s 
   assert.equal(undone.status, 0, undone.stdout + undone.stderr);
   assert.match(undone.stdout, /code-server \(code-server\) — undone: ran .*--uninstall-extension koru\.koru-vscode/);
   assert.doesNotMatch(listed(), /koru\.koru-vscode/);
+});
+
+/** The terminal agents `koru sessions` lists. */
+async function terminalAgents() {
+  const { stdout } = await koru('sessions', '--json');
+  const parsed = JSON.parse(stdout);
+  return (parsed.sessions ?? parsed).filter((s) => s.kind === 'terminal_agent');
+}
+
+/** Opens a new integrated terminal in the window and types `command` into it once its shell is reported. */
+async function runInNewTerminal(command) {
+  const page = state.wb.page;
+  const shells = new Set(((await windowSession()).terminals ?? []).map((t) => t.shell_pid));
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('F1');
+  await page.keyboard.insertText('Terminal: Create New Terminal');
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Create New Terminal' }).first().waitFor({ timeout: 10_000 });
+  await page.keyboard.press('Enter');
+  // The extension reports it with its shell's pid.
+  await waitFor(
+    async () => (await windowSession()).terminals?.some((t) => t.shell_pid && !shells.has(t.shell_pid)),
+    30_000,
+    "the new terminal in the window's session, with its shell",
+  );
+  await page.locator('.terminal-wrapper.active .xterm').first().waitFor({ timeout: 10_000 });
+  // Give bash's shell integration a moment to set up before the command line goes in.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  await page.keyboard.type(command);
+  await page.keyboard.press('Enter');
+}
+
+/** The launch script of a real agent (tests/agents, pinned) for `folder`, with Koru's hooks, against the fake model at `modelUrl`. */
+function agentLaunchScript(agent, agentRoot, modelUrl) {
+  const launch = spawnSync('bash', [path.join(ROOT, 'tests/agents/start-agent.sh'), agent, folder], {
+    env: { ...process.env, LAUNCH_ONLY: '1', AGENT_ROOT: agentRoot, FAKE_MODEL_URL: modelUrl, KORU_SOCKET: socket, KORU_HOOK_BIN: KORU },
+    encoding: 'utf8',
+  });
+  assert.equal(launch.status, 0, launch.stderr);
+  return launch.stdout.trim();
+}
+
+test("13. Claude Code and Codex CLI started in two integrated terminals of the window are found through the extension, typed into through it and told apart, proven by their own hooks: each prompt reaches the model byte-exact, once; a permission dialog on screen refuses the next prompt", async () => {
+  const session = await windowSession();
+  assert.ok(
+    session.capabilities.some((c) => c.kind === 'terminal_io'),
+    `code-server ${session.ide.version} has shell integration's execution API: ${JSON.stringify(session.capabilities)}`,
+  );
+  // The real Claude Code (tests/agents, pinned) against the local fake model server, with Koru's hooks.
+  const port = await freePort();
+  const modelUrl = `http://127.0.0.1:${port}`;
+  const model = spawn('python3', [path.join(ROOT, 'tests/corpus/recorder/fake_model_server.py'), '--port', String(port), '--log', path.join(tmp, 'fake-model.log')], { stdio: 'ignore' });
+  const roots = { 'claude-code': path.join(tmp, 'agent-claude'), codex: path.join(tmp, 'agent-codex') };
+  const prompts = async () => {
+    const answer = await fetch(`${modelUrl}/koru/prompts`).then((r) => r.json()).catch(() => undefined);
+    return answer?.map((p) => ({ prompt: p.prompt, api: p.api }));
+  };
+  const sendAgent = async (agent, prompt, timeout = '120') => {
+    const { code, stdout, stderr } = await koru('send', '--agent', agent, '--workspace', folder, '--wait', '--json', '--timeout', timeout, prompt);
+    return { code, drive: JSON.parse(stdout || '{}'), out: `${stdout}\n${stderr}` };
+  };
+  try {
+    await waitFor(prompts, 15_000, 'the fake model server');
+    await runInNewTerminal(`sh ${agentLaunchScript('claude-code', roots['claude-code'], modelUrl)}`);
+    const claude = await waitFor(
+      async () => (await terminalAgents()).find((a) => a.product === 'claude-code' && a.terminal?.kind === 'ide_terminal'),
+      60_000,
+      'Claude Code in the IDE terminal in `koru sessions`',
+      250,
+    );
+    assert.equal(claude.terminal.session_id, session.session_id);
+    assert.equal(claude.workspace, folder);
+    await runInNewTerminal(`sh ${agentLaunchScript('codex', roots.codex, modelUrl)}`);
+    const codex = await waitFor(
+      async () => (await terminalAgents()).find((a) => a.product === 'codex' && a.terminal?.kind === 'ide_terminal'),
+      60_000,
+      'Codex in the second IDE terminal in `koru sessions`',
+      250,
+    );
+    assert.notEqual(codex.terminal.terminal_id, claude.terminal.terminal_id);
+
+    // Each prompt to the agent it names: Claude Code asks the model by Anthropic's API, Codex by OpenAI's.
+    const stamp = Date.now();
+    const sent = [
+      ['claude-code', `into Claude Code in the IDE terminal ✓ ${stamp}`, 'anthropic-messages'],
+      ['codex', `into Codex in the other terminal ✓ ${stamp}`, 'openai-responses'],
+      ['claude-code', 'two lines for Claude\nsecond: äöü 日本語 "quoted" $HOME', 'anthropic-messages'],
+      ['codex', 'two lines for Codex\nsecond: ✓ 日本語 `tick`', 'openai-responses'],
+    ];
+    for (const [agent, prompt, api] of sent) {
+      // The first to each waits for its input box (the agent may still be starting).
+      const { code, drive, out } = await sendAgent(agent, prompt);
+      assert.equal(code, 0, out);
+      assert.equal(drive.state, 'done', out);
+      assert.equal(drive.route, 'terminal_input', out);
+      assert.equal(drive.submit_evidence, 'agent_hook', out);
+      const arrived = await waitFor(async () => (await prompts())?.find((p) => p.prompt === prompt), 60_000, `the prompt to ${agent} at the model`);
+      assert.equal(arrived.api, api, `${agent}'s prompt came by its own API`);
+    }
+    // As a person would run it (README, "A Claude Code in a VS Code terminal"): the listing and a send, printed.
+    notes.ideTerminalSessions = (await koru('sessions')).stdout;
+    const readme = await koru('send', '--agent', 'claude-code', '--workspace', folder, '--wait', 'Summarise README.md in one sentence.');
+    assert.equal(readme.code, 0, `${readme.stdout}\n${readme.stderr}`);
+    notes.ideTerminalSend = `${readme.stdout}${readme.stderr}`;
+    const atModel = await prompts();
+    for (const [, prompt] of sent) assert.equal(atModel.filter((p) => p.prompt === prompt).length, 1, `once: ${JSON.stringify(atModel)}`);
+
+    // A permission dialog in Claude Code's terminal: the next prompt is refused and nothing answers it.
+    const asks = 'This needs permission: create the probe file.';
+    const asked = await sendAgent('claude-code', asks);
+    assert.equal(asked.drive.state, 'done', asked.out);
+    await waitFor(async () => (await prompts())?.some((p) => p.prompt === asks), 30_000, 'the permission prompt at the model');
+    const refused = await sendAgent('claude-code', 'Are you there?', '30');
+    assert.notEqual(refused.code, 0, refused.out);
+    assert.equal(refused.drive.blocker?.code, 'needs_input', refused.out);
+    assert.ok(!fs.existsSync(path.join(folder, 'koru-permission-probe')), 'the dialog was not answered');
+    assert.ok(!(await prompts()).some((p) => p.prompt === 'Are you there?'));
+  } catch (error) {
+    await screenshot('ide-terminal');
+    throw error;
+  } finally {
+    model.kill();
+    for (const root of Object.values(roots)) spawnSync('pkill', ['-KILL', '-f', root]);
+  }
 });
 
 test('7. closing the browser page ends the session', async () => {

@@ -57,6 +57,7 @@ echo "layer 2 (IDE glue) compiled against the IntelliJ Platform API jars (Debian
 # ── 4. the plugin jar (classes + META-INF/plugin.xml) and its validation ──
 mkdir -p "$B/classes/META-INF" "$B/classes/dev/koru/jetbrains"
 sed "s/@VERSION@/$VERSION/" src/main/resources/META-INF/plugin.xml > "$B/classes/META-INF/plugin.xml"
+cp src/main/resources/META-INF/koru-terminal.xml "$B/classes/META-INF/"
 printf 'version=%s\n' "$VERSION" > "$B/classes/dev/koru/jetbrains/plugin.properties"
 jar --create --file "$B/koru-jetbrains.jar" -C "$B/classes" .
 "${JAVAC[@]}" -d "$B/tools" $(find src/buildTools/java -name '*.java')

@@ -448,6 +448,11 @@ pub struct IdeTerminal {
     /// The terminal's first process (its shell), once the IDE knows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell_pid: Option<u32>,
+    /// Where the IDE gives no pid: the value of `KORU_TERMINAL_ID` the plugin put into the
+    /// environment the IDE started the terminal's shell with. The daemon takes as the shell
+    /// the topmost process whose environment carries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_tag: Option<String>,
 }
 
 /// `terminal.io` (daemon → plugin): read one terminal's screen, or write bytes to it. The

@@ -213,13 +213,14 @@ impl<C: Clock> App<C> {
                 .cloned()
                 .unwrap_or_else(|| "(no folder)".into());
             for terminal in &session.terminals {
-                let Some(shell_pid) = terminal.shell_pid else {
+                if terminal.shell_pid.is_none() && terminal.env_tag.is_none() {
                     continue;
-                };
+                }
                 found.push(crate::terminal::IdeTerminalRef {
                     session_id: session.session_id.clone(),
                     terminal_id: terminal.terminal_id.clone(),
-                    shell_pid,
+                    shell_pid: terminal.shell_pid,
+                    env_tag: terminal.env_tag.clone(),
                     place: format!("{product} window {folder}, terminal \"{}\"", terminal.name),
                 });
             }

@@ -1526,11 +1526,13 @@ mod tests {
                 terminal_id: "1".into(),
                 name: "bash".into(),
                 shell_pid: Some(10),
+                env_tag: None,
             },
             koru_protocol::IdeTerminal {
                 terminal_id: "2".into(),
                 name: "claude".into(),
                 shell_pid: None,
+                env_tag: Some("t-2".into()),
             },
         ];
         let ok = judge(&facts, &[&plain, &reaching]);

@@ -25,6 +25,10 @@ pub struct PaneAgent {
     pub server: Option<std::net::SocketAddr>,
 }
 
+/// The variable a plugin puts into an IDE terminal's environment to name the terminal
+/// (`IdeTerminal.env_tag`).
+pub const TERMINAL_TAG: &str = "KORU_TERMINAL_ID";
+
 /// An IDE window's integrated terminal, as its plugin reported it, for a look.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdeTerminalRef {
@@ -32,8 +36,10 @@ pub struct IdeTerminalRef {
     pub session_id: String,
     /// The plugin's id for the terminal.
     pub terminal_id: String,
-    /// The terminal's shell.
-    pub shell_pid: u32,
+    /// The terminal's shell, as the plugin gave it.
+    pub shell_pid: Option<u32>,
+    /// The terminal's `KORU_TERMINAL_ID`, for finding its shell when no pid was given.
+    pub env_tag: Option<String>,
     /// Where it is, for people (`vscode window ~/repo, terminal "bash"`).
     pub place: String,
 }
@@ -88,15 +94,36 @@ pub fn look(socket_dir: &Path, ide_terminals: &[IdeTerminalRef]) -> Look {
         }
     }
     panes.extend(wezterm_panes(&processes, &mut look.problems));
-    panes.extend(ide_terminals.iter().map(|terminal| Pane {
-        kind: PaneKind::IdeTerminal,
-        socket: terminal.session_id.clone().into(),
-        pane_id: terminal.terminal_id.clone(),
-        pid: terminal.shell_pid,
-        command: String::new(),
-        path: String::new(),
-        place: terminal.place.clone(),
-    }));
+    // Terminals named by their environment tag: every process's environment read once.
+    let wanted: Vec<&str> = ide_terminals
+        .iter()
+        .filter(|t| t.shell_pid.is_none())
+        .filter_map(|t| t.env_tag.as_deref())
+        .collect();
+    let tagged = procs::tagged_shells(TERMINAL_TAG, &wanted, &processes, kitty::environ_of);
+    for terminal in ide_terminals {
+        let shell = terminal.shell_pid.or_else(|| {
+            let tag = terminal.env_tag.as_deref()?;
+            let shell = tagged.get(tag).copied();
+            if shell.is_none() {
+                look.problems.push(format!(
+                    "{}: no process carries {TERMINAL_TAG}={tag} (its shell has ended, or runs on another machine)",
+                    terminal.place
+                ));
+            }
+            shell
+        });
+        let Some(pid) = shell else { continue };
+        panes.push(Pane {
+            kind: PaneKind::IdeTerminal,
+            socket: terminal.session_id.clone().into(),
+            pane_id: terminal.terminal_id.clone(),
+            pid,
+            command: String::new(),
+            path: String::new(),
+            place: terminal.place.clone(),
+        });
+    }
     for pane in panes {
         if let Some((pid, product)) = procs::agent_under(pane.pid, &processes) {
             if look.agents.iter().any(|a| a.pid == pid) {

@@ -114,6 +114,41 @@ pub fn read_process(pid: u32) -> Option<Process> {
     Some(Process { pid, parent, argv })
 }
 
+/// The shells an IDE started with `name=VALUE` in their environment, for each wanted value:
+/// the topmost process carrying it (what a shell started inherits it too). Each process's
+/// environment is read once (`environ`; `None`: gone or not readable).
+pub fn tagged_shells(
+    name: &str,
+    values: &[&str],
+    processes: &HashMap<u32, Process>,
+    environ: impl Fn(u32) -> Option<Vec<(String, String)>>,
+) -> HashMap<String, u32> {
+    if values.is_empty() {
+        return HashMap::new();
+    }
+    let mut carriers: HashMap<String, Vec<u32>> = HashMap::new();
+    for pid in processes.keys() {
+        let Some(vars) = environ(*pid) else { continue };
+        if let Some((_, value)) = vars
+            .iter()
+            .find(|(n, v)| n == name && values.contains(&v.as_str()))
+        {
+            carriers.entry(value.clone()).or_default().push(*pid);
+        }
+    }
+    carriers
+        .into_iter()
+        .filter_map(|(value, mut pids)| {
+            pids.sort_unstable();
+            let top = pids
+                .iter()
+                .copied()
+                .find(|pid| !pids.contains(&processes[pid].parent))?;
+            Some((value, top))
+        })
+        .collect()
+}
+
 /// The nearest of `pid` and its ancestors (at most 16 up) that is an agent's process: what
 /// a hook started by the agent (through a shell or two) runs under.
 pub fn agent_ancestor(pid: u32) -> Option<(u32, AgentProduct)> {
@@ -163,6 +198,35 @@ pub fn agent_under(root: u32, processes: &HashMap<u32, Process>) -> Option<(u32,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tagged_terminal_s_shell_is_the_topmost_process_carrying_its_tag() {
+        // An IDE (1) started two terminals' shells (10 tagged a, 20 tagged b); shell 10 runs
+        // an agent (11) that inherited the tag.
+        let processes: HashMap<u32, Process> = [
+            test_process(1, 0, &["ide"]),
+            test_process(10, 1, &["bash"]),
+            test_process(11, 10, &["node", "claude"]),
+            test_process(20, 1, &["zsh"]),
+        ]
+        .into_iter()
+        .collect();
+        let environ = |pid: u32| -> Option<Vec<(String, String)>> {
+            let tag = match pid {
+                10 | 11 => "a",
+                20 => "b",
+                _ => return Some(vec![("HOME".into(), "/home/me".into())]),
+            };
+            Some(vec![("KORU_TERMINAL_ID".into(), tag.into())])
+        };
+        let found = tagged_shells("KORU_TERMINAL_ID", &["a", "b", "c"], &processes, environ);
+        assert_eq!(found.get("a"), Some(&10));
+        assert_eq!(found.get("b"), Some(&20));
+        assert_eq!(found.get("c"), None);
+        assert_eq!(found.len(), 2);
+        // A process whose environment cannot be read does not count.
+        assert!(tagged_shells("KORU_TERMINAL_ID", &["a"], &processes, |_| None).is_empty());
+    }
 
     fn argv(words: &[&str]) -> Vec<String> {
         words.iter().map(|w| w.to_string()).collect()

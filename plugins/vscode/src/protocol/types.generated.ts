@@ -934,6 +934,12 @@ export interface TerminalsReport {
  */
 export interface IdeTerminal {
   /**
+   * Where the IDE gives no pid: the value of `KORU_TERMINAL_ID` the plugin put into the
+   * environment the IDE started the terminal's shell with. The daemon takes as the shell
+   * the topmost process whose environment carries it.
+   */
+  env_tag?: string | null;
+  /**
    * Its name as the IDE shows it.
    */
   name: string;

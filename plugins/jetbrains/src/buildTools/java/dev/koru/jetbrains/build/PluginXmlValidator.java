@@ -24,6 +24,10 @@ public final class PluginXmlValidator {
             "statusBarWidgetFactory", new String[] {"implementation", "com.intellij.openapi.wm.StatusBarWidgetFactory", "id"},
             "applicationConfigurable", new String[] {"instance", "com.intellij.openapi.options.Configurable", "id", "displayName"});
 
+    /** Extension points of optional dependencies: plugin id → (extension tag → the type its class must extend). */
+    private static final Map<String, Map<String, String>> OPTIONAL_EXTENSION_POINTS = Map.of(
+            "org.jetbrains.plugins.terminal", Map.of("localTerminalCustomizer", "org.jetbrains.plugins.terminal.LocalTerminalCustomizer"));
+
     private final List<String> problems = new ArrayList<>();
     private final List<String> notes = new ArrayList<>();
 
@@ -44,6 +48,7 @@ public final class PluginXmlValidator {
 
     void validate(String jarPath) throws Exception {
         Document document;
+        Map<String, Document> optionalConfigs = new java.util.HashMap<>();
         try (JarFile jar = new JarFile(jarPath)) {
             ZipEntry entry = jar.getEntry("META-INF/plugin.xml");
             if (entry == null) {
@@ -52,7 +57,10 @@ public final class PluginXmlValidator {
             }
             for (java.util.Enumeration<java.util.jar.JarEntry> e = jar.entries(); e.hasMoreElements(); ) {
                 String name = e.nextElement().getName();
-                if (name.startsWith("com/intellij/")) problems.add("the jar ships a platform class (a compile-only stub?): " + name);
+                if (name.startsWith("com/intellij/") || name.startsWith("com/jediterm/") || name.startsWith("kotlinx/")
+                        || name.startsWith("org/jetbrains/plugins/terminal/")) {
+                    problems.add("the jar ships a platform class (a compile-only stub?): " + name);
+                }
             }
             DocumentBuilderFactory factory = DocumentBuilderFactory.newInstance();
             factory.setFeature("http://apache.org/xml/features/disallow-doctype-decl", true);
@@ -61,6 +69,39 @@ public final class PluginXmlValidator {
             } catch (Exception e) {
                 problems.add("not well-formed: " + e.getMessage());
                 return;
+            }
+            for (Element depends : children(document.getDocumentElement(), "depends")) {
+                String configFile = depends.getAttribute("config-file");
+                if (configFile.isBlank()) continue;
+                String dependency = depends.getTextContent().trim();
+                if (!"true".equals(depends.getAttribute("optional"))) problems.add("<depends config-file=" + configFile + "> is not optional");
+                ZipEntry config = jar.getEntry("META-INF/" + configFile);
+                if (config == null) {
+                    problems.add("<depends config-file=" + configFile + ">: META-INF/" + configFile + " is not in the jar");
+                    continue;
+                }
+                try (InputStream in = jar.getInputStream(config)) {
+                    optionalConfigs.put(dependency, factory.newDocumentBuilder().parse(in));
+                } catch (Exception e) {
+                    problems.add(configFile + " is not well-formed: " + e.getMessage());
+                }
+            }
+        }
+        for (Map.Entry<String, Document> optional : optionalConfigs.entrySet()) {
+            Map<String, String> points = OPTIONAL_EXTENSION_POINTS.get(optional.getKey());
+            if (points == null) {
+                problems.add("optional dependency " + optional.getKey() + ": add its extension points to PluginXmlValidator's table");
+                continue;
+            }
+            for (Element extensions : children(optional.getValue().getDocumentElement(), "extensions")) {
+                if (!optional.getKey().equals(extensions.getAttribute("defaultExtensionNs"))) {
+                    problems.add("the config file of " + optional.getKey() + " extends " + extensions.getAttribute("defaultExtensionNs"));
+                }
+                for (Element extension : children(extensions, null)) {
+                    String required = points.get(extension.getTagName());
+                    if (required == null) problems.add("unknown extension point <" + extension.getTagName() + "> of " + optional.getKey());
+                    else checkClass(extension.getTagName(), extension.getAttribute("implementation"), required);
+                }
             }
         }
         Element root = document.getDocumentElement();

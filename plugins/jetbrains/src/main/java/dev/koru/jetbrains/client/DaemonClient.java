@@ -100,6 +100,8 @@ public final class DaemonClient {
         public DoubleSupplier random = Math::random;
         /** How long to wait for {@code welcome} after {@code hello} (the daemon's own limit is 5 s). */
         public long handshakeTimeoutMs = 5000;
+        /** Carries out {@code terminal.io} orders (absent: each is answered with an error); run on a thread of its own. */
+        public java.util.function.Function<Messages.TerminalIo, Messages.TerminalIoResult> terminalIo;
         /** A name for the threads, so a thread dump says which project they serve. */
         public String name = "koru";
     }
@@ -148,6 +150,7 @@ public final class DaemonClient {
     private final Object lock = new Object();
     private final ExecutorService sender;
     private final ExecutorService driver;
+    private final ExecutorService terminalWorker;
     private final ScheduledExecutorService timer;
     private final Deque<DriveJob> jobs = new ArrayDeque<>();
     private DriveJob running;
@@ -166,6 +169,7 @@ public final class DaemonClient {
         Objects.requireNonNull(options.runDrive, "options.runDrive");
         this.sender = Executors.newSingleThreadExecutor(daemonThreads(options.name + "-send"));
         this.driver = Executors.newSingleThreadExecutor(daemonThreads(options.name + "-drive"));
+        this.terminalWorker = Executors.newSingleThreadExecutor(daemonThreads(options.name + "-terminal"));
         this.timer = Executors.newSingleThreadScheduledExecutor(daemonThreads(options.name + "-timer"));
         this.state = new State("stopped", null, null, null, null, 0);
     }
@@ -255,6 +259,7 @@ public final class DaemonClient {
         stop(reason).join();
         sender.shutdown();
         driver.shutdownNow();
+        terminalWorker.shutdownNow();
         timer.shutdownNow();
     }
 
@@ -263,6 +268,14 @@ public final class DaemonClient {
         Connection current = connection;
         if (current == null || !current.welcomed) return false;
         send(current, new Messages.Event(event));
+        return true;
+    }
+
+    /** Sends the window's terminals when connected; returns whether it was queued. Never blocks. */
+    public boolean sendTerminals(List<Messages.IdeTerminal> terminals) {
+        Connection current = connection;
+        if (current == null || !current.welcomed) return false;
+        send(current, new Messages.Terminals(terminals));
         return true;
     }
 
@@ -461,6 +474,22 @@ public final class DaemonClient {
             case "drive":
                 enqueue(new DriveJob(decoded.as(Messages.Drive.class), current));
                 break;
+            case "terminal.io": {
+                Messages.TerminalIo order = decoded.as(Messages.TerminalIo.class);
+                Connection asked = current;
+                terminalWorker.execute(() -> {
+                    Messages.TerminalIoResult result;
+                    try {
+                        result = options.terminalIo == null
+                                ? new Messages.TerminalIoResult(order.orderId, null, "this window does not reach its terminals")
+                                : options.terminalIo.apply(order);
+                    } catch (RuntimeException e) {
+                        result = new Messages.TerminalIoResult(order.orderId, null, "the plugin failed: " + e);
+                    }
+                    send(asked, result);
+                });
+                break;
+            }
             case "cancel": {
                 Messages.Cancel cancel = decoded.as(Messages.Cancel.class);
                 cancel(cancel.driveId, cancel.reason);

@@ -31,6 +31,8 @@ public final class HelloBuilder {
         public Collection<String> availableActions = List.of();
         /** Tool window ids of the catalog that are registered in this project. */
         public Collection<String> availableToolWindows = List.of();
+        /** Whether the plugin reaches this window's terminals (the IDE has its terminal plugin). */
+        public boolean terminalIo;
     }
 
     /** Capabilities: the generic kinds this plugin implements, then each action and tool window it found. */
@@ -39,6 +41,7 @@ public final class HelloBuilder {
         capabilities.add(Messages.Capability.of("drive_steps"));
         capabilities.add(Messages.Capability.of("plugin_drive"));
         capabilities.add(Messages.Capability.of("clipboard"));
+        if (facts.terminalIo) capabilities.add(Messages.Capability.of("terminal_io"));
         Set<String> seen = new LinkedHashSet<>();
         for (String id : facts.availableActions) {
             if (id != null && !id.isEmpty() && seen.add("command:" + id)) capabilities.add(Messages.Capability.withId("command", id));

@@ -492,6 +492,8 @@ public final class Messages {
         public String name;
         /** The terminal's shell process, once the IDE knows it. */
         public Long shellPid;
+        /** Where no pid is known: the {@code KORU_TERMINAL_ID} its shell was started with. */
+        public String envTag;
 
         public IdeTerminal() {}
 

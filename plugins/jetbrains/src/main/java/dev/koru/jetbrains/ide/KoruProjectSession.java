@@ -13,8 +13,10 @@ import dev.koru.jetbrains.client.Catalog;
 import dev.koru.jetbrains.client.DaemonClient;
 import dev.koru.jetbrains.client.HelloBuilder;
 import dev.koru.jetbrains.client.Messages;
+import dev.koru.jetbrains.client.Protocol;
 import dev.koru.jetbrains.client.SocketDiscovery;
 import dev.koru.jetbrains.client.StepExecutor;
+import dev.koru.jetbrains.client.TerminalBridge;
 
 import javax.swing.JFrame;
 import javax.swing.SwingUtilities;
@@ -42,6 +44,10 @@ public final class KoruProjectSession implements Disposable {
     private volatile String activeDrive;
     private PropertyChangeListener focusListener;
     private volatile Boolean lastFocused;
+    /** The project's terminal tabs for the daemon (where the IDE has its terminal plugin). */
+    private final TerminalBridge terminals;
+    private volatile List<Messages.IdeTerminal> lastTerminals = List.of();
+    private final java.util.concurrent.ScheduledExecutorService terminalWatch;
 
     private KoruProjectSession(Project project) {
         this.project = project;
@@ -64,13 +70,26 @@ public final class KoruProjectSession implements Disposable {
                 LOG.warn(message);
             }
         };
-        options.onState = state -> listeners.forEach(listener -> listener.accept(state));
+        IdeTerminals ideTerminals = IdeTerminals.available() ? new IdeTerminals(project) : null;
+        this.terminals = ideTerminals == null ? null : new TerminalBridge(ideTerminals::ports);
+        if (terminals != null) options.terminalIo = terminals::handle;
+        options.onState = state -> {
+            if ("connected".equals(state.kind)) lastTerminals = List.of(); // report them again on this connection
+            listeners.forEach(listener -> listener.accept(state));
+        };
         options.onDrive = driveId -> {
             activeDrive = driveId;
             listeners.forEach(listener -> listener.accept(client().state()));
         };
         options.name = "koru-" + project.getName();
         this.client = new DaemonClient(options);
+        // The terminal API has no listener that covers both terminals: the list is read every 2 s and sent when it changed.
+        this.terminalWatch = terminals == null ? null : java.util.concurrent.Executors.newSingleThreadScheduledExecutor(runnable -> {
+            Thread thread = new Thread(runnable, "koru-terminals-" + project.getName());
+            thread.setDaemon(true);
+            return thread;
+        });
+        if (terminalWatch != null) terminalWatch.scheduleWithFixedDelay(this::reportTerminals, 1, 2, java.util.concurrent.TimeUnit.SECONDS);
     }
 
     private DaemonClient client() {
@@ -127,7 +146,19 @@ public final class KoruProjectSession implements Disposable {
         listeners.remove(listener);
     }
 
+    private void reportTerminals() {
+        try {
+            if (client.sessionId() == null) return;
+            List<Messages.IdeTerminal> now = terminals.list();
+            if (Protocol.GSON.toJson(now).equals(Protocol.GSON.toJson(lastTerminals))) return;
+            if (client.sendTerminals(now)) lastTerminals = now;
+        } catch (RuntimeException e) {
+            LOG.debug("Koru: reporting the terminals: " + e);
+        }
+    }
+
     private void shutdown(String reason) {
+        if (terminalWatch != null) terminalWatch.shutdownNow();
         client.sendEvent(Messages.PluginEventKind.of("window_closing"));
         client.stop(reason).whenComplete((ok, error) -> client.dispose(reason));
         Edt.later(this::unwatchFocus);
@@ -170,6 +201,7 @@ public final class KoruProjectSession implements Disposable {
         ToolWindowManager manager = ToolWindowManager.getInstance(project);
         for (String id : Catalog.TOOL_WINDOWS) if (manager.getToolWindow(id) != null) toolWindows.add(id);
         facts.availableToolWindows = toolWindows;
+        facts.terminalIo = terminals != null;
         return facts;
     }
 

@@ -23,7 +23,15 @@ struct StandInIdeWindow {
 }
 
 impl StandInIdeWindow {
-    fn open(socket: &Path, folder: &Path, tmux_socket: PathBuf, pane: String) -> Self {
+    /// `screen_known: false` stands for an extension that has no copy of the terminal's
+    /// screen (the agent was started before it connected): reads are answered with an error.
+    fn open(
+        socket: &Path,
+        folder: &Path,
+        tmux_socket: PathBuf,
+        pane: String,
+        screen_known: bool,
+    ) -> Self {
         let shell_pid: u32 = String::from_utf8(
             Command::new("tmux")
                 .arg("-S")
@@ -53,7 +61,8 @@ impl StandInIdeWindow {
         raw.set_read_timeout(Duration::from_millis(200));
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
-        let thread = std::thread::spawn(move || serve(raw, &tmux_socket, &pane, &stopping));
+        let thread =
+            std::thread::spawn(move || serve(raw, &tmux_socket, &pane, screen_known, &stopping));
         StandInIdeWindow {
             stop,
             thread: Some(thread),
@@ -67,7 +76,13 @@ impl StandInIdeWindow {
     }
 }
 
-fn serve(mut raw: Raw, tmux_socket: &Path, pane: &str, stop: &AtomicBool) -> Vec<Value> {
+fn serve(
+    mut raw: Raw,
+    tmux_socket: &Path,
+    pane: &str,
+    screen_known: bool,
+    stop: &AtomicBool,
+) -> Vec<Value> {
     let tmux = |args: &[&str]| {
         Command::new("tmux")
             .arg("-S")
@@ -86,6 +101,9 @@ fn serve(mut raw: Raw, tmux_socket: &Path, pane: &str, stop: &AtomicBool) -> Vec
                 let answer = if line["terminal_id"] != "t1" {
                     json!({"v": 1, "type": "terminal.io.result", "order_id": order,
                            "error": "no such terminal"})
+                } else if line["action"]["kind"] == "read" && !screen_known {
+                    json!({"v": 1, "type": "terminal.io.result", "order_id": order,
+                           "error": "the plugin has not seen this terminal's output"})
                 } else if line["action"]["kind"] == "read" {
                     let screen = tmux(&["capture-pane", "-p", "-J", "-t", pane]);
                     json!({"v": 1, "type": "terminal.io.result", "order_id": order,
@@ -129,6 +147,7 @@ fn claude_code_in_an_ide_terminal_is_found_typed_into_through_the_plugin_and_pro
         &folder,
         tmux.socket.clone(),
         pane.clone(),
+        true,
     );
 
     let listed = stdout_json(&sandbox.run(&["sessions", "--json"]));
@@ -136,7 +155,8 @@ fn claude_code_in_an_ide_terminal_is_found_typed_into_through_the_plugin_and_pro
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| e["kind"] == "terminal_agent")
+        // Only this test's folder: agents of other tests on the machine may be listed too.
+        .find(|e| e["kind"] == "terminal_agent" && e["workspace"] == folder.to_str().unwrap())
         .unwrap_or_else(|| panic!("the agent is listed: {listed:#}"))
         .clone();
     assert_eq!(agent["product"], "claude-code");
@@ -193,4 +213,47 @@ fn claude_code_in_an_ide_terminal_is_found_typed_into_through_the_plugin_and_pro
     );
     assert_eq!(writes[1]["action"]["data"], "\r");
     assert!(served.iter().all(|o| o["terminal_id"] == "t1"));
+    tmux.run(&["send-keys", "-t", &pane, "C-u"]);
+
+    // The window is gone: its terminal is no longer known, the agent cannot be reached.
+    let gone = sandbox.run(&[
+        "send",
+        "--agent",
+        "claude-code",
+        "--workspace",
+        folder.to_str().unwrap(),
+        "Anyone there?",
+    ]);
+    assert!(!gone.status.success());
+    let said = String::from_utf8_lossy(&gone.stderr);
+    assert!(
+        said.contains("no_target") || said.contains("no claude-code agent"),
+        "{said}"
+    );
+
+    // A window whose plugin cannot read the terminal's screen: the drive fails
+    // terminal_failed with the plugin's words, and nothing is written.
+    let blind = StandInIdeWindow::open(
+        &sandbox.socket(),
+        &folder,
+        tmux.socket.clone(),
+        pane.clone(),
+        false,
+    );
+    let (ok, failed) = send(&sandbox, "claude-code", &folder, "Not typed.", true);
+    assert!(!ok);
+    assert_eq!(failed["blocker"]["code"], "terminal_failed", "{failed:#}");
+    assert!(
+        failed["blocker"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("has not seen this terminal's output"),
+        "{failed:#}"
+    );
+    let served = blind.close();
+    assert!(
+        served.iter().all(|o| o["action"]["kind"] == "read"),
+        "nothing written: {served:#?}"
+    );
+    assert!(!model.prompts().iter().any(|p| p == "Not typed."));
 }

@@ -363,6 +363,17 @@ pub fn run(job: &TypeJob, ide: IdeSend) -> Typed {
     }
     let screen = match capture(job, ide) {
         Ok(screen) => screen,
+        // The window's plugin answered that it cannot read the terminal (or went away): the
+        // agent still runs, the terminal failed.
+        Err(error) if job.place == PaneKind::IdeTerminal => {
+            return answer(
+                failed(
+                    format!("terminal {} cannot be read: {error}", job.pane_id),
+                    false,
+                ),
+                "",
+            )
+        }
         Err(error) => return gone(job, format!("pane {} cannot be read: {error}", job.pane_id)),
     };
     let markers = CompiledMarkers::new(&job.terminal.screen);

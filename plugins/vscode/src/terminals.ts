@@ -39,6 +39,8 @@ export interface TerminalBridgeOptions {
   pidsAreLocal: boolean;
   /** How often a mirror re-checks its terminal's size while output flows. */
   sizeCheckMs?: number;
+  /** How long after a command starts or ends the names are looked at again (VS Code renames a terminal after its process). */
+  nameRefreshMs?: number;
   now?: () => number;
 }
 
@@ -63,10 +65,14 @@ export class TerminalBridge<T extends TerminalHandle> {
   private readonly byId = new Map<string, T>();
   private next = 0;
   private readonly sizeCheckMs: number;
+  private readonly nameRefreshMs: number;
   private readonly now: () => number;
+  /** The last list sent, to send a name change only once. */
+  private lastSent = "";
 
   constructor(private readonly options: TerminalBridgeOptions) {
     this.sizeCheckMs = options.sizeCheckMs ?? 250;
+    this.nameRefreshMs = options.nameRefreshMs ?? 1000;
     this.now = options.now ?? Date.now;
   }
 
@@ -110,7 +116,14 @@ export class TerminalBridge<T extends TerminalHandle> {
 
   /** Sends the list again (after a reconnect). */
   send(): void {
-    this.options.report(this.list());
+    const list = this.list();
+    this.lastSent = JSON.stringify(list);
+    this.options.report(list);
+  }
+
+  /** Sends the list when a name changed since the last one sent. */
+  private sendIfChanged(): void {
+    if (JSON.stringify(this.list()) !== this.lastSent) this.send();
   }
 
   /**
@@ -121,6 +134,8 @@ export class TerminalBridge<T extends TerminalHandle> {
   async mirror(terminal: T, output: AsyncIterable<string>): Promise<void> {
     if (!this.known.has(terminal)) this.opened(terminal);
     const known = this.known.get(terminal)!;
+    // VS Code names a terminal after the program running in it (`bash` → `claude`), a moment after it starts.
+    setTimeout(() => this.sendIfChanged(), this.nameRefreshMs).unref?.();
     for await (const data of output) {
       if (known.closed) return;
       known.feeding = known.feeding.then(async () => {
@@ -130,6 +145,8 @@ export class TerminalBridge<T extends TerminalHandle> {
       });
     }
     await known.feeding;
+    // The program ended: the terminal takes its shell's name again.
+    setTimeout(() => this.sendIfChanged(), this.nameRefreshMs).unref?.();
   }
 
   /** Makes the mirror (or fits it to the terminal's size), at most every `sizeCheckMs`. */

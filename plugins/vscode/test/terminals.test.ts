@@ -20,9 +20,12 @@ import type { IdeTerminal, TerminalIo } from "../src/protocol/types.generated";
  */
 class StandInTerminal implements TerminalHandle {
   written: string[] = [];
+  /** VS Code renames a terminal after the program running in it. */
+  name: string;
   private resolvePid!: (pid: number | undefined) => void;
   readonly processId: Promise<number | undefined>;
-  constructor(readonly name: string) {
+  constructor(name: string) {
+    this.name = name;
     this.processId = new Promise((resolve) => (this.resolvePid = resolve));
   }
   started(pid: number | undefined): void {
@@ -58,7 +61,7 @@ class OutputStream implements AsyncIterable<string> {
 
 const tick = () => new Promise((resolve) => setTimeout(resolve, 10));
 
-function bridge(options: { sizes?: Map<number, TerminalSize>; pidsAreLocal?: boolean } = {}) {
+function bridge(options: { sizes?: Map<number, TerminalSize>; pidsAreLocal?: boolean; nameRefreshMs?: number } = {}) {
   const reports: IdeTerminal[][] = [];
   const sizes = options.sizes ?? new Map<number, TerminalSize>();
   const made: TerminalSize[] = [];
@@ -72,6 +75,7 @@ function bridge(options: { sizes?: Map<number, TerminalSize>; pidsAreLocal?: boo
     report: (list) => reports.push(list),
     pidsAreLocal: options.pidsAreLocal ?? true,
     sizeCheckMs: 0,
+    nameRefreshMs: options.nameRefreshMs ?? 0,
   });
   return { terminals, reports, sizes, made };
 }
@@ -105,6 +109,27 @@ test("terminals are reported as they open, get their shell and close; a remote w
   far.started(99);
   await tick();
   assert.deepEqual(remote.reports.at(-1), [{ terminal_id: "term-1", name: "ssh" }]);
+});
+
+test("a terminal renamed after the program it runs is reported again, once, when it starts and when it ends", async () => {
+  const { terminals, reports } = bridge({ nameRefreshMs: 5 });
+  const terminal = new StandInTerminal("bash");
+  terminals.opened(terminal);
+  const before = reports.length;
+  const output = new OutputStream();
+  const mirrored = terminals.mirror(terminal, output);
+  terminal.name = "claude";
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  assert.equal(reports.length, before + 1);
+  assert.equal(reports.at(-1)?.[0].name, "claude");
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  assert.equal(reports.length, before + 1, "nothing changed: nothing sent");
+  terminal.name = "bash";
+  output.end();
+  await mirrored;
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  assert.equal(reports.at(-1)?.[0].name, "bash");
+  assert.equal(reports.length, before + 2);
 });
 
 test("a write reaches the terminal unchanged but for VS Code's own newline rewrite, nothing added", async () => {

@@ -66,6 +66,10 @@ pub mod blocker {
     /// The terminal the agent runs in has its remote control off (kitty without
     /// `allow_remote_control` and `listen_on`): nothing can be typed into it.
     pub const REMOTE_CONTROL_OFF: &str = "remote_control_off";
+    /// The prompt is where the person can see it, unsent, and only they can submit it:
+    /// nothing could press the submit key, or the chat recorded no prompt after the key
+    /// was pressed (the Claude Code panel in VS Code). The detail says where the prompt is.
+    pub const NEEDS_USER: &str = "needs_user";
 }
 
 /// What proves a plugin's `submitted` ack: how far the chat itself confirmed that it took

@@ -111,6 +111,8 @@ pub enum Message {
     Event(PluginEvent),
     #[serde(rename = "terminals")]
     Terminals(crate::TerminalsReport),
+    #[serde(rename = "capabilities")]
+    Capabilities(crate::CapabilitiesReport),
     #[serde(rename = "terminal.io")]
     TerminalIo(crate::TerminalIo),
     #[serde(rename = "terminal.io.result")]
@@ -178,6 +180,7 @@ pub const KNOWN_MESSAGE_TYPES: &[&str] = &[
     "ack",
     "event",
     "terminals",
+    "capabilities",
     "terminal.io",
     "terminal.io.result",
     "status",
@@ -220,6 +223,7 @@ impl Message {
             Message::Ack(_) => "ack",
             Message::Event(_) => "event",
             Message::Terminals(_) => "terminals",
+            Message::Capabilities(_) => "capabilities",
             Message::TerminalIo(_) => "terminal.io",
             Message::TerminalIoResult(_) => "terminal.io.result",
             Message::Status {} => "status",
@@ -477,6 +481,7 @@ fn decode_body(
         "ack" => Message::Ack(typed(body)?),
         "event" => Message::Event(typed(body)?),
         "terminals" => Message::Terminals(typed(body)?),
+        "capabilities" => Message::Capabilities(typed(body)?),
         "terminal.io" => Message::TerminalIo(typed(body)?),
         "terminal.io.result" => Message::TerminalIoResult(typed(body)?),
         "status" => Message::Status {},

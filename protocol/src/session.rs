@@ -426,6 +426,15 @@ pub enum StreamEvent {
     Unknown,
 }
 
+/// `capabilities` (plugin → daemon, no reply): the plugin's capabilities now, replacing
+/// those of its `hello`. Sent when they change while the window runs: an extension
+/// installed, enabled or activated after the hello registers the commands a route needs
+/// (the Claude Code extension's, for one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CapabilitiesReport {
+    pub capabilities: Vec<Capability>,
+}
+
 /// `terminals` (plugin → daemon, no reply): every integrated terminal of the plugin's
 /// window, sent after the welcome and again whenever one opens, closes or gets its
 /// process. Each report replaces the previous one. The daemon looks under each terminal's

@@ -155,6 +155,9 @@ pub struct InterfaceEntry {
     /// A key the daemon presses into the plugin's verified window after `pasted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submit_key: Option<String>,
+    /// After `submit_key`: how long the agent of `applies_to.agents` has to record the prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_record_ms: Option<u64>,
     /// How the daemon types into a terminal agent (routes `terminal_input`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal: Option<crate::model::TerminalInput>,
@@ -718,6 +721,29 @@ fn submit_key_problem(interface: &Interface) -> Option<String> {
     None
 }
 
+/// What is wrong with an interface's `agent_record_ms`, if anything: it waits for the
+/// record of an agent named in `applies_to.agents` after the route's `submit_key`.
+fn agent_record_problem(interface: &Interface) -> Option<String> {
+    let wait = interface.agent_record_ms?;
+    if interface.submit_key.is_none() {
+        return Some(
+            "`agent_record_ms` waits after `submit_key`, and the interface has none".into(),
+        );
+    }
+    if interface.applies_to.agents.is_empty() {
+        return Some(
+            "`agent_record_ms` waits for an agent's own record: name the agent in `applies_to.agents`".into(),
+        );
+    }
+    if wait == 0 {
+        return Some(
+            "`agent_record_ms` is 0; give the agent time to record the prompt (for example 15000)"
+                .into(),
+        );
+    }
+    None
+}
+
 /// A diagnostic at a merged value's origin (or at the file as a whole when unknown).
 fn diagnostic_from(origin: Option<&Origin>, message: String) -> Diagnostic {
     Diagnostic {
@@ -907,6 +933,17 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
         }
         if let Some(problem) = submit_key_problem(interface) {
             let origin = origins[&interface.id].get("submit_key").cloned();
+            diagnostics.push(diagnostic_from(
+                origin.as_ref(),
+                format!("interface `{}`: {problem}", interface.id),
+            ));
+        }
+        if let Some(problem) = agent_record_problem(interface) {
+            let origins = &origins[&interface.id];
+            let origin = origins
+                .get("agent_record_ms")
+                .or_else(|| origins.get("submit_key"))
+                .cloned();
             diagnostics.push(diagnostic_from(
                 origin.as_ref(),
                 format!("interface `{}`: {problem}", interface.id),

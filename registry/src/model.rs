@@ -208,6 +208,9 @@ closed_enum! {
         /// A terminal's remote control is off (kitty without `allow_remote_control` and
         /// `listen_on`): the agents in it cannot be reached.
         RemoteControlOff => "remote_control_off",
+        /// The prompt is where the person can see it, unsent, and only they can submit it
+        /// (nothing could press the submit key, or the chat recorded no prompt after it).
+        NeedsUser => "needs_user",
     }
 }
 
@@ -313,6 +316,13 @@ pub struct AppliesTo {
     pub platforms: Vec<Platform>,
     #[serde(default = "any_display")]
     pub display_servers: Vec<DisplayServer>,
+    /// Terminal agents whose own chat inside the IDE this interface reaches (`claude-code`
+    /// for the Claude Code extension's panel). Such an interface is planned only for a
+    /// drive that names that agent (`koru send --agent claude-code`) and finds no terminal
+    /// running it, and no other interface is planned for such a drive. Empty: the IDE's
+    /// own chat.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
 }
 
 fn any_product() -> Vec<String> {
@@ -333,6 +343,7 @@ impl Default for AppliesTo {
             products: any_product(),
             platforms: all_platforms(),
             display_servers: any_display(),
+            agents: Vec::new(),
         }
     }
 }
@@ -419,6 +430,13 @@ pub struct Interface {
     /// may prove `submitted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submit_key: Option<String>,
+    /// With `submit_key`, on an interface for an agent's chat (`applies_to.agents`): the
+    /// key press alone does not finish the drive. It is `submitted` and `done` only once
+    /// that agent records the prompt itself (its prompt hook or its transcript) within this
+    /// many milliseconds of the key press; otherwise, as when the key cannot be pressed,
+    /// it fails `needs_user` (the prompt is in the chat's input, unsent), never `done`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_record_ms: Option<u64>,
     /// How the daemon types into a terminal agent (routes `terminal_input`): what differs
     /// per agent, as data.
     #[serde(default, skip_serializing_if = "Option::is_none")]

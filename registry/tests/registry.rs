@@ -112,6 +112,9 @@ fn routes_rank_by_policy_order_then_authority_then_priority() {
         [
             "vscode_native_chat_open",
             "vscode_plugin_drive",
+            // The Claude Code panel: ranked with the plugin routes; the planner keeps it for
+            // drives to Claude Code alone (`applies_to.agents`).
+            "claude_code_panel_drive",
             // Same authority and priority: by id. Only one of them fits a given display.
             "os_injector_wtype",
             "os_injector_xdotool",

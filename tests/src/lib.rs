@@ -731,11 +731,19 @@ pub struct XTerm {
 
 impl XTerm {
     pub fn start(display: &str, dir: &Path, title: &str) -> XTerm {
+        let output = dir.join(format!("{title}.txt"));
+        let command = format!("stty -echo; exec cat >> '{}'", output.display());
+        XTerm::start_running(display, dir, title, &command)
+    }
+
+    /// An xterm running `command` (`sh -c`) instead of recording its input; `output` is
+    /// then whatever the command writes there, if anything.
+    pub fn start_running(display: &str, dir: &Path, title: &str, command: &str) -> XTerm {
         // xterm as root sometimes exits at start-up with an X toolkit error it refuses to
         // print (seen when several X servers start at once); a fresh start succeeds.
         let mut last_error = String::new();
         for _ in 0..3 {
-            match XTerm::try_start(display, dir, title) {
+            match XTerm::try_start(display, dir, title, command) {
                 Ok(xterm) => return xterm,
                 Err(error) => last_error = error,
             }
@@ -743,7 +751,7 @@ impl XTerm {
         panic!("xterm {title} did not start: {last_error}");
     }
 
-    fn try_start(display: &str, dir: &Path, title: &str) -> Result<XTerm, String> {
+    fn try_start(display: &str, dir: &Path, title: &str, command: &str) -> Result<XTerm, String> {
         let output = dir.join(format!("{title}.txt"));
         std::fs::write(&output, "").expect("xterm output file");
         let log = dir.join(format!("{title}.xterm.log"));
@@ -751,7 +759,7 @@ impl XTerm {
             .args(["-u8", "-title", title, "-xrm"])
             .arg("XTerm*VT100.translations: #override Ctrl Shift <Key>V: insert-selection(CLIPBOARD)")
             .args(["-e", "sh", "-c"])
-            .arg(format!("stty -echo; exec cat >> '{}'", output.display()))
+            .arg(command)
             .env("DISPLAY", display)
             .env("LANG", "C.UTF-8")
             .stdout(Stdio::null())

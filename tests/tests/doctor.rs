@@ -163,8 +163,14 @@ fn with_a_real_display_and_a_connected_plugin_the_routes_are_ranked_and_usable()
             ("os_injector_xdotool".to_string(), true),
             ("os_injector_enigo".to_string(), true),
             ("os_injector_ydotool".to_string(), false),
+            // The Claude Code panel, after the chat's routes: the fake plugin does not
+            // claim the extension's commands.
+            ("claude_code_panel_drive".to_string(), false),
         ]
     );
+    let panel = check(&report, "claude_code_panel_drive");
+    assert_eq!(panel["status"], "not_applicable", "{panel}");
+    assert_eq!(panel["blocker"]["code"], "capability_missing");
 }
 
 #[test]

@@ -187,8 +187,116 @@ impl<C: Clock> App<C> {
         for pending in std::mem::take(&mut self.agent_table.pending) {
             match self.resolve_agent(&pending.create.target) {
                 Ok(agent_id) => self.accept_resolved_agent_drive(pending, agent_id, now),
+                Err(mut error) if error.code == ErrorCode::NoTarget => {
+                    // No terminal runs the agent: an IDE window may hold its chat panel.
+                    match self.agent_chat_window(&pending.create) {
+                        Ok(Some(target)) => {
+                            let PendingAgentDrive {
+                                conn_id,
+                                id,
+                                create,
+                                origin,
+                            } = pending;
+                            self.accept_session_drive(conn_id, id, create, origin, target, now);
+                        }
+                        Ok(None) => {
+                            if let Target::Agent(wanted) = &pending.create.target {
+                                error.message.push_str(&format!(
+                                    "; nor does an IDE window{} offer {}'s own chat panel (`koru doctor` lists each window's routes)",
+                                    wanted
+                                        .workspace
+                                        .as_deref()
+                                        .map(|w| format!(" of {w}"))
+                                        .unwrap_or_default(),
+                                    wanted.product
+                                ));
+                            }
+                            self.send_error(pending.conn_id, pending.id, error);
+                        }
+                        Err(ambiguous) => self.send_error(pending.conn_id, pending.id, ambiguous),
+                    }
+                }
                 Err(error) => self.send_error(pending.conn_id, pending.id, error),
             }
+        }
+    }
+
+    /// For a drive naming a terminal agent that no terminal runs (`--agent claude-code`):
+    /// the one IDE window of its folder with a usable route into that agent's own chat
+    /// panel (`applies_to.agents` in the registry), `None` when there is none, or why
+    /// several are.
+    fn agent_chat_window(
+        &mut self,
+        create: &DriveCreate,
+    ) -> Result<Option<super::delivery::SessionTarget>, ErrorMessage> {
+        let Target::Agent(wanted) = &create.target else {
+            return Ok(None);
+        };
+        let folder = match wanted.workspace.as_deref() {
+            Some(path) => match crate::workspace_ref::WorkspaceRef::parse(path) {
+                Ok(folder) => Some(folder),
+                Err(_) => return Ok(None),
+            },
+            None => None,
+        };
+        let mut scored: Vec<(String, usize)> = self
+            .sessions
+            .values()
+            .filter(|s| s.role == koru_protocol::Role::Plugin && s.product().is_some())
+            .filter(|s| self.session_conn.contains_key(&s.session_id))
+            .filter_map(|s| match &folder {
+                Some(folder) => s
+                    .workspace_match(folder)
+                    .map(|score| (s.session_id.clone(), score)),
+                None => Some((s.session_id.clone(), 0)),
+            })
+            .collect();
+        scored.retain(|(session_id, _)| {
+            let has_window = self.sessions[session_id].window.pid.is_some();
+            self.plan(
+                session_id,
+                has_window,
+                &create.options,
+                Some(&wanted.product),
+            )
+            .iter()
+            .any(|c| c.usable.is_ok())
+        });
+        let Some(best) = scored.iter().map(|(_, score)| *score).max() else {
+            return Ok(None);
+        };
+        let winners: Vec<&String> = scored
+            .iter()
+            .filter(|(_, score)| *score == best)
+            .map(|(id, _)| id)
+            .collect();
+        match winners.as_slice() {
+            [one] => {
+                let session = &self.sessions[one.as_str()];
+                Ok(Some(super::delivery::SessionTarget {
+                    session_id: (*one).clone(),
+                    window: session.window.pid.map(|pid| koru_protocol::WindowTarget {
+                        pid: Some(pid),
+                        title: None,
+                    }),
+                    extra_pids: session.window.parent_pid.into_iter().collect(),
+                    agent_chat: Some(wanted.product.clone()),
+                }))
+            }
+            several => Err(ErrorMessage::new(
+                ErrorCode::AmbiguousTarget,
+                format!(
+                    "no terminal runs {}, and {} IDE windows offer its chat panel for {}: {}; name one with `--workspace` or a session id",
+                    wanted.product,
+                    several.len(),
+                    create.target,
+                    several
+                        .iter()
+                        .map(|id| self.sessions[id.as_str()].describe())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            )),
         }
     }
 
@@ -883,12 +991,21 @@ impl<C: Clock> App<C> {
     }
 
     /// A prompt the agent recorded (its hook or its transcript) that correlation matched
-    /// to a terminal drive waiting for proof: `submitted`, then `done`.
+    /// to a drive waiting for proof — a terminal drive, or a drive into the agent's chat
+    /// panel in an IDE window after its route pasted: `submitted`, then `done`.
     pub(super) fn agent_recorded(&mut self, drive_id: &str, by_hook: bool, now: u64) {
         let Some(drive) = self.drives.get_mut(drive_id) else {
             return;
         };
-        if drive.is_terminal() || drive.agent.is_none() || drive.state == DriveState::Queued {
+        if drive.is_terminal() || drive.state == DriveState::Queued {
+            return;
+        }
+        // A drive into an agent's chat in an IDE window (the Claude Code panel): its record
+        // after the route pasted proves the submit key took it.
+        let in_ide = drive.agent.is_none();
+        if in_ide
+            && !(drive.agent_chat.is_some() && drive.state.rank() >= DriveState::Pasted.rank())
+        {
             return;
         }
         let evidence = if by_hook {
@@ -902,21 +1019,60 @@ impl<C: Clock> App<C> {
         drive.submit_evidence = Some(evidence);
         drive.verification = Verification::AgentRecorded;
         drive.waiting = None;
+        drive.record_due_ms = None;
         if let Some(agent) = drive.agent.as_mut() {
             agent.due_ms = None;
         }
         drive.end_attempt(AttemptOutcome::Succeeded, None, None, now);
-        let agent_id = drive.session_id.clone();
+        // The agent's id (`t_…`), or the IDE window's session.
+        let session_id = drive.session_id.clone();
         let ms = now.saturating_sub(drive.created_at_ms);
         drive.finish(DriveState::Done, None, now);
         tracing::info!(
             drive_id,
             evidence = evidence.as_str(),
             ms,
-            "terminal drive submitted, by the agent's own record"
+            in_ide,
+            "drive submitted, by the agent's own record"
         );
-        self.release_agent(&agent_id, drive_id);
+        self.release(&session_id, drive_id);
         self.publish_drive(drive_id);
-        self.pump_agent(&agent_id, now);
+        self.pump(&session_id, now);
+    }
+
+    /// Drives into an agent's chat in an IDE window whose submit key was pressed and whose
+    /// agent recorded nothing in time: `needs_user` (the prompt may wait in the chat's
+    /// input), never another route (it may yet be sent).
+    pub(super) fn agent_chat_records_due(&mut self, now: u64) {
+        let due: Vec<(String, u64, Option<String>)> = self
+            .drives
+            .iter()
+            .filter(|d| !d.is_terminal())
+            .filter(|d| d.record_due_ms.is_some_and(|t| t <= now))
+            .map(|d| {
+                let pasted_at = d
+                    .history
+                    .iter()
+                    .find(|r| r.state == DriveState::Pasted)
+                    .map_or(now, |r| r.at_ms);
+                (
+                    d.drive_id.clone(),
+                    now.saturating_sub(pasted_at),
+                    d.agent_chat.clone(),
+                )
+            })
+            .collect();
+        for (drive_id, waited, agent) in due {
+            if let Some(drive) = self.drives.get_mut(&drive_id) {
+                drive.record_due_ms = None;
+            }
+            let chat = super::delivery::agent_chat_place(agent.as_deref());
+            let detail = format!(
+                "the submit key was pressed into the IDE window, but {} recorded no such prompt (no prompt hook, no transcript entry) within {:.1} s: the prompt may still be in {chat}'s input, unsent; press Enter there to send it",
+                agent.as_deref().unwrap_or("the agent"),
+                waited as f64 / 1000.0
+            );
+            self.route_failed(&drive_id, Blocker::new(blocker::NEEDS_USER, detail), now);
+        }
     }
 }

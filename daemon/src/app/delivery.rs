@@ -67,6 +67,25 @@ pub(super) fn unknown_drive(drive_id: &str) -> ErrorMessage {
     )
 }
 
+/// Where a drive to an IDE window goes, once its target is resolved.
+pub(super) struct SessionTarget {
+    /// The plugin session (empty: a plugin-less window, OS injection only).
+    pub session_id: String,
+    pub window: Option<koru_protocol::WindowTarget>,
+    pub extra_pids: Vec<u32>,
+    /// The terminal agent whose own chat inside the IDE the drive is for (the Claude Code
+    /// panel), or `None` for the IDE's own chat.
+    pub agent_chat: Option<String>,
+}
+
+/// Where the prompt of a drive into an agent's chat in the IDE waits, for people.
+pub(super) fn agent_chat_place(agent: Option<&str>) -> &'static str {
+    match agent {
+        Some("claude-code") => "the Claude Code tab",
+        _ => "the agent's chat tab",
+    }
+}
+
 impl<C: Clock> App<C> {
     /// The connected IDE window that holds chat `chat_id`: the window of the newest drive
     /// whose prompt was seen in that chat (a window's plugin does not name its chats).
@@ -157,6 +176,32 @@ impl<C: Clock> App<C> {
                 }
             },
         };
+        let target = SessionTarget {
+            session_id,
+            window,
+            extra_pids,
+            agent_chat: None,
+        };
+        self.accept_session_drive(conn_id, id, create, origin, target, now);
+    }
+
+    /// Checks, plans and queues a drive whose target is resolved to a plugin session (or
+    /// a plugin-less window: empty session id).
+    pub(super) fn accept_session_drive(
+        &mut self,
+        conn_id: ConnId,
+        id: Option<RequestId>,
+        create: DriveCreate,
+        origin: DriveOrigin,
+        target: SessionTarget,
+        now: u64,
+    ) {
+        let SessionTarget {
+            session_id,
+            window,
+            extra_pids,
+            agent_chat,
+        } = target;
         if let Err(error) = self.check_room(&session_id, create.prompt.len()) {
             self.send_error(conn_id, id, error);
             return;
@@ -175,7 +220,12 @@ impl<C: Clock> App<C> {
             now,
             timeout_ms,
         );
-        let mut candidates = self.plan(&session_id, window.is_some(), &create.options);
+        let mut candidates = self.plan(
+            &session_id,
+            window.is_some(),
+            &create.options,
+            agent_chat.as_deref(),
+        );
         if let DriveOrigin::Retry {
             of,
             route: Some(route),
@@ -197,6 +247,7 @@ impl<C: Clock> App<C> {
             }
         }
         drive.candidates = candidates.into();
+        drive.agent_chat = agent_chat;
         drive.window = window;
         drive.extra_pids = extra_pids;
         drive.workspaces = self
@@ -376,6 +427,7 @@ impl<C: Clock> App<C> {
         session_id: &str,
         has_window: bool,
         options: &koru_protocol::DriveOptions,
+        agent: Option<&str>,
     ) -> Vec<Arc<Candidate>> {
         let platform =
             crate::doctor::probe::current_platform().unwrap_or(koru_registry::Platform::Linux);
@@ -394,6 +446,7 @@ impl<C: Clock> App<C> {
                 platform,
                 submit: options.submit,
                 new_chat: options.new_chat,
+                agent,
             };
             return plan(&input, &probe).into_iter().map(Arc::new).collect();
         };
@@ -408,6 +461,7 @@ impl<C: Clock> App<C> {
             platform,
             submit: options.submit,
             new_chat: options.new_chat,
+            agent,
         };
         let key = PlanKey {
             registry_generation: self.registry_generation,
@@ -415,6 +469,7 @@ impl<C: Clock> App<C> {
             platform,
             submit: options.submit,
             new_chat: options.new_chat,
+            agent: agent.map(str::to_string),
         };
         self.plan_memory.plan(product, key, &input, &probe)
     }
@@ -575,7 +630,12 @@ impl<C: Clock> App<C> {
             return;
         };
         if drive.is_terminal() {
-            tracing::warn!(drive_id = %drive_id, reached = ?outcome.reached, "an injection finished after its drive had ended");
+            if drive.agent_chat.is_some() {
+                // The agent recorded the prompt before the key press's own answer came back.
+                tracing::debug!(drive_id = %drive_id, reached = ?outcome.reached, "the submit key's answer after the agent's record");
+            } else {
+                tracing::warn!(drive_id = %drive_id, reached = ?outcome.reached, "an injection finished after its drive had ended");
+            }
             return;
         }
         if drive
@@ -626,6 +686,33 @@ impl<C: Clock> App<C> {
         let Some(drive) = self.drives.get_mut(&drive_id) else {
             return;
         };
+        let record_ms = drive.current.as_ref().and_then(|c| c.agent_record_ms);
+        if let Some(record_ms) = record_ms {
+            // A route into an agent's chat (the Claude Code panel): the key press proves
+            // nothing by itself; the agent's own record of the prompt does.
+            match outcome.error {
+                None if outcome.reached == Reached::Submitted => {
+                    // Before the drive's deadline, so that it ends `needs_user`, not `timed_out`.
+                    let due = (now + record_ms).min(drive.deadline_ms.saturating_sub(1).max(now));
+                    drive.record_due_ms = Some(due);
+                    tracing::info!(drive_id = %drive_id, record_ms, "the submit key was pressed into the plugin's focused window; waiting for the agent's own record of the prompt");
+                    self.publish_drive(&drive_id);
+                }
+                error => {
+                    let cause = error.map_or_else(
+                        || "the key press ended without pressing the key".to_string(),
+                        |b| format!("{}: {}", b.code, b.detail),
+                    );
+                    let chat = agent_chat_place(drive.agent_chat.as_deref());
+                    let blocker = Blocker::new(
+                        koru_protocol::blocker::NEEDS_USER,
+                        format!("the prompt is in {chat}'s input, unsent: Koru could not press the submit key there ({cause}); press Enter there to send it"),
+                    );
+                    self.route_failed(&drive_id, blocker, now);
+                }
+            }
+            return;
+        }
         match outcome.error {
             None if outcome.reached == Reached::Submitted => {
                 drive.advance_to(DriveState::Submitted, now);

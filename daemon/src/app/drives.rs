@@ -70,6 +70,13 @@ pub struct DriveRecord {
     pub told: Option<(koru_registry::NotifyEvent, bool)>,
     /// The terminal agent a drive types into (targets `agent`, `chat`, `session: t_…`).
     pub agent: Option<Box<super::agent_drives::AgentDrive>>,
+    /// The terminal agent whose own chat inside the IDE window this drive is for (the
+    /// Claude Code panel: `--agent claude-code` where no terminal runs it): only routes for
+    /// that agent are planned, and the drive is done only on the agent's own record.
+    pub agent_chat: Option<String>,
+    /// After a route's submit key into such a chat: when the drive fails `needs_user` if
+    /// the agent has not recorded the prompt by then.
+    pub record_due_ms: Option<u64>,
 }
 
 /// What an ack did to a drive.
@@ -137,6 +144,8 @@ impl DriveRecord {
             journal_due: false,
             told: None,
             agent: None,
+            agent_chat: None,
+            record_due_ms: None,
         }
     }
 

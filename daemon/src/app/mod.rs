@@ -565,6 +565,7 @@ impl<C: Clock> App<C> {
             self.resend_held(&drive_id, now);
         }
         self.agent_drives_due(now);
+        self.agent_chat_records_due(now);
         for drive_id in self.drives.overdue(now) {
             let Some(drive) = self.drives.get(&drive_id) else {
                 continue;

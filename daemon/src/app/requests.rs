@@ -44,6 +44,7 @@ impl<C: Clock> App<C> {
             Message::Ack(ack) => self.on_ack(conn_id, &session_id, ack, now),
             Message::Event(event) => self.on_plugin_event(&session_id, event.event, now),
             Message::Terminals(report) => self.on_terminals_report(&session_id, report),
+            Message::Capabilities(report) => self.on_capabilities_report(&session_id, report),
             Message::TerminalIoResult(result) => self.on_terminal_io_result(conn_id, result),
             Message::Status {} => {
                 let status = self.status();

@@ -169,7 +169,7 @@ impl SessionRecord {
 
     /// How specifically this session's folders contain `wanted`: the length of the longest
     /// folder equal to or containing it (on the same machine), or `None`.
-    fn workspace_match(&self, wanted: &WorkspaceRef) -> Option<usize> {
+    pub(super) fn workspace_match(&self, wanted: &WorkspaceRef) -> Option<usize> {
         self.folders()
             .filter_map(|folder| wanted.matched_by(&folder))
             .max()

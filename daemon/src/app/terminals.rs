@@ -138,6 +138,30 @@ impl<C: Clock> App<C> {
         }
     }
 
+    /// A plugin's capabilities changed (an extension installed or activated after its
+    /// hello): the session's next drives are planned with the new ones.
+    pub(super) fn on_capabilities_report(
+        &mut self,
+        session_id: &str,
+        report: koru_protocol::CapabilitiesReport,
+    ) {
+        let Some(session) = self.sessions.get_mut(session_id) else {
+            return;
+        };
+        if session.capabilities == report.capabilities {
+            return;
+        }
+        tracing::info!(
+            session_id,
+            before = session.capabilities.len(),
+            now = report.capabilities.len(),
+            "the plugin's capabilities changed"
+        );
+        session.capabilities = report.capabilities;
+        let info = session.info();
+        self.publish(koru_protocol::StreamEvent::SessionUpdated { session: info });
+    }
+
     /// The typist asks to read or write an IDE terminal: sent to its window's plugin.
     pub(super) fn on_ide_terminal_request(
         &mut self,

@@ -759,6 +759,33 @@ fn a_plugin_silent_for_a_whole_step_ends_the_drive_timed_out_without_fallback() 
     assert!(h.injections.started.lock().unwrap().is_empty());
 }
 
+/// Claude Code recorded `prompt` in `folder`, in its chat `chat_id`: by its hook (reported,
+/// no file) or its transcript (a file).
+fn claude_recorded(h: &mut Harness, prompt: &str, folder: &str, chat_id: &str, by_hook: bool) {
+    let now = h.clock.now_ms();
+    let (excerpt, length) = crate::observe::excerpt_and_length(prompt);
+    h.app.handle(DaemonEvent::Observed {
+        events: vec![koru_protocol::ObservedEvent {
+            store: crate::observe::stores::claude_code::STORE.into(),
+            chat_id: chat_id.into(),
+            workspace: Some(folder.into()),
+            store_ts_ms: None,
+            seen_at_ms: now,
+            basis: koru_protocol::ObservationBasis::Explicit,
+            process: None,
+            event: koru_protocol::ObservedKind::PromptSeen {
+                excerpt,
+                length,
+                digest: crate::observe::prompt_digest(prompt),
+            },
+        }],
+        replay: false,
+        source: (!by_hook).then(|| {
+            std::path::PathBuf::from(format!("/home/u/.claude/projects/w/{chat_id}.jsonl"))
+        }),
+    });
+}
+
 fn observed(
     h: &Harness,
     chat: &str,
@@ -1800,6 +1827,7 @@ fn a_later_stage_drops_what_was_said_about_the_earlier_one() {
     ));
 }
 
+mod agent_chat;
 mod agent_drives;
 mod conversations;
 mod drive_news;

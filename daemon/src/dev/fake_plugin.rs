@@ -221,7 +221,9 @@ fn parse_range(raw: &str) -> anyhow::Result<koru_protocol::VersionRange> {
     })
 }
 
-/// The `command:` and `tool_window:` capabilities the registry's routes for `product` require.
+/// The `command:` and `tool_window:` capabilities the registry's routes for `product` require
+/// — not those of routes into an agent's own chat panel (`applies_to.agents`: the Claude
+/// Code extension's), whose tab this fake has nothing to stand for.
 fn catalog_commands(product: &str) -> Vec<Capability> {
     let layers = crate::registry::LayerPaths::discover(None, None);
     let loaded = crate::registry::load_layers(&layers);
@@ -229,6 +231,7 @@ fn catalog_commands(product: &str) -> Vec<Capability> {
         crate::doctor::probe::current_platform().unwrap_or(koru_registry::Platform::Linux);
     let mut wanted: Vec<String> = koru_registry::rank_routes(&loaded.registry, product, platform)
         .iter()
+        .filter(|route| route.applies_to.agents.is_empty())
         .flat_map(|route| route.requires.capabilities.iter())
         .filter(|c| c.starts_with("command:") || c.starts_with("tool_window:"))
         .cloned()

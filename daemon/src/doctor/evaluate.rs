@@ -949,6 +949,27 @@ fn interface_verdict(
             "usable for {usable} of {} session(s)",
             candidates.len()
         ));
+        // A route into an agent's own chat panel needs that agent's extension, which most
+        // windows rightly lack: without it the route does not apply (nothing to fix).
+        let lacks_extension = |r: &&RouteCheck| {
+            r.blocker
+                .as_ref()
+                .is_some_and(|b| b.code == BlockerCode::CapabilityMissing.to_string())
+        };
+        if usable == 0
+            && !interface.applies_to.agents.is_empty()
+            && candidates.iter().all(lacks_extension)
+        {
+            return Verdict::blocked(
+                Status::NotApplicable,
+                BlockerCode::CapabilityMissing,
+                format!(
+                    "no connected window has {}'s own chat panel (its extension's commands)",
+                    interface.applies_to.agents.join(" or ")
+                ),
+                found,
+            );
+        }
         if usable == 0 {
             let first = candidates[0].blocker.clone();
             let code = first
@@ -1017,8 +1038,14 @@ fn session_paths(
         && submit_key_blocker(registry, facts, environment, policy.allow_os_injection).is_some();
     // Routes that do not apply here at all (another display server) are not candidates:
     // the planner would not try them.
-    let routes = rank_routes(registry, &product, platform)
+    // The IDE chat's routes in the planner's order, then those into an agent's own chat
+    // panel (`applies_to.agents`), which only drives naming that agent use.
+    let (chat_routes, agent_routes): (Vec<_>, Vec<_>) = rank_routes(registry, &product, platform)
         .into_iter()
+        .partition(|interface| interface.applies_to.agents.is_empty());
+    let routes = chat_routes
+        .into_iter()
+        .chain(agent_routes)
         .filter(|interface| {
             environment
                 .get(&interface.id)
@@ -1173,10 +1200,23 @@ fn route_note(interface: &koru_registry::Interface, new_chat_stands_in: bool) ->
             "only for drives that ask for a new chat (--new-chat)".to_string()
         });
     }
-    if let Some(key) = &interface.submit_key {
+    if !interface.applies_to.agents.is_empty() {
         notes.push(format!(
-            "submits with one {key} key press by the daemon into the verified window (unverified until observed)"
+            "only for drives to {} (`koru send --agent {}`) where no terminal runs it",
+            interface.applies_to.agents.join(" or "),
+            interface.applies_to.agents[0]
         ));
+    }
+    match (&interface.submit_key, interface.agent_record_ms) {
+        (Some(key), Some(ms)) => notes.push(format!(
+            "submits with one {key} key press by the daemon into the verified window; done only once {} records the prompt (its hook or transcript) within {:.0} s, else needs_user",
+            interface.applies_to.agents.join(" or "),
+            ms as f64 / 1000.0
+        )),
+        (Some(key), None) => notes.push(format!(
+            "submits with one {key} key press by the daemon into the verified window (unverified until observed)"
+        )),
+        _ => {}
     }
     (!notes.is_empty()).then(|| notes.join("; "))
 }
@@ -1824,6 +1864,7 @@ mod tests {
             cursor_native_new_chat not_applicable plugin_missing
             cursor_plugin_drive not_applicable plugin_missing
             windsurf_plugin_drive not_applicable plugin_missing
+            claude_code_panel_drive not_applicable plugin_missing
             jetbrains_plugin_drive not_applicable plugin_missing
             jetbrains_copilot_plugin_drive not_applicable plugin_missing
             jetbrains_claude_code_plugin_drive not_applicable plugin_missing
@@ -1862,7 +1903,7 @@ mod tests {
             wezterm_codex unavailable injector_missing
             wezterm_gemini_cli unavailable injector_missing
             opencode_server ok
-            summary: {"ok":21,"degraded":0,"unavailable":12,"not_applicable":18,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
+            summary: {"ok":21,"degraded":0,"unavailable":12,"not_applicable":19,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"no drive path: no IDE plugin is connected"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 
@@ -1899,6 +1940,7 @@ mod tests {
             cursor_native_new_chat not_applicable plugin_missing
             cursor_plugin_drive not_applicable plugin_missing
             windsurf_plugin_drive not_applicable plugin_missing
+            claude_code_panel_drive not_applicable plugin_missing
             jetbrains_plugin_drive not_applicable plugin_missing
             jetbrains_copilot_plugin_drive not_applicable plugin_missing
             jetbrains_claude_code_plugin_drive not_applicable plugin_missing
@@ -1937,7 +1979,7 @@ mod tests {
             wezterm_codex unavailable injector_missing
             wezterm_gemini_cli unavailable injector_missing
             opencode_server ok
-            summary: {"ok":5,"degraded":0,"unavailable":24,"not_applicable":22,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
+            summary: {"ok":5,"degraded":0,"unavailable":24,"not_applicable":23,"sessions_with_a_drive_path":0,"exit_code":2,"verdict":"the daemon is not running: no drive path; start it with `koru daemon`"}
         "#]].assert_eq(&outline(&evaluate_built_in(&facts)));
     }
 }

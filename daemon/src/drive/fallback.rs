@@ -189,6 +189,7 @@ mod tests {
             window_class: None,
             window_title: None,
             terminal: None,
+            agent_record_ms: None,
         })
     }
 

@@ -35,6 +35,9 @@ pub struct Candidate {
     pub window_title: Option<String>,
     /// How to type into a terminal agent (routes `terminal_input`).
     pub terminal: Option<koru_registry::TerminalInput>,
+    /// After the submit key: how long the agent whose chat the route reaches has to record
+    /// the prompt before the drive fails `needs_user` (registry `agent_record_ms`).
+    pub agent_record_ms: Option<u64>,
 }
 
 /// A submit key the daemon presses into the plugin's window once the plugin has pasted.
@@ -62,6 +65,10 @@ pub struct PlanInput<'a> {
     pub submit: bool,
     /// The drive's `new_chat` option: steps with `when: new_chat` run only with it.
     pub new_chat: bool,
+    /// The terminal agent whose own chat inside the IDE the drive is for (`claude-code`:
+    /// its extension's panel): only the interfaces for that agent are planned. `None`: the
+    /// IDE's own chat, never an agent's.
+    pub agent: Option<&'a str>,
 }
 
 /// The steps of an interface that run for a drive: those whose `when` matches the drive's
@@ -109,7 +116,13 @@ pub fn has_capability(capabilities: &[Capability], wanted: &str) -> bool {
 pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) -> Vec<Candidate> {
     let product = input.product.unwrap_or("other");
     let policy = effective_policy(input.registry, product);
-    let ranked = rank_routes(input.registry, product, input.platform);
+    let ranked: Vec<_> = rank_routes(input.registry, product, input.platform)
+        .into_iter()
+        .filter(|interface| match input.agent {
+            Some(agent) => interface.applies_to.agents.iter().any(|a| a == agent),
+            None => interface.applies_to.agents.is_empty(),
+        })
+        .collect();
     // A drive that must submit, on a machine where the submit key a plugin route relies on
     // cannot be pressed at all, may go to a new chat instead (policy switch).
     let key_unpressable = (input.submit
@@ -193,6 +206,7 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
                     chord: chord.clone(),
                     injectors: key_injectors(input, product, policy.allow_os_injection),
                 });
+            let agent_record_ms = interface.agent_record_ms.filter(|_| submit_key.is_some());
             Candidate {
                 interface: interface.id.clone(),
                 route,
@@ -207,6 +221,7 @@ pub fn plan(input: &PlanInput<'_>, probe: &dyn Fn(&str) -> Result<(), Blocker>) 
                 window_class: policy.window_class.clone(),
                 window_title: policy.window_title.clone(),
                 terminal: None,
+                agent_record_ms,
             }
         })
         .collect()
@@ -272,6 +287,7 @@ pub fn plan_terminal(
                 window_class: None,
                 window_title: None,
                 terminal: Some(terminal),
+                agent_record_ms: None,
             })
         })
         .collect()
@@ -279,7 +295,7 @@ pub fn plan_terminal(
 
 /// What a remembered plan was made for, besides the product and capabilities of the
 /// plugin session it is for ([`PlanMemory`] keeps plans by those).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanKey {
     /// Counts the registries the daemon applied: a reload makes every remembered plan stale.
     pub registry_generation: u64,
@@ -287,6 +303,8 @@ pub struct PlanKey {
     pub platform: Platform,
     pub submit: bool,
     pub new_chat: bool,
+    /// The terminal agent whose chat in the IDE the drive is for (`PlanInput::agent`).
+    pub agent: Option<String>,
 }
 
 /// A plan made for a drive, kept for the next drives to the same kind of target: planning
@@ -570,6 +588,7 @@ mod tests {
             platform: Platform::Linux,
             submit: true,
             new_chat: false,
+            agent: None,
         };
         let probe = |id: &str| {
             if id == "os_injector_xdotool" {
@@ -612,6 +631,7 @@ mod tests {
             platform: Platform::Linux,
             submit: true,
             new_chat: false,
+            agent: None,
         };
         let candidates = plan(&input, &|_| Ok(()));
         assert!(!candidates.is_empty());
@@ -635,6 +655,7 @@ mod tests {
             platform: Platform::Linux,
             submit,
             new_chat: false,
+            agent: None,
         }
     }
 
@@ -915,6 +936,7 @@ mod tests {
             platform: Platform::Linux,
             submit,
             new_chat: false,
+            agent: None,
         }
     }
 
@@ -1061,6 +1083,7 @@ mod tests {
             platform: Platform::Linux,
             submit: true,
             new_chat: false,
+            agent: None,
         };
         let key = PlanKey {
             registry_generation: 0,
@@ -1068,6 +1091,7 @@ mod tests {
             platform: Platform::Linux,
             submit: true,
             new_chat: false,
+            agent: None,
         };
         let planned = memory.plan(&product, key, &input, &|_| Ok(()));
         assert_eq!(

@@ -41,15 +41,24 @@ export const CATALOG_ENTRIES: readonly { id: string; commands: readonly string[]
       "windsurf.prioritized.chat.openNewConversation",
       "editor.action.clipboardPasteAction"
     ]
+  },
+  {
+    "id": "claude_code_panel_drive",
+    "commands": [
+      "claude-vscode.primaryEditor.open",
+      "koru.expectActiveTab"
+    ]
   }
 ];
 
 /** Every command above, once: the extension's default allow-list and the commands it reports as capabilities. */
 export const CATALOG_COMMANDS: readonly string[] = [
   "antigravity.sendPromptToAgentPanel",
+  "claude-vscode.primaryEditor.open",
   "composer.createNew",
   "composer.focusComposer",
   "editor.action.clipboardPasteAction",
+  "koru.expectActiveTab",
   "windsurf.prioritized.chat.openNewConversation",
   "workbench.action.chat.focusInput",
   "workbench.action.chat.open",

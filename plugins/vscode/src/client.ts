@@ -17,7 +17,7 @@ import {
   LineTooLong,
   PROTOCOL_VERSION,
 } from "./protocol/codec";
-import type { DriveRequest, Envelope, IdeTerminal, PluginEventKind, TerminalIo, TerminalIoResult } from "./protocol/types.generated";
+import type { Capability, DriveRequest, Envelope, IdeTerminal, PluginEventKind, TerminalIo, TerminalIoResult } from "./protocol/types.generated";
 
 /** Where the connection stands, for the status bar and `Koru: Show Status`. */
 export type ConnectionState =
@@ -140,6 +140,11 @@ export class DaemonClient {
   /** Sends the window's terminals when connected; returns whether it was sent. */
   sendTerminals(terminals: IdeTerminal[]): boolean {
     return this.write({ v: PROTOCOL_VERSION, type: "terminals", terminals } as Envelope);
+  }
+
+  /** Reports the window's capabilities now (they replace the hello's); false when not connected. */
+  sendCapabilities(capabilities: Capability[]): boolean {
+    return this.write({ v: PROTOCOL_VERSION, type: "capabilities", capabilities } as Envelope);
   }
 
   /** The session id the daemon gave this window, when connected. */

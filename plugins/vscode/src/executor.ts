@@ -9,6 +9,82 @@ export interface Host {
   executeCommand(command: string, args: unknown[]): Promise<unknown>;
   readClipboard(): Promise<string>;
   writeClipboard(text: string): Promise<void>;
+  /** The window's active editor tab, for the tab check step (absent: no check possible). */
+  activeTab?(): ActiveTab | undefined;
+  /** Waits `ms` (the tab check's polls and settle time). */
+  sleep?(ms: number): Promise<void>;
+}
+
+/** What the tab check sees of the active editor tab. */
+export interface ActiveTab {
+  label: string;
+  /** For a webview panel: its view type as VS Code reports it (it may carry a `mainThreadWebview-` prefix). */
+  webviewViewType?: string;
+  /** Whether the window has focus. */
+  windowFocused: boolean;
+}
+
+/** Koru's own step (not an IDE command): checks that the window's active tab is a webview panel of a given view type — the panel a previous step opened — then waits for it to settle. */
+export const ACTIVE_TAB_CHECK = "koru.expectActiveTab";
+
+/** The tab check's arguments (`{view_type, within_ms, settle_ms}` in the registry). */
+export interface ActiveTabExpectation {
+  view_type: string;
+  within_ms?: number;
+  settle_ms?: number;
+}
+
+/** Whether `tab` is a webview panel of `viewType` (VS Code may report it as `mainThreadWebview-<viewType>`). */
+export function isPanelOf(tab: ActiveTab | undefined, viewType: string): boolean {
+  const seen = tab?.webviewViewType;
+  return seen !== undefined && (seen === viewType || seen.endsWith(`-${viewType}`));
+}
+
+function describeTab(tab: ActiveTab | undefined): string {
+  if (!tab) return "no tab is active";
+  return tab.webviewViewType ? `the active tab is "${tab.label}" (webview ${tab.webviewViewType})` : `the active tab is "${tab.label}"`;
+}
+
+const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Runs the tab check: polls every 100 ms until the active tab is a `view_type` panel and the
+ * window has focus (at most `within_ms`), then waits `settle_ms`; returns the blocker when it
+ * never is (`focus_mismatch`), or when the host cannot see tabs (`capability_missing`).
+ */
+export async function checkActiveTab(args: unknown[], host: Host, signal?: AbortSignal): Promise<Blocker | undefined> {
+  const wanted = args[0] as Partial<ActiveTabExpectation> | undefined;
+  if (!wanted || typeof wanted.view_type !== "string" || !wanted.view_type) {
+    return { code: "capability_missing", detail: `${ACTIVE_TAB_CHECK} needs {view_type} as its argument` };
+  }
+  if (!host.activeTab) {
+    return { code: "capability_missing", detail: "this IDE does not let the extension see its tabs" };
+  }
+  const sleep = (ms: number) => (host.sleep ? host.sleep(ms) : sleepFor(ms));
+  const within = Math.max(0, wanted.within_ms ?? 0);
+  let waited = 0;
+  for (;;) {
+    const tab = host.activeTab();
+    if (isPanelOf(tab, wanted.view_type) && tab!.windowFocused) break;
+    if (waited >= within || signal?.aborted) {
+      const why = isPanelOf(tab, wanted.view_type) ? "the window does not have focus" : describeTab(tab);
+      return {
+        code: "focus_mismatch",
+        detail: `expected a ${wanted.view_type} tab in front of a focused window within ${within} ms; ${why}`,
+      };
+    }
+    await sleep(100);
+    waited += 100;
+  }
+  if (wanted.settle_ms && wanted.settle_ms > 0) await sleep(wanted.settle_ms);
+  const after = host.activeTab();
+  if (!isPanelOf(after, wanted.view_type) || !after!.windowFocused) {
+    return {
+      code: "focus_mismatch",
+      detail: `the ${wanted.view_type} tab lost the front while it settled; ${after && isPanelOf(after, wanted.view_type) ? "the window does not have focus" : describeTab(after)}`,
+    };
+  }
+  return undefined;
 }
 
 /** One `ack` to send. */
@@ -107,7 +183,8 @@ export async function executeSteps(
   ack: (stage: StageAck) => void,
   options: ExecuteOptions = { submit: true },
 ): Promise<void> {
-  const refused = steps.find((step) => !allowed.has(step.command));
+  // Koru's own tab check runs no IDE command: it is always allowed.
+  const refused = steps.find((step) => step.command !== ACTIVE_TAB_CHECK && !allowed.has(step.command));
   if (refused) {
     ack({
       stage: "failed",
@@ -133,6 +210,16 @@ export async function executeSteps(
       const args = (step.args ?? []).map((arg) => substitutePrompt(arg, prompt));
       if (options.chatEvidence && step.proves === "submitted" && sendsChatQuery(step.command, args)) {
         if (!(await sendWithEvidence(step.command, args, host, ack, options.chatEvidence, options.signal))) return;
+        continue;
+      }
+      if (step.command === ACTIVE_TAB_CHECK) {
+        const blocker = await checkActiveTab(args, host, options.signal);
+        if (options.signal?.aborted) return;
+        if (blocker) {
+          ack({ stage: "failed", blocker });
+          return;
+        }
+        ack({ stage: step.proves });
         continue;
       }
       try {

@@ -15,8 +15,8 @@ import {
   FirstChatRequest,
   supportsBlockOnResponse,
 } from "./chatEvidence";
-import { executeSteps, ExecuteOptions, Host } from "./executor";
-import { buildHello, localFolderPaths, UriFacts } from "./hello";
+import { ActiveTab, ACTIVE_TAB_CHECK, executeSteps, ExecuteOptions, Host } from "./executor";
+import { buildHello, capabilitiesFor, localFolderPaths, UriFacts } from "./hello";
 import { detectProduct } from "./product";
 import type { DriveRequest } from "./protocol/types.generated";
 import { TerminalBridge } from "./terminals";
@@ -74,12 +74,27 @@ function workspaceFolders(): UriFacts[] {
   return (vscode.workspace.workspaceFolders ?? []).map((folder) => uriFacts(folder.uri));
 }
 
-/** VS Code's commands and clipboard, as the executor sees them. */
+/** The window's active editor tab, as the tab check sees it. */
+function activeTab(): ActiveTab | undefined {
+  const tab = vscode.window.tabGroups.activeTabGroup.activeTab;
+  if (!tab) return undefined;
+  return {
+    label: tab.label,
+    webviewViewType: tab.input instanceof vscode.TabInputWebview ? tab.input.viewType : undefined,
+    windowFocused: vscode.window.state.focused,
+  };
+}
+
+/** VS Code's commands, clipboard and tabs, as the executor sees them. */
 const vscodeHost: Host = {
   executeCommand: (command, args) => Promise.resolve(vscode.commands.executeCommand(command, ...args)),
   readClipboard: () => Promise.resolve(vscode.env.clipboard.readText()),
   writeClipboard: (text) => Promise.resolve(vscode.env.clipboard.writeText(text)),
+  activeTab,
 };
+
+/** When, after connecting, the extension looks again for commands that other extensions registered late (activated after this one). */
+const CAPABILITY_RECHECKS_MS = [3_000, 15_000, 60_000];
 
 export function activate(context: vscode.ExtensionContext): void {
   const log = vscode.window.createOutputChannel("Koru", { log: true });
@@ -157,11 +172,36 @@ export function activate(context: vscode.ExtensionContext): void {
     status.show();
   };
 
+  // The capabilities the daemon has now (the hello's, or the last `capabilities` report).
+  let reportedCapabilities: string | undefined;
+  const interestingCommands = () => [...CATALOG_COMMANDS, ...settings().allowedCommands];
+  /** Reports the capabilities again when the IDE's commands changed (an extension activated late: the Claude Code panel's commands). */
+  const recheckCapabilities = async () => {
+    if (!client?.session) return;
+    const available = new Set(await vscode.commands.getCommands(true));
+    const now = capabilitiesFor({ availableCommands: available, interestingCommands: interestingCommands(), terminalIo: terminals !== undefined });
+    const text = JSON.stringify(now);
+    if (text === reportedCapabilities) return;
+    if (client.sendCapabilities(now)) {
+      reportedCapabilities = text;
+      log.info(`capabilities changed; reported ${now.length}`);
+    }
+  };
+  let recheckTimers: ReturnType<typeof setTimeout>[] = [];
+  const scheduleCapabilityRechecks = () => {
+    for (const timer of recheckTimers) clearTimeout(timer);
+    recheckTimers = CAPABILITY_RECHECKS_MS.map((ms) => setTimeout(() => void recheckCapabilities(), ms));
+  };
+  context.subscriptions.push({ dispose: () => recheckTimers.forEach((timer) => clearTimeout(timer)) });
+
   client = new DaemonClient({
     locate: socketLocation,
     log,
     hello: async () => {
       const available = new Set(await vscode.commands.getCommands(true));
+      reportedCapabilities = JSON.stringify(
+        capabilitiesFor({ availableCommands: available, interestingCommands: interestingCommands(), terminalIo: terminals !== undefined }),
+      );
       return buildHello({
         ...host,
         ideVersion: vscode.version,
@@ -175,7 +215,7 @@ export function activate(context: vscode.ExtensionContext): void {
         parentPid: process.ppid,
         focused: vscode.window.state.focused,
         availableCommands: available,
-        interestingCommands: [...CATALOG_COMMANDS, ...settings().allowedCommands],
+        interestingCommands: interestingCommands(),
         terminalIo: terminals !== undefined,
       });
     },
@@ -190,6 +230,7 @@ export function activate(context: vscode.ExtensionContext): void {
       // Readiness may have changed between the hello and the welcome.
       if (state.kind === "connected") void readiness.recheck();
       if (state.kind === "connected") terminals?.send();
+      if (state.kind === "connected") scheduleCapabilityRechecks();
       render(state);
     },
     onDrive: (driveId) => {
@@ -218,6 +259,14 @@ export function activate(context: vscode.ExtensionContext): void {
     log,
     status,
     { dispose: () => readiness.dispose() },
+    // An extension installed, enabled or removed while the window runs.
+    vscode.extensions.onDidChange(() => {
+      void recheckCapabilities();
+      scheduleCapabilityRechecks();
+    }),
+    // Koru's own tab check, as an IDE command too: it is listed among the window's commands
+    // (the capability routes that use it require), and tells what the check would see.
+    vscode.commands.registerCommand(ACTIVE_TAB_CHECK, () => activeTab()),
     vscode.window.onDidChangeWindowState((state) => {
       client?.sendEvent({ kind: "focus", focused: state.focused });
     }),

@@ -12,8 +12,8 @@ import * as net from "node:net";
 import { FirstChatRequest } from "../src/chatEvidence";
 import { ChatReadinessReporter, LanguageModelsApi } from "../src/chatReadiness";
 import { ConnectionState, DaemonClient, Logger } from "../src/client";
-import { executeSteps, ExecuteOptions, Host, PASTE_COMMAND } from "../src/executor";
-import { buildHello, UriFacts, WindowFacts } from "../src/hello";
+import { ActiveTab, executeSteps, ExecuteOptions, Host, PASTE_COMMAND } from "../src/executor";
+import { buildHello, capabilitiesFor, UriFacts, WindowFacts } from "../src/hello";
 import { CATALOG_COMMANDS } from "../src/catalog.generated";
 import type { DriveRequest } from "../src/protocol/types.generated";
 
@@ -99,6 +99,13 @@ class RecordingIde implements Host {
   async writeClipboard(text: string) {
     this.clipboard = text;
   }
+  /** The Claude Code extension's command opens its tab in front (a stand-in: its webview is not here). */
+  activeTab(): ActiveTab | undefined {
+    return this.calls.some(([command]) => command === "claude-vscode.primaryEditor.open")
+      ? { label: "Claude Code", webviewViewType: "mainThreadWebview-claudeVSCodePanel", windowFocused: true }
+      : { label: "main.rs", windowFocused: true };
+  }
+  async sleep(_ms: number) {}
 }
 
 const fileUri = (fsPath: string): UriFacts => ({ scheme: "file", fsPath, uri: `file://${fsPath}` });
@@ -496,4 +503,38 @@ test("a remote window's folders as URIs, its remote name and its storage folders
     assert.equal(session.window.remote_name, "ssh-remote");
     assert.deepEqual(session.window.storage, { workspace_storage: storage, global_storage: path.join(userDir, "User", "globalStorage") });
   });
+});
+
+test("the Claude Code panel's commands reported after the hello make `koru send --agent claude-code` reach it; with no key press possible the drive ends needs_user, never done", async () => {
+  const panel = ["claude-vscode.primaryEditor.open", "koru.expectActiveTab"];
+  const withoutPanel = CATALOG_COMMANDS.filter((id) => !panel.includes(id));
+  const { daemon, client, ide, workspace } = setUp([], { facts: { availableCommands: new Set(withoutPanel) } });
+  await daemon.start();
+  try {
+    client.start();
+    await waitFor(() => client.state.kind === "connected", 5000, () => "connected");
+    const before = await daemon.cli("send", "--agent", "claude-code", "--workspace", workspace, "--wait", "Fix it");
+    assert.equal(ide.calls.length, 0, before);
+
+    // The extension activated after the hello: its commands are reported now.
+    assert.ok(client.sendCapabilities(capabilitiesFor({ availableCommands: new Set(CATALOG_COMMANDS), interestingCommands: CATALOG_COMMANDS })));
+    await waitFor(
+      async () => (await daemon.sessions())[0].capabilities.some((c: { id?: string }) => c.id === "claude-vscode.primaryEditor.open"),
+      3000,
+      () => "the new capabilities in koru sessions",
+    );
+    const prompt = "Fix it ✓\nplease";
+    const drive = JSON.parse(await daemon.cli("send", "--agent", "claude-code", "--workspace", workspace, "--wait", "--json", prompt));
+    assert.deepEqual(ide.calls, [["claude-vscode.primaryEditor.open", [null, prompt]]]);
+    assert.equal(drive.state, "failed");
+    assert.equal(drive.blocker.code, "needs_user");
+    assert.match(drive.blocker.detail, /the prompt is in the Claude Code tab's input, unsent/);
+    assert.deepEqual(
+      drive.history.map((r: { state: string }) => r.state),
+      ["queued", "sent", "received", "focused", "pasted", "failed"],
+    );
+  } finally {
+    await client.stop();
+    await daemon.stop();
+  }
 });

@@ -4,7 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 
 import { FirstChatRequest } from "../src/chatEvidence";
-import { executeSteps, Host, PASTE_COMMAND, StageAck } from "../src/executor";
+import { ActiveTab, ACTIVE_TAB_CHECK, executeSteps, Host, isPanelOf, PASTE_COMMAND, StageAck } from "../src/executor";
 import type { DriveStep } from "../src/protocol/types.generated";
 
 class FakeIde implements Host {
@@ -279,4 +279,103 @@ test("without the chat's evidence (older VS Code, another command) submitted say
   const unsent = await runWithEvidence([{ command: "workbench.action.chat.open", args: [{ query: "$prompt", isPartialQuery: true }], proves: "pasted" }], partial);
   assert.deepEqual(partial.calls[0][1], [{ query: "do it ✓", isPartialQuery: true }]);
   assert.deepEqual(unsent.acks.map((a) => a.stage), ["received", "pasted", "failed"]);
+});
+
+/** A fake IDE where opening the Claude Code panel puts a tab in front after `opensAfterPolls` polls (a webview that takes a moment). */
+class PanelIde extends FakeIde {
+  tab: ActiveTab | undefined = { label: "main.rs", windowFocused: true };
+  slept: number[] = [];
+  polls = 0;
+  opensAfterPolls = 0;
+  panelViewType = "mainThreadWebview-claudeVSCodePanel";
+  loseFocusWhileSettling = false;
+  private opened = false;
+
+  override async executeCommand(command: string, args: unknown[]): Promise<unknown> {
+    await super.executeCommand(command, args);
+    if (command === "claude-vscode.primaryEditor.open") this.opened = true;
+    return undefined;
+  }
+  activeTab(): ActiveTab | undefined {
+    if (this.opened && this.polls++ >= this.opensAfterPolls) {
+      this.tab = { label: "Claude Code", webviewViewType: this.panelViewType, windowFocused: true };
+    }
+    return this.tab;
+  }
+  async sleep(ms: number): Promise<void> {
+    this.slept.push(ms);
+    if (ms > 100 && this.loseFocusWhileSettling) {
+      this.opened = false;
+      this.tab = { label: "main.rs", windowFocused: true };
+    }
+  }
+}
+
+const panelDrive: DriveStep[] = [
+  { command: "claude-vscode.primaryEditor.open", args: [null, "$prompt"], proves: "focused" },
+  { command: ACTIVE_TAB_CHECK, args: [{ view_type: "claudeVSCodePanel", within_ms: 1000, settle_ms: 1500 }], proves: "pasted" },
+];
+const panelAllowed = new Set(["claude-vscode.primaryEditor.open"]);
+
+async function runPanel(ide: PanelIde) {
+  const acks: StageAck[] = [];
+  await executeSteps(panelDrive, "Fix it ✓\nplease", ide, panelAllowed, (ack) => acks.push(ack), { submit: false });
+  return acks;
+}
+
+test("the Claude Code panel route opens the tab with the prompt, waits for it to come to the front, settles, and acks pasted", async () => {
+  const ide = new PanelIde();
+  ide.opensAfterPolls = 3;
+  const acks = await runPanel(ide);
+  assert.deepEqual(acks, [{ stage: "received" }, { stage: "focused" }, { stage: "pasted" }]);
+  assert.deepEqual(ide.calls, [["claude-vscode.primaryEditor.open", [null, "Fix it ✓\nplease"]]], "the tab check runs no IDE command");
+  assert.deepEqual(ide.slept, [100, 100, 100, 1500], "three polls, then the settle time");
+  assert.equal(ide.clipboard, "the user's clipboard", "the clipboard is not touched");
+});
+
+test("the tab check accepts the view type as VS Code may report it, with or without its prefix", () => {
+  for (const viewType of ["claudeVSCodePanel", "mainThreadWebview-claudeVSCodePanel"]) {
+    assert.ok(isPanelOf({ label: "Claude Code", webviewViewType: viewType, windowFocused: true }, "claudeVSCodePanel"));
+  }
+  assert.ok(!isPanelOf({ label: "Claude Code", webviewViewType: "mainThreadWebview-otherclaudeVSCodePanelX", windowFocused: true }, "claudeVSCodePanel"));
+  assert.ok(!isPanelOf({ label: "Claude Code", windowFocused: true }, "claudeVSCodePanel"));
+  assert.ok(!isPanelOf(undefined, "claudeVSCodePanel"));
+});
+
+test("a panel that never comes to the front fails the drive with focus_mismatch, naming the tab in front", async () => {
+  const ide = new PanelIde();
+  ide.opensAfterPolls = 1_000;
+  const acks = await runPanel(ide);
+  assert.deepEqual(acks.map((a) => a.stage), ["received", "focused", "failed"]);
+  assert.equal(acks[2].blocker?.code, "focus_mismatch");
+  assert.match(acks[2].blocker?.detail ?? "", /expected a claudeVSCodePanel tab in front of a focused window within 1000 ms; the active tab is "main.rs"/);
+});
+
+test("a panel that loses the front while it settles fails with focus_mismatch", async () => {
+  const ide = new PanelIde();
+  ide.loseFocusWhileSettling = true;
+  const acks = await runPanel(ide);
+  assert.deepEqual(acks.map((a) => a.stage), ["received", "focused", "failed"]);
+  assert.match(acks[2].blocker?.detail ?? "", /lost the front while it settled/);
+});
+
+test("an unfocused window fails the tab check even with the panel in front", async () => {
+  const ide = new PanelIde();
+  ide.panelViewType = "claudeVSCodePanel";
+  const original = ide.activeTab.bind(ide);
+  ide.activeTab = () => {
+    const tab = original();
+    return tab && { ...tab, windowFocused: false };
+  };
+  const acks = await runPanel(ide);
+  assert.equal(acks[2].blocker?.code, "focus_mismatch");
+  assert.match(acks[2].blocker?.detail ?? "", /the window does not have focus/);
+});
+
+test("a host that cannot see tabs fails the check with capability_missing", async () => {
+  const ide = new FakeIde();
+  const acks: StageAck[] = [];
+  await executeSteps(panelDrive, "x", ide, panelAllowed, (ack) => acks.push(ack), { submit: false });
+  assert.deepEqual(acks.map((a) => a.stage), ["received", "focused", "failed"]);
+  assert.equal(acks[2].blocker?.code, "capability_missing");
 });

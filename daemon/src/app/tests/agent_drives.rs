@@ -173,26 +173,7 @@ impl Rig {
     /// The agent's hook (reported, not read from a file) or transcript (a file) recorded
     /// `prompt` in `folder`.
     fn recorded(&mut self, prompt: &str, folder: &str, by_hook: bool) {
-        let now = self.h.clock.now_ms();
-        let (excerpt, length) = crate::observe::excerpt_and_length(prompt);
-        self.h.app.handle(DaemonEvent::Observed {
-            events: vec![ObservedEvent {
-                store: crate::observe::stores::claude_code::STORE.into(),
-                chat_id: "c1".into(),
-                workspace: Some(folder.into()),
-                store_ts_ms: None,
-                seen_at_ms: now,
-                basis: ObservationBasis::Explicit,
-                process: None,
-                event: ObservedKind::PromptSeen {
-                    excerpt,
-                    length,
-                    digest: crate::observe::prompt_digest(prompt),
-                },
-            }],
-            replay: false,
-            source: (!by_hook).then(|| PathBuf::from("/home/u/.claude/projects/w/c1.jsonl")),
-        });
+        claude_recorded(&mut self.h, prompt, folder, "c1", by_hook);
     }
 }
 

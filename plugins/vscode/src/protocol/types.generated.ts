@@ -46,6 +46,9 @@ export type Envelope = {
   | (TerminalsReport & {
       type: "terminals";
     })
+  | (CapabilitiesReport & {
+      type: "capabilities";
+    })
   | (TerminalIo & {
       type: "terminal.io";
     })
@@ -955,6 +958,15 @@ export interface IdeTerminal {
   terminal_id: string;
 }
 /**
+ * `capabilities` (plugin → daemon, no reply): the plugin's capabilities now, replacing
+ * those of its `hello`. Sent when they change while the window runs: an extension
+ * installed, enabled or activated after the hello registers the commands a route needs
+ * (the Claude Code extension's, for one).
+ */
+export interface CapabilitiesReport {
+  capabilities: Capability[];
+}
+/**
  * `terminal.io` (daemon → plugin): read one terminal's screen, or write bytes to it. The
  * plugin answers `terminal.io.result` with the same `order_id`.
  */
@@ -1816,6 +1828,7 @@ export const MESSAGE_TYPES: readonly string[] = [
   "ack",
   "event",
   "terminals",
+  "capabilities",
   "terminal.io",
   "terminal.io.result",
   "status",

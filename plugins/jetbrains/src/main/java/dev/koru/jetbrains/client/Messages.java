@@ -518,6 +518,20 @@ public final class Messages {
         }
     }
 
+    /** {@code capabilities} (plugin → daemon): the plugin's capabilities now, replacing those of its hello (a plugin installed or enabled after it). */
+    public static final class Capabilities extends Envelope {
+        public List<Capability> capabilities;
+
+        public Capabilities() {
+            type = "capabilities";
+        }
+
+        public Capabilities(List<Capability> capabilities) {
+            this();
+            this.capabilities = capabilities;
+        }
+    }
+
     /** What {@code terminal.io} asks: {@code read} the screen, or {@code write} {@code data} as it is. */
     public static final class TerminalAction {
         public String kind;
@@ -563,6 +577,7 @@ public final class Messages {
             case "ack": return Ack.class;
             case "event": return Event.class;
             case "terminals": return Terminals.class;
+            case "capabilities": return Capabilities.class;
             case "terminal.io": return TerminalIo.class;
             case "terminal.io.result": return TerminalIoResult.class;
             default: return null;

@@ -155,14 +155,14 @@ before(async () => {
  * Another window on its own fresh code-server profile (so no chat model is selected yet) and
  * folder, with its own recorder file; `extensionsDir` reuses installed extensions.
  */
-async function openExtraWindow(name, env = {}, { extensionsDir, userSettings = {} } = {}) {
+async function openExtraWindow(name, env = {}, { extensionsDir, userSettings = {}, moreVsix = [] } = {}) {
   const dir = fs.mkdtempSync(path.join(tmp, `${name}-`));
   const extraFolder = path.join(dir, 'workspace');
   fs.mkdirSync(extraFolder);
   const extraRecordFile = path.join(dir, 'chat-requests.jsonl');
   const cs = await startCodeServer({
     folder: extraFolder,
-    vsixPaths: extensionsDir ? [] : [KORU_VSIX, recorderVsix],
+    vsixPaths: extensionsDir ? [] : [KORU_VSIX, recorderVsix, ...moreVsix],
     extensionsDir,
     env: { KORU_SOCKET: socket, KORU_E2E_RECORD_FILE: extraRecordFile, ...env },
     extraArgs: CODE_SERVER_ARGS,
@@ -896,6 +896,63 @@ test("13. Claude Code and Codex CLI started in two integrated terminals of the w
   } finally {
     model.kill();
     for (const root of Object.values(roots)) spawnSync('pkill', ['-KILL', '-f', root]);
+  }
+});
+
+test("14. with no terminal running Claude Code, `koru send --agent claude-code` goes to the Claude Code panel of the folder's window (a named stand-in extension): its command, registered after the extension's hello, is reported as a capability; the tab opens with the prompt and Koru's tab check passes on VS Code's real tab API; nothing here can press Return, so the drive ends needs_user, never done; the person's Enter in the tab sends the prompt byte-exact, once", async () => {
+  const panelVsix = packageVsix(path.join(PLUGIN_DIR, 'test-fixtures', 'koru-e2e-claude-panel'), path.join(OUT, 'koru-e2e-claude-panel.vsix'));
+  const panelFile = path.join(tmp, 'claude-panel.jsonl');
+  const extra = await openExtraWindow('claude-panel', { KORU_E2E_PANEL_FILE: panelFile }, { moreVsix: [panelVsix] });
+  const events = () => readJsonLines(panelFile);
+  try {
+    const session = await sessionFor(extra.folder);
+    // Registered a few seconds after start-up: it reaches the daemon by a `capabilities` report.
+    await waitFor(() => events().find((e) => e.registered), 30_000, 'the stand-in to register its command');
+    const started = Date.now();
+    await waitFor(
+      async () => (await sessions()).find((s) => s.session_id === session.session_id)?.capabilities.some((c) => c.id === 'claude-vscode.primaryEditor.open'),
+      30_000,
+      "the panel's command among the session's capabilities",
+      250,
+    );
+    figures.lateCapabilityReportedMs = Date.now() - started;
+
+    const prompt = `Panel prompt ✓ ${Date.now()}\nsecond line: äöü 日本語 "quoted" $HOME`;
+    const { code, stdout, stderr } = await koru('send', '--agent', 'claude-code', '--workspace', extra.folder, '--wait', '--json', '--timeout', '60', prompt);
+    const drive = JSON.parse(stdout || '{}');
+    const out = `${stdout}\n${stderr}`;
+    assert.notEqual(code, 0, out);
+    assert.equal(drive.session_id, session.session_id, out);
+    assert.equal(drive.state, 'failed', out);
+    assert.equal(drive.blocker?.code, 'needs_user', out);
+    assert.match(drive.blocker.detail, /the prompt is in the Claude Code tab's input, unsent/, out);
+    assert.deepEqual(drive.history.map((r) => r.state), ['queued', 'sent', 'received', 'focused', 'pasted', 'failed'], out);
+    assert.deepEqual(drive.attempts.map((a) => `${a.interface} ${a.outcome}`), ['claude_code_panel_drive failed'], out);
+    notes.claudePanelNeedsUser = out;
+
+    const opened = events().find((e) => e.opened);
+    assert.deepEqual(opened.opened, { session: null, prompt }, 'a new tab with the prompt, byte-exact');
+    const tab = await waitFor(() => events().find((e) => e.active_tab !== undefined), 10_000, "VS Code's word on the active tab");
+    // VS Code's tab API names the panel's view type with its internal prefix; Koru's check takes both forms.
+    notes.claudePanelActiveTab = tab.active_tab;
+    assert.equal(tab.active_tab?.label, 'Claude Code');
+    assert.match(tab.active_tab?.view_type ?? '', /(^|-)claudeVSCodePanel$/);
+    const loaded = await waitFor(() => events().find((e) => e.loaded !== undefined), 10_000, 'the tab to load');
+    assert.equal(loaded.loaded, prompt, 'the prompt waits in the tab input');
+    assert.ok(!events().some((e) => e.submitted !== undefined), 'nothing was sent');
+
+    // The person presses Enter in the tab's input: the prompt goes, once.
+    const input = extra.wb.page.frameLocator('iframe.webview.ready').frameLocator('#active-frame').locator('#input');
+    await input.press('Enter');
+    const submitted = await waitFor(() => events().find((e) => e.submitted !== undefined), 10_000, 'the Enter in the tab');
+    assert.equal(submitted.submitted, prompt);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(events().filter((e) => e.submitted !== undefined).length, 1);
+  } catch (error) {
+    await extra.wb.page.screenshot({ path: path.join(OUT, 'claude-panel.png') }).catch(() => {});
+    throw error;
+  } finally {
+    await extra.close();
   }
 });
 

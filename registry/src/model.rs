@@ -375,7 +375,9 @@ pub struct Requires {
 #[serde(deny_unknown_fields)]
 pub struct Step {
     pub command: String,
-    /// Arguments; the string `$prompt` stands for the prompt.
+    /// Arguments; the string `$prompt` stands for the prompt (the plugin puts it in), and
+    /// `$chat` for the agent chat a drive into an agent's chat panel resumes, or `null`
+    /// for a new chat (the daemon puts it in before sending the steps).
     #[serde(default)]
     pub args: Vec<serde_json::Value>,
     pub proves: StepStage,

@@ -126,8 +126,15 @@ fn routes_rank_by_policy_order_then_authority_then_priority() {
     );
     // Cursor: the new-chat native send (only for drives that ask for a new chat), then the
     // paste route whose submit key the daemon presses.
+    let chat_ids = |product: &str| -> Vec<String> {
+        koru_registry::rank_routes(&loaded.registry, product, Platform::Linux)
+            .iter()
+            .filter(|i| i.applies_to.agents.is_empty())
+            .map(|i| i.id.clone())
+            .collect()
+    };
     assert_eq!(
-        ids("cursor")[..2],
+        chat_ids("cursor")[..2],
         ["cursor_native_new_chat", "cursor_plugin_drive"]
     );
     let submit_keys = |id: &str| loaded.registry.get(id).unwrap().submit_key.clone();
@@ -158,7 +165,12 @@ fn routes_rank_by_policy_order_then_authority_then_priority() {
     );
     let loaded = load(&[LayerSource::built_in(), forbid]);
     assert!(loaded.is_clean(), "{:#?}", loaded.diagnostics);
-    assert!(koru_registry::rank_routes(&loaded.registry, "cursor", Platform::Linux).is_empty());
+    // Only plugin drives, and Cursor's own disabled: the Claude Code panel's route is left.
+    let left: Vec<String> = koru_registry::rank_routes(&loaded.registry, "cursor", Platform::Linux)
+        .iter()
+        .map(|i| i.id.clone())
+        .collect();
+    assert_eq!(left, ["claude_code_panel_drive"]);
 }
 
 #[test]

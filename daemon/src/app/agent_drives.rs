@@ -89,6 +89,15 @@ pub(super) struct AgentTable {
 
 use super::terminals::folder;
 
+/// The terminal agent whose chats a store holds (`claude-code` for Claude Code's
+/// transcripts), for a chat to reach through that agent's chat panel in an IDE.
+fn agent_of_store(store: &str) -> Option<&'static str> {
+    crate::agent_hooks::HookAgent::ALL
+        .into_iter()
+        .find(|agent| agent.store() == store)
+        .map(|agent| agent.name())
+}
+
 /// Whether `wanted` is the agent's folder or contains it.
 fn in_folder(agent_folder: &str, wanted: &str) -> bool {
     let (agent_folder, wanted) = (folder(agent_folder), folder(wanted));
@@ -200,8 +209,8 @@ impl<C: Clock> App<C> {
                             self.accept_session_drive(conn_id, id, create, origin, target, now);
                         }
                         Ok(None) => {
-                            if let Target::Agent(wanted) = &pending.create.target {
-                                error.message.push_str(&format!(
+                            match &pending.create.target {
+                                Target::Agent(wanted) => error.message.push_str(&format!(
                                     "; nor does an IDE window{} offer {}'s own chat panel (`koru doctor` lists each window's routes)",
                                     wanted
                                         .workspace
@@ -209,7 +218,11 @@ impl<C: Clock> App<C> {
                                         .map(|w| format!(" of {w}"))
                                         .unwrap_or_default(),
                                     wanted.product
-                                ));
+                                )),
+                                Target::Chat(_) => error.message.push_str(
+                                    "; nor does an IDE window of the chat's folder offer its agent's chat panel",
+                                ),
+                                _ => {}
                             }
                             self.send_error(pending.conn_id, pending.id, error);
                         }
@@ -229,8 +242,28 @@ impl<C: Clock> App<C> {
         &mut self,
         create: &DriveCreate,
     ) -> Result<Option<super::delivery::SessionTarget>, ErrorMessage> {
-        let Target::Agent(wanted) = &create.target else {
-            return Ok(None);
+        // A chat the observers know of an agent with a chat panel: that agent, in the
+        // chat's folder, resuming that chat.
+        let (wanted, chat_id) = match &create.target {
+            Target::Agent(wanted) => (wanted.clone(), None),
+            Target::Chat(chat_id) => {
+                let known = self
+                    .chats
+                    .values()
+                    .find(|c| &c.chat_id == chat_id && agent_of_store(&c.store).is_some());
+                let Some(chat) = known else {
+                    return Ok(None);
+                };
+                let Some(workspace) = chat.workspace.clone() else {
+                    return Ok(None);
+                };
+                let wanted = koru_protocol::AgentTarget {
+                    product: agent_of_store(&chat.store).unwrap_or_default().to_string(),
+                    workspace: Some(workspace),
+                };
+                (wanted, Some(chat_id.clone()))
+            }
+            _ => return Ok(None),
         };
         let folder = match wanted.workspace.as_deref() {
             Some(path) => match crate::workspace_ref::WorkspaceRef::parse(path) {
@@ -281,6 +314,7 @@ impl<C: Clock> App<C> {
                     }),
                     extra_pids: session.window.parent_pid.into_iter().collect(),
                     agent_chat: Some(wanted.product.clone()),
+                    agent_chat_id: chat_id,
                 }))
             }
             several => Err(ErrorMessage::new(
@@ -289,7 +323,7 @@ impl<C: Clock> App<C> {
                     "no terminal runs {}, and {} IDE windows offer its chat panel for {}: {}; name one with `--workspace` or a session id",
                     wanted.product,
                     several.len(),
-                    create.target,
+                    Target::Agent(wanted.clone()),
                     several
                         .iter()
                         .map(|id| self.sessions[id.as_str()].describe())

@@ -76,6 +76,9 @@ pub(super) struct SessionTarget {
     /// The terminal agent whose own chat inside the IDE the drive is for (the Claude Code
     /// panel), or `None` for the IDE's own chat.
     pub agent_chat: Option<String>,
+    /// That agent's chat to resume (its session id, for the route's `$chat`), or `None`
+    /// for a new one.
+    pub agent_chat_id: Option<String>,
 }
 
 /// Where the prompt of a drive into an agent's chat in the IDE waits, for people.
@@ -86,13 +89,47 @@ pub(super) fn agent_chat_place(agent: Option<&str>) -> &'static str {
     }
 }
 
+/// The route's steps with each argument `"$chat"` replaced by the chat to resume (its id),
+/// or `null` for a new one; the plugin replaces `"$prompt"` itself.
+fn with_chat(
+    steps: &[koru_protocol::DriveStep],
+    chat_id: Option<&str>,
+) -> Vec<koru_protocol::DriveStep> {
+    fn substitute(value: &serde_json::Value, chat: &serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::String(s) if s == "$chat" => chat.clone(),
+            serde_json::Value::Array(items) => {
+                serde_json::Value::Array(items.iter().map(|v| substitute(v, chat)).collect())
+            }
+            serde_json::Value::Object(map) => serde_json::Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), substitute(v, chat)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    let chat = chat_id.map_or(serde_json::Value::Null, |id| {
+        serde_json::Value::String(id.into())
+    });
+    steps
+        .iter()
+        .map(|step| koru_protocol::DriveStep {
+            args: step.args.iter().map(|a| substitute(a, &chat)).collect(),
+            ..step.clone()
+        })
+        .collect()
+}
+
 impl<C: Clock> App<C> {
     /// The connected IDE window that holds chat `chat_id`: the window of the newest drive
     /// whose prompt was seen in that chat (a window's plugin does not name its chats).
     fn window_holding_chat(&self, chat_id: &str) -> Option<String> {
         self.drives
             .iter()
-            .filter(|d| d.agent.is_none() && self.sessions.contains_key(&d.session_id))
+            // A drive into an agent's chat panel held the agent's chat, not the IDE's.
+            .filter(|d| d.agent.is_none() && d.agent_chat.is_none())
+            .filter(|d| self.sessions.contains_key(&d.session_id))
             .filter(|d| {
                 d.observation.as_ref().is_some_and(|o| {
                     o.chat_id == chat_id && o.stage != koru_protocol::ObservedStage::Ambiguous
@@ -181,6 +218,7 @@ impl<C: Clock> App<C> {
             window,
             extra_pids,
             agent_chat: None,
+            agent_chat_id: None,
         };
         self.accept_session_drive(conn_id, id, create, origin, target, now);
     }
@@ -201,6 +239,7 @@ impl<C: Clock> App<C> {
             window,
             extra_pids,
             agent_chat,
+            agent_chat_id,
         } = target;
         if let Err(error) = self.check_room(&session_id, create.prompt.len()) {
             self.send_error(conn_id, id, error);
@@ -248,6 +287,7 @@ impl<C: Clock> App<C> {
         }
         drive.candidates = candidates.into();
         drive.agent_chat = agent_chat;
+        drive.agent_chat_id = agent_chat_id;
         drive.window = window;
         drive.extra_pids = extra_pids;
         drive.workspaces = self
@@ -507,7 +547,7 @@ impl<C: Clock> App<C> {
                     prompt: drive.prompt.clone(),
                     options,
                     route: candidate.route,
-                    steps: candidate.steps.clone(),
+                    steps: with_chat(&candidate.steps, drive.agent_chat_id.as_deref()),
                 };
                 tracing::debug!(drive_id, route = candidate.route.as_str(), interface = %candidate.interface, "trying route");
                 drive.begin_attempt(candidate, now);

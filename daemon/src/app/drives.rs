@@ -74,6 +74,8 @@ pub struct DriveRecord {
     /// Claude Code panel: `--agent claude-code` where no terminal runs it): only routes for
     /// that agent are planned, and the drive is done only on the agent's own record.
     pub agent_chat: Option<String>,
+    /// The agent's chat such a drive resumes (`$chat` in the route's steps), or `None`.
+    pub agent_chat_id: Option<String>,
     /// After a route's submit key into such a chat: when the drive fails `needs_user` if
     /// the agent has not recorded the prompt by then.
     pub record_due_ms: Option<u64>,
@@ -145,6 +147,7 @@ impl DriveRecord {
             told: None,
             agent: None,
             agent_chat: None,
+            agent_chat_id: None,
             record_due_ms: None,
         }
     }

@@ -392,3 +392,64 @@ fn capabilities_reported_after_the_hello_make_the_panel_reachable() {
     let drive_id = r.send(claude_in("/w/repo"), "hi");
     assert_eq!(r.drive(&drive_id).session_id, session_id);
 }
+
+/// The Claude Code chat `chat` in /w/repo ended its turn (its transcript says so).
+fn turn_ended(r: &mut Rig, chat: &str) {
+    let ended = observed(
+        &r.h,
+        chat,
+        "/w/repo",
+        koru_protocol::ObservedKind::ReplyCompleted {
+            excerpt: "done".into(),
+            length: 4,
+        },
+    );
+    r.h.app.handle(ended);
+}
+
+#[test]
+fn a_known_claude_code_chat_with_no_terminal_holding_it_is_resumed_in_the_panel_of_its_folder() {
+    let mut r = rig();
+    let (mut plugin, session_id) = window(&mut r, "/w/repo", true);
+    // Claude Code's transcript of chat c-42 in /w/repo, seen by the observers: a turn
+    // that ended.
+    claude_recorded(&mut r.h, "an earlier prompt", "/w/repo", "c-42", false);
+    turn_ended(&mut r, "c-42");
+    let drive_id = r.send(Target::Chat("c-42".into()), "And now the tests");
+    assert_eq!(r.drive(&drive_id).session_id, session_id);
+    let order = drive_order(&mut plugin);
+    assert_eq!(
+        order.steps[0].args,
+        [serde_json::json!("c-42"), serde_json::json!("$prompt")],
+        "the tab of that Claude Code session"
+    );
+    r.steps_run(&plugin, &drive_id);
+    r.h.finish_injection(&drive_id, Reached::Submitted, None);
+    claude_recorded(&mut r.h, "And now the tests", "/w/repo", "c-42", true);
+    assert_eq!(r.drive(&drive_id).state, DriveState::Done);
+    turn_ended(&mut r, "c-42");
+
+    // The panel's chat is Claude Code's, not the window's own: the next drive to it goes
+    // to the panel again, never to the IDE's chat routes.
+    let next = r.send(Target::Chat("c-42".into()), "One more");
+    assert_eq!(r.drive(&next).agent_chat.as_deref(), Some("claude-code"));
+    let order = drive_order(&mut plugin);
+    assert_eq!(order.steps[0].command, "claude-vscode.primaryEditor.open");
+}
+
+#[test]
+fn an_unknown_chat_is_no_target_naming_the_panel_too() {
+    let mut r = rig();
+    let (_plugin, _) = window(&mut r, "/w/repo", true);
+    let Message::Error(error) = r.ask(Target::Chat("nope".into()), "hi", Vec::new()) else {
+        panic!("expected an error");
+    };
+    assert_eq!(error.code, ErrorCode::NoTarget);
+    assert!(
+        error
+            .message
+            .contains("nor does an IDE window of the chat's folder offer its agent's chat panel"),
+        "{}",
+        error.message
+    );
+}

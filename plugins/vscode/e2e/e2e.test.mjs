@@ -815,7 +815,7 @@ function agentLaunchScript(agent, agentRoot, modelUrl) {
   return launch.stdout.trim();
 }
 
-test("13. Claude Code and Codex CLI started in two integrated terminals of the window are found through the extension, typed into through it and told apart, proven by their own hooks: each prompt reaches the model byte-exact, once; a permission dialog on screen refuses the next prompt", async () => {
+test("13. Claude Code, Codex CLI and Gemini CLI started in three integrated terminals of the window are found through the extension, typed into through it and told apart, proven by their own hooks: each prompt reaches the model byte-exact, once; a permission dialog on screen refuses the next prompt", async () => {
   const session = await windowSession();
   assert.ok(
     session.capabilities.some((c) => c.kind === 'terminal_io'),
@@ -825,7 +825,7 @@ test("13. Claude Code and Codex CLI started in two integrated terminals of the w
   const port = await freePort();
   const modelUrl = `http://127.0.0.1:${port}`;
   const model = spawn('python3', [path.join(ROOT, 'tests/corpus/recorder/fake_model_server.py'), '--port', String(port), '--log', path.join(tmp, 'fake-model.log')], { stdio: 'ignore' });
-  const roots = { 'claude-code': path.join(tmp, 'agent-claude'), codex: path.join(tmp, 'agent-codex') };
+  const roots = { 'claude-code': path.join(tmp, 'agent-claude'), codex: path.join(tmp, 'agent-codex'), 'gemini-cli': path.join(tmp, 'agent-gemini') };
   const prompts = async () => {
     const answer = await fetch(`${modelUrl}/koru/prompts`).then((r) => r.json()).catch(() => undefined);
     return answer?.map((p) => ({ prompt: p.prompt, api: p.api }));
@@ -853,6 +853,14 @@ test("13. Claude Code and Codex CLI started in two integrated terminals of the w
       250,
     );
     assert.notEqual(codex.terminal.terminal_id, claude.terminal.terminal_id);
+    await runInNewTerminal(`sh ${agentLaunchScript('gemini-cli', roots['gemini-cli'], modelUrl)}`);
+    const gemini = await waitFor(
+      async () => (await terminalAgents()).find((a) => a.product === 'gemini-cli' && a.terminal?.kind === 'ide_terminal'),
+      60_000,
+      'Gemini CLI in the third IDE terminal in `koru sessions`',
+      250,
+    );
+    assert.equal(new Set([claude, codex, gemini].map((a) => a.terminal.terminal_id)).size, 3);
 
     // Each prompt to the agent it names: Claude Code asks the model by Anthropic's API, Codex by OpenAI's.
     const stamp = Date.now();
@@ -861,6 +869,8 @@ test("13. Claude Code and Codex CLI started in two integrated terminals of the w
       ['codex', `into Codex in the other terminal ✓ ${stamp}`, 'openai-responses'],
       ['claude-code', 'two lines for Claude\nsecond: äöü 日本語 "quoted" $HOME', 'anthropic-messages'],
       ['codex', 'two lines for Codex\nsecond: ✓ 日本語 `tick`', 'openai-responses'],
+      ['gemini-cli', `into Gemini CLI in the third terminal ✓ ${stamp}`, 'gemini'],
+      ['gemini-cli', 'two lines for Gemini\nsecond: äöü 日本語 "quoted"', 'gemini'],
     ];
     for (const [agent, prompt, api] of sent) {
       // The first to each waits for its input box (the agent may still be starting).

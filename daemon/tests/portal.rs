@@ -489,3 +489,98 @@ async fn a_portal_that_restarted_gets_a_new_session_on_the_next_drive() {
         "the restore token spared the dialog"
     );
 }
+
+/// `koru status --json`'s `portal`.
+fn portal_status(sandbox: &Sandbox) -> Value {
+    stdout_json(&sandbox.run(&["status", "--json"]))["portal"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_portal_that_gives_no_restore_token_is_asked_at_each_daemon_start_and_doctor_reads_the_live_session(
+) {
+    let desktop = Desktop::start().await;
+    // GNOME 43: the dialog at every new session, no token to keep.
+    desktop.portal.state.lock().unwrap().issue_tokens = false;
+    let daemon = desktop.daemon();
+    assert_eq!(portal_status(&desktop.sandbox)["consent"], "none");
+    let before = desktop.doctor();
+    assert_eq!(before["blocker"]["code"], "consent_pending", "{before}");
+    assert!(
+        before["blocker"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("in this daemon's life"),
+        "{before}"
+    );
+
+    let (_plugin, workspace) = desktop.window("no-token");
+    let (output, stderr) = desktop.send(&workspace, "first").await;
+    assert!(
+        output.status.success(),
+        "{stderr}
+{}",
+        daemon.log_text()
+    );
+    assert_eq!(desktop.portal.dialogs(), 1);
+    assert!(!desktop.token_file().exists(), "no token to keep");
+    let live = portal_status(&desktop.sandbox);
+    assert_eq!(live["consent"], "agreed", "{live}");
+    assert_eq!(live["remembered"], false, "{live}");
+    assert!(live["since_ms"].as_u64().is_some());
+    // Doctor reads the running daemon's session: agreed, and honest about the next start.
+    let agreed = desktop.doctor();
+    assert_eq!(agreed["status"], "ok", "{agreed}");
+    let facts = agreed["facts"].to_string();
+    assert!(
+        facts.contains("holds a remote-input session the desktop agreed to")
+            && facts.contains("asks again at each daemon start"),
+        "{agreed}"
+    );
+    // A second drive reuses the session: no new dialog.
+    let (output, _) = desktop.send(&workspace, "second").await;
+    assert!(output.status.success());
+    assert_eq!(desktop.portal.dialogs(), 1);
+
+    // A new daemon: nothing remembered, so doctor says pending and the next drive asks.
+    let mut daemon = daemon;
+    daemon.terminate(Duration::from_secs(5));
+    drop(daemon);
+    let daemon = desktop.daemon();
+    assert_eq!(desktop.doctor()["blocker"]["code"], "consent_pending");
+    let (_plugin, workspace) = desktop.window("no-token-again");
+    let (output, stderr) = desktop.send(&workspace, "third").await;
+    assert!(
+        output.status.success(),
+        "{stderr}
+{}",
+        daemon.log_text()
+    );
+    assert_eq!(desktop.portal.dialogs(), 2, "asked again after the restart");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_consent_shows_in_status_and_doctor_as_the_desktops_answer() {
+    let desktop = Desktop::start().await;
+    desktop.portal.state.lock().unwrap().approve = false;
+    let daemon = desktop.daemon();
+    let (_plugin, workspace) = desktop.window("refused");
+    let (output, _) = desktop.send(&workspace, "no").await;
+    assert!(!output.status.success());
+    let live = portal_status(&desktop.sandbox);
+    assert_eq!(
+        live["consent"],
+        "refused",
+        "{live}
+{}",
+        daemon.log_text()
+    );
+    let check = desktop.doctor();
+    assert_eq!(check["blocker"]["code"], "consent_pending");
+    assert!(
+        check["blocker"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("did not let the running daemon send keys"),
+        "{check}"
+    );
+}

@@ -51,9 +51,9 @@ pub use recovery::{RecoveryAction, RecoveryResult, RecoveryRun, RECOVERY_ACTIONS
 pub use session::{
     AgentChat, AgentState, CapabilitiesReport, ChatOutcome, ChatState, DriveCreate, DriveRef,
     DrivesList, DrivesListResult, HttpStatus, IdeTerminal, PluginEvent, PluginEventKind,
-    RefusedHandshake, RegistryStatus, SessionHealth, SessionInfo, SessionsList, SessionsListResult,
-    StatusInfo, StreamEvent, TerminalAction, TerminalAgentInfo, TerminalIo, TerminalIoResult,
-    TerminalPlace, TerminalsReport,
+    PortalConsent, PortalStatus, RefusedHandshake, RegistryStatus, SessionHealth, SessionInfo,
+    SessionsList, SessionsListResult, StatusInfo, StreamEvent, TerminalAction, TerminalAgentInfo,
+    TerminalIo, TerminalIoResult, TerminalPlace, TerminalsReport,
 };
 
 /// The protocol version this build speaks natively (the highest it supports).

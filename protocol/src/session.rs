@@ -161,6 +161,50 @@ pub struct StatusInfo {
     /// The drive journal (absent with `koru daemon --no-journal`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal: Option<crate::JournalStatus>,
+    /// The desktop portal's remote-input session as this daemon holds it (absent where the
+    /// daemon has no portal injector), so that doctor can tell what the desktop said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub portal: Option<PortalStatus>,
+}
+
+/// Where the desktop's consent to Koru's remote input stands, in the running daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PortalConsent {
+    /// No drive has used the portal since the daemon started: nothing asked yet.
+    None,
+    /// The desktop's consent dialog is up (a drive waits for it).
+    Asking,
+    /// The desktop agreed: the daemon holds a remote-input session.
+    Agreed,
+    /// The desktop refused, the dialog was not answered in time, or the person ended the
+    /// session; the next drive asks again.
+    Refused,
+    /// The portal could not be used (missing, no remote input, the bus failing).
+    Unavailable,
+}
+
+/// The daemon's portal session (`status.result.portal`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PortalStatus {
+    pub consent: PortalConsent,
+    /// When it came to stand so (Unix ms); absent for `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<u64>,
+    /// With `agreed`: whether the desktop gave a restore token, kept so that the next daemon
+    /// start is not asked again. GNOME 43's portal gives none for remote input: it asks at
+    /// each daemon start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remembered: Option<bool>,
+    /// What the portal offers, once asked: its RemoteDesktop version and whether it has a
+    /// Clipboard interface (without one, only what can be typed goes through it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_desktop_version: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clipboard: Option<bool>,
+    /// What the desktop or the portal said, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// Where the daemon serves HTTP and how to authenticate there. Shown only to peers of the

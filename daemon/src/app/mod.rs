@@ -686,6 +686,7 @@ impl<C: Clock> App<C> {
             observers: self.observers.clone(),
             observing: self.config.observing,
             journal: self.journal.as_ref().map(|j| j.status()),
+            portal: self.injections.portal_status(),
         }
     }
 

@@ -1,4 +1,4 @@
-//! The XDG desktop portal's remote input (org.freedesktop.portal.RemoteDesktop and Clipboard on the session bus): one keyboard session for the daemon's life — CreateSession, SelectDevices (keyboard, persist until revoked), RequestClipboard, Start (the desktop's consent dialog, once) — then keysyms and the clipboard through it. The `restore_token` Start returns is kept in the state directory (0600) so the next session starts without a dialog; a token the desktop no longer honours makes it ask again.
+//! The XDG desktop portal's remote input (org.freedesktop.portal.RemoteDesktop and Clipboard on the session bus): one keyboard session for the daemon's life — CreateSession, SelectDevices (keyboard, persist until revoked), RequestClipboard, Start (the desktop's consent dialog) — then keysyms and the clipboard through it, and where the desktop's consent stands (none asked, asking, agreed and whether remembered, refused) for `status`. A `restore_token` Start returns is kept in the state directory (0600) so the next daemon's session starts without a dialog; a portal that returns none (GNOME 43) asks at each daemon start; a token the desktop no longer honours makes it ask again.
 //!
 //! Every portal call that needs the person is a `Request`: the answer comes as the
 //! `Response` signal of an object whose path the caller can work out in advance from its
@@ -198,6 +198,23 @@ pub struct Portal {
     /// What the last attempt to start a session (or the last probe) found, for the
     /// planner, which must not wait on the bus: `None` before any.
     last: Mutex<Option<Result<(), PortalError>>>,
+    /// Where the desktop's consent stands, for `status.result.portal` (and so doctor).
+    consent: Mutex<ConsentRecord>,
+}
+
+/// The daemon's portal session as `status` reports it, and the agreed session's closed
+/// flag (the desktop may end it at any time).
+#[derive(Debug)]
+struct ConsentRecord {
+    status: koru_protocol::PortalStatus,
+    closed: Option<Arc<AtomicBool>>,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// A started remote-input session.
@@ -209,6 +226,11 @@ pub struct Session {
     pub clipboard: bool,
     /// What this session offers when it owns the clipboard.
     content: Arc<Mutex<Option<String>>>,
+    /// Whether the desktop gave a restore token for it (kept: the next daemon start is not
+    /// asked again).
+    pub remembered: bool,
+    /// The portal's RemoteDesktop interface version.
+    pub remote_desktop_version: u32,
     closed: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     timeout: Duration,
@@ -229,6 +251,54 @@ impl Portal {
             tokens,
             session: tokio::sync::Mutex::new(None),
             last: Mutex::new(None),
+            consent: Mutex::new(ConsentRecord {
+                status: koru_protocol::PortalStatus {
+                    consent: koru_protocol::PortalConsent::None,
+                    since_ms: None,
+                    remembered: None,
+                    remote_desktop_version: None,
+                    clipboard: None,
+                    detail: None,
+                },
+                closed: None,
+            }),
+        }
+    }
+
+    /// Where the desktop's consent stands in this daemon: none asked yet, the dialog up,
+    /// agreed (and whether it is remembered across daemon starts), refused, or the portal
+    /// unusable. An agreed session the desktop has since ended reads as refused.
+    pub fn status(&self) -> koru_protocol::PortalStatus {
+        let Ok(mut record) = self.consent.lock() else {
+            return koru_protocol::PortalStatus {
+                consent: koru_protocol::PortalConsent::Unavailable,
+                since_ms: None,
+                remembered: None,
+                remote_desktop_version: None,
+                clipboard: None,
+                detail: Some("the portal's state could not be read".into()),
+            };
+        };
+        if record
+            .closed
+            .as_ref()
+            .is_some_and(|closed| closed.load(Ordering::SeqCst))
+        {
+            record.closed = None;
+            record.status.consent = koru_protocol::PortalConsent::Refused;
+            record.status.since_ms = Some(now_ms());
+            record.status.detail = Some(
+                "the desktop ended the remote-input session (stopped by the person, or the desktop restarted); the next drive asks again".into(),
+            );
+        }
+        record.status.clone()
+    }
+
+    /// Records where the consent stands now.
+    fn set_consent(&self, update: impl FnOnce(&mut ConsentRecord)) {
+        if let Ok(mut record) = self.consent.lock() {
+            update(&mut record);
+            record.status.since_ms = Some(now_ms());
         }
     }
 
@@ -254,8 +324,27 @@ impl Portal {
         // A missing portal or interface is worth remembering; a session that works is
         // remembered by `session`.
         match &offer {
-            Ok(_) => self.remember(Ok(())),
-            Err(error) => self.remember(Err(error.clone())),
+            Ok(found) => {
+                self.remember(Ok(()));
+                if let Ok(mut record) = self.consent.lock() {
+                    record.status.remote_desktop_version = Some(found.remote_desktop_version);
+                    record.status.clipboard = Some(found.clipboard_version.is_some());
+                }
+            }
+            Err(error) => {
+                self.remember(Err(error.clone()));
+                let agreed = self
+                    .consent
+                    .lock()
+                    .is_ok_and(|r| r.status.consent == koru_protocol::PortalConsent::Agreed);
+                if !agreed {
+                    let detail = error.to_string();
+                    self.set_consent(|record| {
+                        record.status.consent = koru_protocol::PortalConsent::Unavailable;
+                        record.status.detail = Some(detail);
+                    });
+                }
+            }
         }
         offer
     }
@@ -271,8 +360,52 @@ impl Portal {
             tracing::info!("the portal session was closed; starting a new one");
         }
         *slot = None;
+        self.set_consent(|record| {
+            record.closed = None;
+            record.status.consent = koru_protocol::PortalConsent::Asking;
+            record.status.remembered = None;
+            record.status.detail = Some(
+                "a drive asked for a remote-input session; the desktop shows its consent dialog unless it remembers an earlier one".into(),
+            );
+        });
         let started = self.start(consent_timeout).await;
         self.remember(started.as_ref().map(|_| ()).map_err(Clone::clone));
+        match &started {
+            Ok(session) => {
+                let (remembered, version, clipboard) = (
+                    session.remembered,
+                    session.remote_desktop_version,
+                    session.clipboard,
+                );
+                let closed = session.closed.clone();
+                self.set_consent(|record| {
+                    record.closed = Some(closed);
+                    record.status.consent = koru_protocol::PortalConsent::Agreed;
+                    record.status.remembered = Some(remembered);
+                    record.status.remote_desktop_version = Some(version);
+                    record.status.clipboard = Some(clipboard);
+                    record.status.detail = Some(if remembered {
+                        "the desktop agreed; its restore token is kept, so the next daemon start is not asked again".into()
+                    } else {
+                        "the desktop agreed for this daemon's life; it gave no restore token, so it asks again at each daemon start".into()
+                    });
+                });
+            }
+            Err(error) => {
+                let consent = match error {
+                    PortalError::ConsentRefused(_)
+                    | PortalError::ConsentTimeout(_)
+                    | PortalError::NoKeyboard(_)
+                    | PortalError::Closed => koru_protocol::PortalConsent::Refused,
+                    _ => koru_protocol::PortalConsent::Unavailable,
+                };
+                let detail = error.to_string();
+                self.set_consent(|record| {
+                    record.status.consent = consent;
+                    record.status.detail = Some(detail);
+                });
+            }
+        }
         let session = Arc::new(started?);
         *slot = Some(session.clone());
         Ok(session)
@@ -367,17 +500,22 @@ impl Portal {
         if devices & KEYBOARD == 0 {
             return Err(PortalError::NoKeyboard(devices));
         }
-        match results
+        let remembered = match results
             .get("restore_token")
             .and_then(|v| String::try_from(v.clone()).ok())
         {
-            Some(token) => {
-                if let Err(error) = self.tokens.save(&token) {
+            Some(token) => match self.tokens.save(&token) {
+                Ok(()) => true,
+                Err(error) => {
                     tracing::warn!(%error, path = %self.tokens.path.display(), "cannot keep the portal's restore token; the desktop will ask again next time");
+                    false
                 }
+            },
+            None => {
+                self.tokens.remove();
+                false
             }
-            None => self.tokens.remove(),
-        }
+        };
         let clipboard = wants_clipboard
             && results
                 .get("clipboard_enabled")
@@ -391,12 +529,15 @@ impl Portal {
             session = %handle.as_str(),
             clipboard,
             asked_with_token = restore_token.is_some(),
+            remembered,
             "portal remote-input session started"
         );
         Ok(Session {
             connection,
             handle,
             clipboard,
+            remembered,
+            remote_desktop_version: offer.remote_desktop_version,
             content,
             closed,
             tasks,

@@ -557,28 +557,16 @@ fn desktop_service_verdict(
         }
         "remote_desktop_portal" => {
             let mut found = std::mem::take(found);
+            let live = facts
+                .daemon
+                .status
+                .as_ref()
+                .and_then(|status| status.portal.clone());
             Some(match facts.portal.as_ref()? {
-                Ok(portal) if portal.has_token => {
-                    found.push(portal.offer.describe());
-                    found.push(format!(
-                        "the desktop agreed to remote input before (restore token in {})",
-                        portal.token_path
-                    ));
-                    found.push(PORTAL_FOCUS_NOTE.into());
-                    Verdict::ok(found)
-                }
                 Ok(portal) => {
                     found.push(portal.offer.describe());
                     found.push(PORTAL_FOCUS_NOTE.into());
-                    Verdict::blocked(
-                        Status::Degraded,
-                        BlockerCode::ConsentPending,
-                        format!(
-                            "the desktop has not agreed yet to let Koru send keys: the first drive through the portal shows its consent dialog (once; the restore token is then kept in {})",
-                            portal.token_path
-                        ),
-                        found,
-                    )
+                    portal_consent_verdict(portal, live.as_ref(), found)
                 }
                 Err(error) => {
                     let code = match error.blocker() {
@@ -592,6 +580,99 @@ fn desktop_service_verdict(
             })
         }
         _ => None,
+    }
+}
+
+/// Where the desktop's consent to the portal's remote input stands: the running daemon's
+/// own session when there is a daemon (`status.result.portal`), else the restore token on
+/// disk. Nothing is asked of the desktop here.
+fn portal_consent_verdict(
+    portal: &super::probe::PortalFact,
+    live: Option<&koru_protocol::PortalStatus>,
+    mut found: Vec<String>,
+) -> Verdict {
+    use koru_protocol::PortalConsent;
+    let since = |status: &koru_protocol::PortalStatus| {
+        status
+            .since_ms
+            .and_then(|ms| chrono::DateTime::from_timestamp_millis(ms as i64))
+            .map(|at| format!(" (since {} UTC)", at.format("%H:%M:%S")))
+            .unwrap_or_default()
+    };
+    let said = |status: &koru_protocol::PortalStatus| {
+        status
+            .detail
+            .as_deref()
+            .map(|d| format!(": {d}"))
+            .unwrap_or_default()
+    };
+    match live.map(|status| (status.consent, status)) {
+        Some((PortalConsent::Agreed, status)) => {
+            found.push(format!(
+                "the running daemon holds a remote-input session the desktop agreed to{}",
+                since(status)
+            ));
+            found.push(if status.remembered == Some(true) {
+                format!(
+                    "the desktop gave a restore token, kept in {}: the next daemon start is not asked again",
+                    portal.token_path
+                )
+            } else {
+                "this desktop's portal gave no restore token: it asks again at each daemon start (GNOME 43 does so for remote input)".into()
+            });
+            Verdict::ok(found)
+        }
+        Some((PortalConsent::Asking, status)) => Verdict::blocked(
+            Status::Degraded,
+            BlockerCode::ConsentPending,
+            format!(
+                "the desktop's consent dialog is up now{}: answer it on the desktop (a drive waits for it)",
+                since(status)
+            ),
+            found,
+        ),
+        Some((PortalConsent::Refused, status)) => Verdict::blocked(
+            Status::Degraded,
+            BlockerCode::ConsentPending,
+            format!(
+                "the desktop did not let the running daemon send keys{}{}; the next drive through the portal asks again",
+                since(status),
+                said(status)
+            ),
+            found,
+        ),
+        Some((PortalConsent::Unavailable, status)) => Verdict::blocked(
+            Status::Degraded,
+            BlockerCode::ConsentPending,
+            format!(
+                "the running daemon could not use the portal{}{}; it tries again at the next drive",
+                since(status),
+                said(status)
+            ),
+            found,
+        ),
+        // No daemon, or no drive has used the portal since it started: the token on disk.
+        _ if portal.has_token => {
+            found.push(format!(
+                "the desktop agreed before and gave a restore token (kept in {}): the first drive through the portal starts without asking",
+                portal.token_path
+            ));
+            Verdict::ok(found)
+        }
+        _ => Verdict::blocked(
+            Status::Degraded,
+            BlockerCode::ConsentPending,
+            format!(
+                "the desktop has not agreed yet{}: the first drive through the portal shows its consent dialog; where the portal gives a restore token it is kept in {} and later daemon starts are not asked, where it gives none (GNOME 43) it asks at each daemon start",
+                if live.is_some() {
+                    " in this daemon's life"
+                } else {
+                    ""
+                },
+                portal.token_path
+            ),
+            found,
+        ),
     }
 }
 
@@ -1788,6 +1869,60 @@ mod tests {
         facts.portal = Some(fact(true));
         let agreed = environment_verdict(registry.get("os_injector_portal").unwrap(), &facts);
         assert_eq!(agreed.status, Status::Ok);
+
+        // With a daemon running, what its own portal session says wins over the token file.
+        let live = |consent: &str, remembered: Option<bool>| {
+            let status: koru_protocol::StatusInfo = serde_json::from_value(serde_json::json!({
+                "version": "0", "pid": 1, "socket": "/s", "protocol": {"min": 1, "max": 1},
+                "started_at_ms": 0, "plugins": 1, "controllers": 0, "drives_active": 0,
+                "drives_total": 1,
+                "portal": {"consent": consent, "since_ms": 1_796_000_000_000u64,
+                           "remembered": remembered, "detail": "the person said no"}
+            }))
+            .unwrap();
+            Some(status)
+        };
+        facts.portal = Some(fact(false));
+        facts.daemon.status = live("agreed", Some(false));
+        let agreed_now = environment_verdict(registry.get("os_injector_portal").unwrap(), &facts);
+        assert_eq!(agreed_now.status, Status::Ok, "{agreed_now:?}");
+        assert!(
+            agreed_now
+                .facts
+                .iter()
+                .any(|f| f.contains("asks again at each daemon start")),
+            "{agreed_now:?}"
+        );
+        facts.daemon.status = live("agreed", Some(true));
+        let kept = environment_verdict(registry.get("os_injector_portal").unwrap(), &facts);
+        assert!(kept
+            .facts
+            .iter()
+            .any(|f| f.contains("the next daemon start is not asked again")));
+        facts.daemon.status = live("asking", None);
+        let asking = environment_verdict(registry.get("os_injector_portal").unwrap(), &facts);
+        assert_eq!(asking.status, Status::Degraded);
+        assert!(asking
+            .blocker
+            .unwrap()
+            .1
+            .contains("consent dialog is up now"));
+        facts.daemon.status = live("refused", None);
+        let refused = environment_verdict(registry.get("os_injector_portal").unwrap(), &facts);
+        let (code, detail) = refused.blocker.unwrap();
+        assert_eq!(code, BlockerCode::ConsentPending);
+        assert!(
+            detail.contains("did not let the running daemon send keys")
+                && detail.contains("the person said no"),
+            "{detail}"
+        );
+        // A daemon whose portal nobody has used yet: the token file decides, as without one.
+        facts.daemon.status = live("none", None);
+        facts.portal = Some(fact(true));
+        let before = environment_verdict(registry.get("os_injector_portal").unwrap(), &facts);
+        assert_eq!(before.status, Status::Ok);
+        facts.daemon.status = None;
+
         facts.portal = Some(Err(PortalError::Missing("nobody owns it".into())));
         let missing = environment_verdict(registry.get("os_injector_portal").unwrap(), &facts);
         assert_eq!(missing.blocker.unwrap().0, BlockerCode::PortalMissing);

@@ -88,6 +88,11 @@ pub trait InjectionRunner: Send + Sync {
     /// Starts a submit key press; its outcome (`reached: Submitted`, or `Pasted` with the
     /// blocker) arrives later as an [`InjectionFinished`] report.
     fn start_key_press(&self, job: KeyPressJob);
+    /// Where the desktop portal's consent stands in this daemon (`None`: no portal
+    /// injector here).
+    fn portal_status(&self) -> Option<koru_protocol::PortalStatus> {
+        None
+    }
 }
 
 /// What an OS injection reports when it has finished (the daemon loop turns it into its
@@ -167,6 +172,10 @@ pub fn injector_for(interface: &str) -> Option<Injector> {
 }
 
 impl<E: From<InjectionFinished> + Send + 'static> InjectionRunner for SystemInjections<E> {
+    fn portal_status(&self) -> Option<koru_protocol::PortalStatus> {
+        Some(self.portal.status())
+    }
+
     fn probe(&self, interface: &str) -> Result<(), Blocker> {
         if interface == super::portal::INTERFACE {
             // Asked of what the portal last said, never of the bus: this runs on the loop.

@@ -29,6 +29,9 @@ pub enum Owner {
 pub struct State {
     /// Whether the "person" allows remote input when asked.
     pub approve: bool,
+    /// Whether a started session gets a restore token (GNOME 43's portal gives none for
+    /// remote input: it asks at every new session).
+    pub issue_tokens: bool,
     /// Consent dialogs shown.
     pub dialogs: u32,
     pub valid_tokens: HashSet<String>,
@@ -73,6 +76,7 @@ impl Default for State {
     fn default() -> Self {
         State {
             approve: true,
+            issue_tokens: true,
             dialogs: 0,
             valid_tokens: HashSet::new(),
             issued: 0,
@@ -222,7 +226,11 @@ impl RemoteDesktop {
                 }
                 let mut results = HashMap::new();
                 results.insert("devices".to_string(), value(1u32));
-                results.insert("restore_token".to_string(), value(token));
+                if state.issue_tokens {
+                    results.insert("restore_token".to_string(), value(token));
+                } else {
+                    state.valid_tokens.remove(&token);
+                }
                 results.insert(
                     "clipboard_enabled".to_string(),
                     value(state.clipboard_sessions.contains(&session)),

@@ -314,6 +314,10 @@ export type TerminalAction =
  */
 export type ObserverMode = "watched" | "waiting" | "polled";
 /**
+ * Where the desktop's consent to Koru's remote input stands, in the running daemon.
+ */
+export type PortalConsent = "none" | "asking" | "agreed" | "refused" | "unavailable";
+/**
  * What a terminal agent is doing, from its chat.
  */
 export type AgentState = ("idle" | "replying" | "needs_input") | "unknown";
@@ -1017,6 +1021,11 @@ export interface StatusInfo {
   observing?: boolean;
   pid: number;
   plugins: number;
+  /**
+   * The desktop portal's remote-input session as this daemon holds it (absent where the
+   * daemon has no portal injector), so that doctor can tell what the desktop said.
+   */
+  portal?: PortalStatus | null;
   protocol: VersionRange1;
   /**
    * The most recent refused handshakes (newest last), so that doctor can explain a
@@ -1155,6 +1164,32 @@ export interface StoreProblem {
    */
   kind: "unreadable" | "malformed" | "busy";
   path: string;
+}
+/**
+ * The daemon's portal session (`status.result.portal`).
+ */
+export interface PortalStatus {
+  clipboard?: boolean | null;
+  consent: PortalConsent;
+  /**
+   * What the desktop or the portal said, for people.
+   */
+  detail?: string | null;
+  /**
+   * With `agreed`: whether the desktop gave a restore token, kept so that the next daemon
+   * start is not asked again. GNOME 43's portal gives none for remote input: it asks at
+   * each daemon start.
+   */
+  remembered?: boolean | null;
+  /**
+   * What the portal offers, once asked: its RemoteDesktop version and whether it has a
+   * Clipboard interface (without one, only what can be typed goes through it).
+   */
+  remote_desktop_version?: number | null;
+  /**
+   * When it came to stand so (Unix ms); absent for `none`.
+   */
+  since_ms?: number | null;
 }
 /**
  * A connection whose hello the daemon refused.

@@ -22,9 +22,14 @@ struct Desktop {
 
 impl Desktop {
     async fn start() -> Desktop {
+        Desktop::start_with(true).await
+    }
+
+    /// With `clipboard: false`, a desktop whose portal has no Clipboard interface.
+    async fn start_with(clipboard: bool) -> Desktop {
         let sandbox = Sandbox::new();
         let bus = SessionBus::start(sandbox.path());
-        let portal = StandInPortal::serve(&bus.address).await;
+        let portal = StandInPortal::serve_with(&bus.address, clipboard).await;
         portal.state.lock().unwrap().owner = Owner::Other("the user's clipboard".into());
         // The IDE's chat is reached by OS injection only, as for a webview chat no IDE
         // command can fill.
@@ -582,5 +587,66 @@ async fn a_refused_consent_shows_in_status_and_doctor_as_the_desktops_answer() {
             .unwrap()
             .contains("did not let the running daemon send keys"),
         "{check}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_clipboard_interface_a_short_prompt_is_typed_and_said_so_and_a_long_one_is_refused_saying_why(
+) {
+    let desktop = Desktop::start_with(false).await;
+    let daemon = desktop.daemon();
+    let (_plugin, workspace) = desktop.window("typed");
+    let (output, stderr) = desktop.send(&workspace, "short ascii prompt").await;
+    assert!(output.status.success(), "{stderr}\n{}", daemon.log_text());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(desktop.portal.typed(), "short ascii prompt\n");
+    let drive = last_drive(&desktop.sandbox);
+    let attempt = drive["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["outcome"] == "succeeded")
+        .unwrap()
+        .clone();
+    assert_eq!(attempt["interface"], "os_injector_portal");
+    assert_eq!(attempt["text"], "typed", "{drive}");
+    assert!(
+        stderr.contains("typed key by key by OS injection into the window whose Koru plugin reported it had focus"),
+        "{stderr}"
+    );
+
+    // 2,000 characters of ASCII: refused, saying why and which portal, nothing typed.
+    let long = "x".repeat(2_000);
+    let (output, stderr) = desktop.send(&workspace, &long).await;
+    assert!(!output.status.success());
+    let listed = stdout_json(&desktop.sandbox.run(&["drives", "--json"]));
+    let drive = listed.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(drive["blocker"]["code"], "clipboard_unavailable", "{drive}");
+    let detail = drive["blocker"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("the prompt is 2000 characters long")
+            && detail.contains("RemoteDesktop version")
+            && detail.contains("no Clipboard interface"),
+        "{detail}"
+    );
+    let attempt = drive["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["interface"] == "os_injector_portal")
+        .unwrap()
+        .clone();
+    assert!(
+        attempt["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Send what can be typed, or paste yourself"),
+        "{attempt}\n{stderr}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        desktop.portal.typed(),
+        "short ascii prompt\n",
+        "nothing more typed"
     );
 }

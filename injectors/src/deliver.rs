@@ -66,6 +66,26 @@ pub struct Delivery {
     pub clipboard_restored: bool,
 }
 
+/// The most characters a prompt may have to be typed key by key (a longer one is pasted).
+pub const MAX_TYPED_CHARS: usize = 200;
+
+/// Why `text` cannot be typed key by key, if it cannot: what it holds, in words.
+pub fn why_not_typed(text: &str) -> Option<String> {
+    let chars = text.chars().count();
+    if chars > MAX_TYPED_CHARS {
+        return Some(format!(
+            "the prompt is {chars} characters long (more than {MAX_TYPED_CHARS})"
+        ));
+    }
+    if text.contains('\n') {
+        return Some("the prompt has more than one line".into());
+    }
+    let other: String = text.chars().filter(|c| !c.is_ascii()).take(3).collect();
+    (!other.is_empty()).then(|| {
+        format!("the prompt holds characters outside ASCII ({other:?}), which a keyboard layout may not have")
+    })
+}
+
 /// A delivery that stopped, with how far it got (a stage past `Focused` means text may
 /// already be in the chat input; the caller must not retry by another route).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,21 +106,24 @@ pub fn deliver(
     focus_verified(injector, target, options.focus_timeout).map_err(|e| fail(Stage::Nothing, e))?;
 
     let clipboard = injector.usable_clipboard();
-    let needs_paste = !text.is_ascii() || text.contains('\n') || text.chars().count() > 200;
-    let method =
-        match options.method {
-            Method::Auto if clipboard.is_some() => Method::Paste,
-            Method::Auto if needs_paste => return Err(fail(
-                Stage::Focused,
-                InjectError::ClipboardUnavailable {
-                    detail:
-                        "non-ASCII or multi-line text needs the clipboard, which is not available"
-                            .into(),
-                },
-            )),
-            Method::Auto => Method::Type,
-            explicit => explicit,
-        };
+    let method = match options.method {
+        Method::Auto if clipboard.is_some() => Method::Paste,
+        Method::Auto => match why_not_typed(text) {
+            Some(why) => {
+                return Err(fail(
+                    Stage::Focused,
+                    InjectError::ClipboardUnavailable {
+                        detail: format!(
+                            "{why}: such a prompt is pasted, never typed, and the {} injector has no clipboard to paste through here; nothing was typed",
+                            injector.name
+                        ),
+                    },
+                ))
+            }
+            None => Method::Type,
+        },
+        explicit => explicit,
+    };
 
     // Right before the first key: is the target still focused?
     verify_focus(injector, target).map_err(|e| fail(Stage::Focused, e))?;
@@ -465,6 +488,26 @@ mod tests {
         .unwrap_err();
         assert_eq!(failure.error.blocker(), "clipboard_unavailable");
         assert_eq!(failure.reached, Stage::Focused);
+        // Each refusal says exactly why: the length, the lines, the characters.
+        let why = |text: &str| {
+            deliver(&injector(&fake, false), &window("target"), text, &quick())
+                .unwrap_err()
+                .error
+                .to_string()
+        };
+        let long = "a".repeat(2_000);
+        assert!(
+            why(&long).contains("the prompt is 2000 characters long (more than 200)"),
+            "{}",
+            why(&long)
+        );
+        assert!(why("two\nlines").contains("the prompt has more than one line"));
+        let unicode = why("café ✓");
+        assert!(
+            unicode.contains("outside ASCII (\"é✓\")") && unicode.contains("nothing was typed"),
+            "{unicode}"
+        );
+        assert!(why_not_typed(&"a".repeat(200)).is_none(), "200 is typed");
     }
 
     fn return_key() -> Chord {

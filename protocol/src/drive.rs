@@ -39,6 +39,9 @@ pub mod blocker {
     pub const NO_DISPLAY: &str = "no_display";
     /// The injector program is missing.
     pub const INJECTOR_MISSING: &str = "injector_missing";
+    /// The prompt must be pasted (long, several lines, or beyond ASCII) and no clipboard
+    /// can carry it: nothing was typed.
+    pub const CLIPBOARD_UNAVAILABLE: &str = "clipboard_unavailable";
     /// The chat refused the request before accepting it (no usable model, signed out,
     /// out of quota, still starting); the detail is the chat's own message.
     pub const CHAT_REFUSED: &str = "chat_refused";
@@ -436,7 +439,8 @@ pub enum Verification {
     None,
     /// The plugin acked every stage.
     Acked,
-    /// Delivered by OS injection with focus verified before and after, but nothing inside
+    /// Delivered by OS injection with focus checked before and after (by the window system,
+    /// or on Wayland by the window's own plugin's report), but nothing inside
     /// the IDE confirmed it: unverified until an observer sees the prompt.
     Unverified,
     /// Typed into a terminal agent, and the agent itself recorded the prompt (its
@@ -477,10 +481,25 @@ pub struct RouteAttempt {
     /// used the current one (`opened a new chat: …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// How an OS-injection route put the prompt into the chat input, when it did: pasted
+    /// through a clipboard, or typed key by key (no clipboard to paste through). The
+    /// stage is `pasted` either way (the text is in the input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextDelivery>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at_ms: Option<u64>,
+}
+
+/// How the text of a prompt reached the chat input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TextDelivery {
+    /// Through a clipboard and the paste chord.
+    Pasted,
+    /// Key by key.
+    Typed,
 }
 
 /// The public record of a drive, as controllers see it.

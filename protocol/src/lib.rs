@@ -25,7 +25,7 @@ pub use conversation::{
 pub use drive::{
     blocker, Ack, AckStage, AgentTarget, AttemptOutcome, Blocker, BusyPolicy, DriveCancelNotice,
     DriveInfo, DriveOptions, DriveRequest, DriveState, DriveStep, Refusal, Route, RouteAttempt,
-    StageRecord, SubmitEvidence, Target, Verification, WindowTarget,
+    StageRecord, SubmitEvidence, Target, TextDelivery, Verification, WindowTarget,
 };
 pub use envelope::{
     decode_line, encode_line, Bye, DecodeError, DriveResult, Envelope, Message, RequestId,

@@ -686,6 +686,14 @@ impl<C: Clock> App<C> {
             self.on_submit_key_pressed(outcome, now);
             return;
         }
+        if let Some(attempt) = drive
+            .attempts
+            .iter_mut()
+            .rev()
+            .find(|a| a.outcome == AttemptOutcome::Running)
+        {
+            attempt.text = outcome.text;
+        }
         for (reached, state) in [
             (Reached::Focused, DriveState::Focused),
             (Reached::Pasted, DriveState::Pasted),
@@ -700,7 +708,29 @@ impl<C: Clock> App<C> {
                 tracing::info!(drive_id = %drive_id, "delivered by OS injection (unverified until observed)");
                 self.finish_unverified(&drive_id, now);
             }
-            Some(blocker) => self.route_failed(&drive_id, blocker, now),
+            Some(mut blocker) => {
+                let through_portal = drive
+                    .current
+                    .as_ref()
+                    .is_some_and(|c| c.interface == crate::drive::portal::INTERFACE);
+                if through_portal && blocker.code == koru_protocol::blocker::CLIPBOARD_UNAVAILABLE {
+                    // Which portal could not carry it, so that the person knows what to change.
+                    if let Some(portal) = self.injections.portal_status() {
+                        blocker.detail.push_str(&format!(
+                            " (this desktop's portal: RemoteDesktop version {}, {})",
+                            portal
+                                .remote_desktop_version
+                                .map_or_else(|| "unknown".to_string(), |v| v.to_string()),
+                            if portal.clipboard == Some(true) {
+                                "a Clipboard interface it did not share with Koru's session"
+                            } else {
+                                "no Clipboard interface (xdg-desktop-portal before 1.18)"
+                            }
+                        ));
+                    }
+                }
+                self.route_failed(&drive_id, blocker, now)
+            }
         }
     }
 

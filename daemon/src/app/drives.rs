@@ -162,6 +162,7 @@ impl DriveRecord {
             blocker: candidate.usable.clone().err(),
             hint: candidate.hint.clone(),
             note: None,
+            text: None,
             started_at_ms: None,
             finished_at_ms: None,
         });
@@ -178,6 +179,7 @@ impl DriveRecord {
             blocker: None,
             hint: None,
             note: candidate.note.clone(),
+            text: None,
             started_at_ms: Some(now_ms),
             finished_at_ms: None,
         });
@@ -232,6 +234,7 @@ impl DriveRecord {
                 blocker: None,
                 hint: None,
                 note: None,
+                text: None,
                 started_at_ms: None,
                 finished_at_ms: None,
             });

@@ -127,6 +127,7 @@ impl Harness {
                 drive_id: drive_id.into(),
                 reached,
                 error: error.map(|code| koru_protocol::Blocker::new(code, "test")),
+                text: None,
             }),
         });
     }

@@ -351,8 +351,24 @@ pub async fn send(choice: &HostChoice, mut args: SendArgs) -> anyhow::Result<Exi
                 "koru: pasted by the plugin, then submitted by one key press into its window after checking that window had focus; unverified until the chat's history shows it"
             );
         } else {
+            let by = last
+                .attempts
+                .iter()
+                .rev()
+                .find(|a| a.outcome == koru_protocol::AttemptOutcome::Succeeded);
+            let text = match by.and_then(|a| a.text) {
+                Some(koru_protocol::TextDelivery::Typed) => "typed key by key",
+                Some(koru_protocol::TextDelivery::Pasted) => "pasted",
+                None => "delivered",
+            };
+            let focus = if by.is_some_and(|a| a.interface == crate::drive::portal::INTERFACE) {
+                // On Wayland no program sees other windows' focus: the plugin's word is all.
+                "into the window whose Koru plugin reported it had focus, checked right before the first key and before submit"
+            } else {
+                "into the target window, its focus verified before and after"
+            };
             eprintln!(
-                "koru: delivered by OS injection with the focus verified before and after; unverified until the chat's history shows it"
+                "koru: {text} by OS injection {focus}; unverified until the chat's history shows it"
             );
         }
     }

@@ -202,6 +202,7 @@ mod tests {
             blocker,
             hint: None,
             note: None,
+            text: None,
             started_at_ms: None,
             finished_at_ms: None,
         }

@@ -77,6 +77,8 @@ pub struct InjectionOutcome {
     pub drive_id: String,
     pub reached: Reached,
     pub error: Option<Blocker>,
+    /// How the text went in, when a delivery put it in (pasted, or typed key by key).
+    pub text: Option<koru_protocol::TextDelivery>,
 }
 
 /// Probes and runs OS injections.
@@ -257,6 +259,7 @@ fn panicked(
             "injector_failed",
             format!("the injection stopped unexpectedly: {panic}"),
         )),
+        text: None,
     }
 }
 
@@ -390,6 +393,7 @@ pub fn press_submit_key(
             &blocker.code,
             format!("{}; {NOT_PRESSED}", blocker.detail),
         )),
+        text: None,
     };
     if job.plugin_focused == Some(false) {
         return failed(Blocker::new(
@@ -477,6 +481,7 @@ pub fn press_submit_key(
                 drive_id: job.drive_id.clone(),
                 reached: Reached::Submitted,
                 error: None,
+                text: None,
             }
         }
         Err(error) => failed(Blocker::new(error.blocker(), error.to_string())),
@@ -494,6 +499,7 @@ pub fn run(
         drive_id: job.drive_id.clone(),
         reached,
         error: Some(blocker),
+        text: None,
     };
     let (injector, window) = match (job.interface.as_str(), portal) {
         (super::portal::INTERFACE, Some(context)) => {
@@ -555,6 +561,10 @@ pub fn run(
                 Stage::Nothing => Reached::Nothing,
             },
             error: None,
+            text: match delivery.method {
+                koru_injectors::Method::Type => Some(koru_protocol::TextDelivery::Typed),
+                _ => Some(koru_protocol::TextDelivery::Pasted),
+            },
         },
         Err(failure) => failed(
             match failure.reached {

@@ -1007,6 +1007,7 @@ mod tests {
             blocker: None,
             hint: None,
             note: None,
+            text: None,
             started_at_ms: Some(1_000_000),
             finished_at_ms: None,
         });

@@ -344,10 +344,11 @@ impl Serialize for IndexedAttempt<'_> {
             blocker,
             hint,
             note,
+            text,
             started_at_ms,
             finished_at_ms,
         } = self.attempt;
-        let mut out = serializer.serialize_struct("RouteAttempt", 10)?;
+        let mut out = serializer.serialize_struct("RouteAttempt", 11)?;
         if let Some(blocker) = blocker {
             out.serialize_field("blocker", blocker)?;
         }
@@ -369,6 +370,9 @@ impl Serialize for IndexedAttempt<'_> {
         out.serialize_field("route", route)?;
         if let Some(at) = started_at_ms {
             out.serialize_field("started_at_ms", at)?;
+        }
+        if let Some(text) = text {
+            out.serialize_field("text", text)?;
         }
         out.end()
     }
@@ -436,6 +440,7 @@ mod tests {
             blocker: Some(Blocker::new("timeout", "no ack")),
             hint: Some("reload the window".into()),
             note: Some("opened a new chat".into()),
+            text: None,
             started_at_ms: Some(5),
             finished_at_ms: Some(9),
         };

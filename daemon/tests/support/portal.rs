@@ -500,8 +500,14 @@ pub struct StandInPortal {
 
 impl StandInPortal {
     pub async fn serve(address: &str) -> StandInPortal {
+        StandInPortal::serve_with(address, true).await
+    }
+
+    /// With `clipboard: false`, a portal without the Clipboard interface (xdg-desktop-portal
+    /// 1.16, GNOME 43's).
+    pub async fn serve_with(address: &str, clipboard: bool) -> StandInPortal {
         let state: Shared = Arc::new(Mutex::new(State::default()));
-        let connection = zbus::connection::Builder::address(address)
+        let mut builder = zbus::connection::Builder::address(address)
             .unwrap()
             .name("org.freedesktop.portal.Desktop")
             .unwrap()
@@ -511,14 +517,18 @@ impl StandInPortal {
                     state: state.clone(),
                 },
             )
-            .unwrap()
-            .serve_at(
-                PATH,
-                Clipboard {
-                    state: state.clone(),
-                },
-            )
-            .unwrap()
+            .unwrap();
+        if clipboard {
+            builder = builder
+                .serve_at(
+                    PATH,
+                    Clipboard {
+                        state: state.clone(),
+                    },
+                )
+                .unwrap();
+        }
+        let connection = builder
             .build()
             .await
             .expect("the stand-in portal serves on the private bus");

@@ -370,6 +370,10 @@ export type DriveState =
   | "sent"
   | "done";
 /**
+ * How the text of a prompt reached the chat input.
+ */
+export type TextDelivery = "pasted" | "typed";
+/**
  * How far to trust an observation.
  */
 export type ObservationBasis = "explicit" | "inferred";
@@ -1444,6 +1448,12 @@ export interface RouteAttempt {
   reached?: DriveState | null;
   route: Route;
   started_at_ms?: number | null;
+  /**
+   * How an OS-injection route put the prompt into the chat input, when it did: pasted
+   * through a clipboard, or typed key by key (no clipboard to paste through). The
+   * stage is `pasted` either way (the text is in the input).
+   */
+  text?: TextDelivery | null;
 }
 /**
  * When a drive entered a state.

@@ -609,6 +609,14 @@ impl From<crate::terminal::typist::IdeTerminalRequest> for DaemonEvent {
     }
 }
 
+impl From<crate::drive::portal::PluginClipboardRequest> for DaemonEvent {
+    fn from(request: crate::drive::portal::PluginClipboardRequest) -> Self {
+        DaemonEvent::PluginClipboard {
+            request: Box::new(request),
+        }
+    }
+}
+
 impl From<crate::conversation::ChatReadFinished> for DaemonEvent {
     fn from(finished: crate::conversation::ChatReadFinished) -> Self {
         DaemonEvent::ChatReadFinished {

@@ -3,6 +3,7 @@
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use koru_system_tests::{
@@ -649,4 +650,115 @@ async fn without_a_clipboard_interface_a_short_prompt_is_typed_and_said_so_and_a
         "short ascii prompt\n",
         "nothing more typed"
     );
+}
+
+/// A code-server window whose plugin says it has focus and offers the system clipboard
+/// (`clipboard_io`): it answers `clipboard` orders on the stand-in desktop's clipboard —
+/// the one a paste chord in the focused window pastes from — as the VS Code extension does
+/// with `vscode.env.clipboard`. Returns the orders it served when stopped.
+fn clipboard_window(
+    desktop: &Desktop,
+    name: &str,
+) -> (
+    String,
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<Vec<Value>>,
+) {
+    let workspace = desktop.sandbox.workspace(name);
+    let mut hello = plugin_hello("code-server", &workspace);
+    hello["window"]["focused"] = json!(true);
+    hello["capabilities"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"kind": "clipboard_io"}));
+    let (mut plugin, _) = greet(&desktop.sandbox.socket(), &hello);
+    plugin.set_read_timeout(Duration::from_millis(100));
+    let state = desktop.portal.state.clone();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = stop.clone();
+    let served = std::thread::spawn(move || {
+        let mut orders = Vec::new();
+        while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            let Some(line) = plugin.recv() else { continue };
+            match line["type"].as_str() {
+                Some("ping") => plugin.send(&json!({"v": 1, "id": line["id"], "type": "pong"})),
+                Some("clipboard") => {
+                    let mut answer =
+                        json!({"v": 1, "type": "clipboard.result", "order_id": line["order_id"]});
+                    let mut state = state.lock().unwrap();
+                    match line["action"]["kind"].as_str() {
+                        Some("read") => {
+                            if let Owner::Other(text) = &state.owner {
+                                answer["text"] = json!(text);
+                            }
+                        }
+                        Some("write") => {
+                            let text = line["action"]["text"].as_str().unwrap().to_string();
+                            state.owner = if text.is_empty() {
+                                Owner::Nobody
+                            } else {
+                                Owner::Other(text)
+                            };
+                        }
+                        _ => answer["error"] = json!("unknown action"),
+                    }
+                    drop(state);
+                    plugin.send(&answer);
+                    orders.push(line);
+                }
+                _ => {}
+            }
+        }
+        orders
+    });
+    (workspace.to_str().unwrap().to_string(), stop, served)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_clipboard_interface_whole_prompts_go_through_the_plugins_clipboard_byte_exact_once_and_the_clipboard_is_restored(
+) {
+    let desktop = Desktop::start_with(false).await;
+    let daemon = desktop.daemon();
+    let (workspace, stop, served) = clipboard_window(&desktop, "plugin-clipboard");
+    let long: String = "0123456789abcdefghij".repeat(100);
+    let prompts = [PROMPT.to_string(), long];
+    let mut expected = String::new();
+    for prompt in &prompts {
+        let (output, stderr) = desktop.send(&workspace, prompt).await;
+        assert!(output.status.success(), "{stderr}\n{}", daemon.log_text());
+        assert!(stderr.contains("pasted by OS injection"), "{stderr}");
+        expected.push_str(prompt);
+        expected.push('\n');
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(desktop.portal.typed(), expected, "byte-exact, once");
+        // The user's clipboard is back.
+        assert!(
+            matches!(&desktop.portal.state.lock().unwrap().owner, Owner::Other(text) if text == "the user's clipboard"),
+            "restored"
+        );
+    }
+    let keysyms = desktop.portal.keysyms();
+    let presses = |keysym: u32| keysyms.iter().filter(|k| **k == (keysym, true)).count();
+    assert_eq!(presses(u32::from(b'v')), 2, "one paste chord per prompt");
+    assert_eq!(presses(0xff0d), 2, "one Return per prompt");
+    let listed = stdout_json(&desktop.sandbox.run(&["drives", "--json"]));
+    for drive in listed.as_array().unwrap() {
+        let portal = drive["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["interface"] == "os_injector_portal")
+            .unwrap()
+            .clone();
+        assert_eq!(portal["text"], "pasted", "{drive}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let orders = served.join().unwrap();
+    let kinds: Vec<&str> = orders
+        .iter()
+        .map(|o| o["action"]["kind"].as_str().unwrap())
+        .collect();
+    // Per prompt: the previous text read, the prompt written, the previous text written back.
+    assert_eq!(kinds, ["read", "write", "write", "read", "write", "write"]);
+    assert_eq!(orders[1]["action"]["text"], PROMPT);
 }

@@ -23,6 +23,10 @@ pub enum Capability {
     /// The plugin reports its window's integrated terminals (`terminals`) and reads and
     /// writes them for the daemon (`terminal.io`).
     TerminalIo,
+    /// The plugin reads and writes the system clipboard for the daemon (`clipboard`), so
+    /// that OS injection without a clipboard of its own (the desktop portal without a
+    /// Clipboard interface) can paste whole prompts into the plugin's window.
+    ClipboardIo,
     /// An IDE command (VS Code command id, JetBrains action id) exists in this IDE.
     Command { id: String },
     /// A tool window or view exists in this IDE.
@@ -41,6 +45,7 @@ enum KnownCapability {
     ChatEvents,
     Clipboard,
     TerminalIo,
+    ClipboardIo,
     Command { id: String },
     ToolWindow { id: String },
 }
@@ -54,6 +59,7 @@ impl Serialize for Capability {
             Capability::ChatEvents => KnownCapability::ChatEvents,
             Capability::Clipboard => KnownCapability::Clipboard,
             Capability::TerminalIo => KnownCapability::TerminalIo,
+            Capability::ClipboardIo => KnownCapability::ClipboardIo,
             Capability::Command { id } => KnownCapability::Command { id: id.clone() },
             Capability::ToolWindow { id } => KnownCapability::ToolWindow { id: id.clone() },
             Capability::Unknown(raw) => return raw.serialize(serializer),
@@ -78,6 +84,7 @@ impl<'de> Deserialize<'de> for Capability {
                 Ok(KnownCapability::ChatEvents) => Capability::ChatEvents,
                 Ok(KnownCapability::Clipboard) => Capability::Clipboard,
                 Ok(KnownCapability::TerminalIo) => Capability::TerminalIo,
+                Ok(KnownCapability::ClipboardIo) => Capability::ClipboardIo,
                 Ok(KnownCapability::Command { id }) => Capability::Command { id },
                 Ok(KnownCapability::ToolWindow { id }) => Capability::ToolWindow { id },
                 Err(_) => Capability::Unknown(raw),

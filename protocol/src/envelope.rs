@@ -113,6 +113,10 @@ pub enum Message {
     Terminals(crate::TerminalsReport),
     #[serde(rename = "capabilities")]
     Capabilities(crate::CapabilitiesReport),
+    #[serde(rename = "clipboard")]
+    Clipboard(crate::ClipboardOrder),
+    #[serde(rename = "clipboard.result")]
+    ClipboardResult(crate::ClipboardResult),
     #[serde(rename = "terminal.io")]
     TerminalIo(crate::TerminalIo),
     #[serde(rename = "terminal.io.result")]
@@ -181,6 +185,8 @@ pub const KNOWN_MESSAGE_TYPES: &[&str] = &[
     "event",
     "terminals",
     "capabilities",
+    "clipboard",
+    "clipboard.result",
     "terminal.io",
     "terminal.io.result",
     "status",
@@ -224,6 +230,8 @@ impl Message {
             Message::Event(_) => "event",
             Message::Terminals(_) => "terminals",
             Message::Capabilities(_) => "capabilities",
+            Message::Clipboard(_) => "clipboard",
+            Message::ClipboardResult(_) => "clipboard.result",
             Message::TerminalIo(_) => "terminal.io",
             Message::TerminalIoResult(_) => "terminal.io.result",
             Message::Status {} => "status",
@@ -482,6 +490,8 @@ fn decode_body(
         "event" => Message::Event(typed(body)?),
         "terminals" => Message::Terminals(typed(body)?),
         "capabilities" => Message::Capabilities(typed(body)?),
+        "clipboard" => Message::Clipboard(typed(body)?),
+        "clipboard.result" => Message::ClipboardResult(typed(body)?),
         "terminal.io" => Message::TerminalIo(typed(body)?),
         "terminal.io.result" => Message::TerminalIoResult(typed(body)?),
         "status" => Message::Status {},

@@ -49,11 +49,12 @@ pub use observe::{
 pub use product::IdeProduct;
 pub use recovery::{RecoveryAction, RecoveryResult, RecoveryRun, RECOVERY_ACTIONS};
 pub use session::{
-    AgentChat, AgentState, CapabilitiesReport, ChatOutcome, ChatState, DriveCreate, DriveRef,
-    DrivesList, DrivesListResult, HttpStatus, IdeTerminal, PluginEvent, PluginEventKind,
-    PortalConsent, PortalStatus, RefusedHandshake, RegistryStatus, SessionHealth, SessionInfo,
-    SessionsList, SessionsListResult, StatusInfo, StreamEvent, TerminalAction, TerminalAgentInfo,
-    TerminalIo, TerminalIoResult, TerminalPlace, TerminalsReport,
+    AgentChat, AgentState, CapabilitiesReport, ChatOutcome, ChatState, ClipboardAction,
+    ClipboardOrder, ClipboardResult, DriveCreate, DriveRef, DrivesList, DrivesListResult,
+    HttpStatus, IdeTerminal, PluginEvent, PluginEventKind, PortalConsent, PortalStatus,
+    RefusedHandshake, RegistryStatus, SessionHealth, SessionInfo, SessionsList, SessionsListResult,
+    StatusInfo, StreamEvent, TerminalAction, TerminalAgentInfo, TerminalIo, TerminalIoResult,
+    TerminalPlace, TerminalsReport,
 };
 
 /// The protocol version this build speaks natively (the highest it supports).

@@ -508,6 +508,36 @@ pub struct IdeTerminal {
     pub env_tag: Option<String>,
 }
 
+/// `clipboard` (daemon → plugin): read the system clipboard's text, or make `text` its
+/// content, as the plugin's IDE sees it (the clipboard a paste chord in its window pastes
+/// from). The plugin answers `clipboard.result` with the same `order_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClipboardOrder {
+    pub order_id: String,
+    pub action: ClipboardAction,
+}
+
+/// What a `clipboard` order asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClipboardAction {
+    /// The clipboard's text now.
+    Read,
+    /// Make `text` the clipboard's content (an empty `text` empties it).
+    Write { text: String },
+}
+
+/// `clipboard.result` (plugin → daemon): the text read (absent when the clipboard holds
+/// none), or why the order could not be done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClipboardResult {
+    pub order_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// `terminal.io` (daemon → plugin): read one terminal's screen, or write bytes to it. The
 /// plugin answers `terminal.io.result` with the same `order_id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -626,6 +626,11 @@ impl<C: Clock> App<C> {
         let text = drive.prompt.clone();
         let submit = drive.options.submit;
         let session_id = drive.session_id.clone();
+        let plugin_clipboard = self.sessions.get(&session_id).is_some_and(|session| {
+            session
+                .capabilities
+                .contains(&koru_protocol::Capability::ClipboardIo)
+        });
         let plugin = self.plugin_focus(&session_id);
         self.injections.start(InjectionJob {
             drive_id: drive_id.to_string(),
@@ -640,6 +645,7 @@ impl<C: Clock> App<C> {
             window_class: candidate.window_class,
             plugin,
             time_left_ms,
+            plugin_clipboard,
         });
     }
 

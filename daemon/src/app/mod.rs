@@ -162,6 +162,10 @@ pub enum DaemonEvent {
     IdeTerminalIo {
         request: Box<crate::terminal::typist::IdeTerminalRequest>,
     },
+    /// An OS injection asks a window's plugin to read or write the system clipboard.
+    PluginClipboard {
+        request: Box<crate::drive::portal::PluginClipboardRequest>,
+    },
     /// Periodic: heartbeats and deadlines.
     Tick,
 }
@@ -456,6 +460,7 @@ impl<C: Clock> App<C> {
             DaemonEvent::TerminalLook { finished } => self.on_terminal_look(*finished),
             DaemonEvent::TerminalTyped { typed } => self.on_typed(*typed),
             DaemonEvent::IdeTerminalIo { request } => self.on_ide_terminal_request(*request),
+            DaemonEvent::PluginClipboard { request } => self.on_plugin_clipboard_request(*request),
             DaemonEvent::ObserverHealth { observers } => self.observers = observers,
         }
     }

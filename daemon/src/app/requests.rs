@@ -46,6 +46,7 @@ impl<C: Clock> App<C> {
             Message::Terminals(report) => self.on_terminals_report(&session_id, report),
             Message::Capabilities(report) => self.on_capabilities_report(&session_id, report),
             Message::TerminalIoResult(result) => self.on_terminal_io_result(conn_id, result),
+            Message::ClipboardResult(result) => self.on_clipboard_result(conn_id, result),
             Message::Status {} => {
                 let status = self.status();
                 self.send(

@@ -29,10 +29,33 @@ pub(super) struct TerminalLooks {
     /// `terminal.io` orders sent to plugins and not answered yet: the connection, and where
     /// the answer goes (dropped with the connection: the typist then hears the window went).
     ide_orders: std::collections::HashMap<String, (ConnId, IdeReply)>,
+    /// `clipboard` orders sent to plugins and not answered yet, alike.
+    clipboard_orders: std::collections::HashMap<String, (ConnId, ClipboardReply)>,
     next_order: u64,
 }
 
 type IdeReply = std::sync::mpsc::Sender<Result<String, String>>;
+type ClipboardReply = std::sync::mpsc::Sender<Result<Option<String>, String>>;
+
+/// Hands a plugin's answer to whoever waits for order `order_id`, if `conn_id` is the
+/// connection it was sent to (only the window asked may answer); an answer to no order is
+/// dropped.
+fn answer_order<T>(
+    orders: &mut std::collections::HashMap<String, (ConnId, std::sync::mpsc::Sender<T>)>,
+    conn_id: ConnId,
+    order_id: String,
+    answer: T,
+) {
+    match orders.remove(&order_id) {
+        Some((asked, reply)) if asked == conn_id => {
+            let _ = reply.send(answer);
+        }
+        Some(other) => {
+            orders.insert(order_id, other);
+        }
+        None => tracing::debug!(%order_id, "an answer to no order"),
+    }
+}
 
 /// A folder without its trailing slashes, for comparing.
 pub(super) fn folder(path: &str) -> &str {
@@ -162,6 +185,15 @@ impl<C: Clock> App<C> {
         self.publish(koru_protocol::StreamEvent::SessionUpdated { session: info });
     }
 
+    /// The connection of a plugin session and a new order id for it, or why there is none.
+    fn plugin_order(&mut self, session_id: &str) -> Result<(ConnId, String), String> {
+        let conn_id = self.session_conn.get(session_id).copied().ok_or_else(|| {
+            format!("the IDE window (session {session_id}) is no longer connected")
+        })?;
+        self.terminal.next_order += 1;
+        Ok((conn_id, format!("o_{}", self.terminal.next_order)))
+    }
+
     /// The typist asks to read or write an IDE terminal: sent to its window's plugin.
     pub(super) fn on_ide_terminal_request(
         &mut self,
@@ -173,14 +205,13 @@ impl<C: Clock> App<C> {
             action,
             reply,
         } = request;
-        let Some(conn_id) = self.session_conn.get(&session_id).copied() else {
-            let _ = reply.send(Err(format!(
-                "the IDE window (session {session_id}) is no longer connected"
-            )));
-            return;
+        let (conn_id, order_id) = match self.plugin_order(&session_id) {
+            Ok(order) => order,
+            Err(why) => {
+                let _ = reply.send(Err(why));
+                return;
+            }
         };
-        self.terminal.next_order += 1;
-        let order_id = format!("o_{}", self.terminal.next_order);
         self.terminal
             .ide_orders
             .insert(order_id.clone(), (conn_id, reply));
@@ -200,26 +231,73 @@ impl<C: Clock> App<C> {
         conn_id: ConnId,
         result: koru_protocol::TerminalIoResult,
     ) {
-        match self.terminal.ide_orders.remove(&result.order_id) {
-            Some((asked, reply)) if asked == conn_id => {
-                let _ = reply.send(match result.error {
-                    Some(error) => Err(error),
-                    None => Ok(result.screen.unwrap_or_default()),
-                });
-            }
-            Some(other) => {
-                // Only the window asked may answer.
-                self.terminal.ide_orders.insert(result.order_id, other);
-            }
-            None => tracing::debug!(order_id = %result.order_id, "an answer to no terminal order"),
-        }
+        let answer = match result.error {
+            Some(error) => Err(error),
+            None => Ok(result.screen.unwrap_or_default()),
+        };
+        answer_order(
+            &mut self.terminal.ide_orders,
+            conn_id,
+            result.order_id,
+            answer,
+        );
     }
 
-    /// A connection ended: its unanswered terminal orders fail.
+    /// A connection ended: its unanswered terminal and clipboard orders fail.
     pub(super) fn drop_ide_orders(&mut self, conn_id: ConnId) {
         self.terminal
             .ide_orders
             .retain(|_, (asked, _)| *asked != conn_id);
+        self.terminal
+            .clipboard_orders
+            .retain(|_, (asked, _)| *asked != conn_id);
+    }
+
+    /// An OS injection asks a window's plugin to read or write the system clipboard.
+    pub(super) fn on_plugin_clipboard_request(
+        &mut self,
+        request: crate::drive::portal::PluginClipboardRequest,
+    ) {
+        let crate::drive::portal::PluginClipboardRequest {
+            session_id,
+            action,
+            reply,
+        } = request;
+        let (conn_id, order_id) = match self.plugin_order(&session_id) {
+            Ok(order) => order,
+            Err(why) => {
+                let _ = reply.send(Err(why));
+                return;
+            }
+        };
+        self.terminal
+            .clipboard_orders
+            .insert(order_id.clone(), (conn_id, reply));
+        self.send(
+            conn_id,
+            Envelope::new(Message::Clipboard(koru_protocol::ClipboardOrder {
+                order_id,
+                action,
+            })),
+        );
+    }
+
+    /// A plugin's answer to `clipboard`.
+    pub(super) fn on_clipboard_result(
+        &mut self,
+        conn_id: ConnId,
+        result: koru_protocol::ClipboardResult,
+    ) {
+        let answer = match result.error {
+            Some(error) => Err(error),
+            None => Ok(result.text),
+        };
+        answer_order(
+            &mut self.terminal.clipboard_orders,
+            conn_id,
+            result.order_id,
+            answer,
+        );
     }
 
     /// The integrated terminals the plugins reported, with their shells.

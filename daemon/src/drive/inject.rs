@@ -36,6 +36,9 @@ pub struct InjectionJob {
     pub plugin: Option<PluginFocus>,
     /// How long the drive may still take: the most the desktop's consent dialog is waited for.
     pub time_left_ms: u64,
+    /// Whether the target window's plugin reads and writes the system clipboard for the
+    /// daemon (`clipboard_io`): the portal pastes through it when it has no clipboard.
+    pub plugin_clipboard: bool,
 }
 
 /// One submit key press for a plugin route whose registry entry has `submit_key`: the
@@ -173,7 +176,9 @@ pub fn injector_for(interface: &str) -> Option<Injector> {
     })
 }
 
-impl<E: From<InjectionFinished> + Send + 'static> InjectionRunner for SystemInjections<E> {
+impl<E: From<InjectionFinished> + From<super::portal::PluginClipboardRequest> + Send + 'static>
+    InjectionRunner for SystemInjections<E>
+{
     fn portal_status(&self) -> Option<koru_protocol::PortalStatus> {
         Some(self.portal.status())
     }
@@ -202,9 +207,13 @@ impl<E: From<InjectionFinished> + Send + 'static> InjectionRunner for SystemInje
     fn start(&self, job: InjectionJob) {
         let events = self.events.clone();
         let lock = self.lock.clone();
+        let to_loop = self.events.clone();
+        let clipboard_send: super::portal::ClipboardSend =
+            Arc::new(move |request| to_loop.blocking_send(E::from(request)).is_ok());
         let portal = PortalContext {
             portal: self.portal.clone(),
             runtime: tokio::runtime::Handle::current(),
+            clipboard_send: Some(clipboard_send),
         };
         tokio::spawn(async move {
             let locked = lock.check().await.locked();
@@ -227,6 +236,7 @@ impl<E: From<InjectionFinished> + Send + 'static> InjectionRunner for SystemInje
         let portal = PortalContext {
             portal: self.portal.clone(),
             runtime: tokio::runtime::Handle::current(),
+            clipboard_send: None,
         };
         tokio::spawn(async move {
             let locked = lock.check().await.locked();
@@ -263,11 +273,13 @@ fn panicked(
     }
 }
 
-/// The portal and the runtime its session lives on, for the blocking thread that types.
-#[derive(Debug, Clone)]
+/// The portal and the runtime its session lives on, for the blocking thread that types;
+/// and the way to the loop for a plugin's clipboard.
+#[derive(Clone)]
 pub struct PortalContext {
     pub portal: Arc<Portal>,
     pub runtime: tokio::runtime::Handle,
+    pub clipboard_send: Option<super::portal::ClipboardSend>,
 }
 
 /// Whether the portal injector may be planned here: a session bus, a Wayland display, and no
@@ -307,6 +319,7 @@ pub fn probe_portal(portal: &Portal) -> Result<(), Blocker> {
 /// when there is no restore token the desktop honours, waited for at most the drive's time).
 fn portal_target(
     plugin: Option<&PluginFocus>,
+    plugin_clipboard: bool,
     locked: Option<&str>,
     context: &PortalContext,
     time_left_ms: u64,
@@ -345,12 +358,32 @@ fn portal_target(
             session: session.clone(),
             runtime: context.runtime.clone(),
         }),
-        clipboard: Some(Box::new(PortalClipboard {
-            session,
-            runtime: context.runtime.clone(),
-        })),
+        clipboard: Some(portal_clipboard(session, plugin, plugin_clipboard, context)),
     };
     Ok((injector, window))
+}
+
+/// The clipboard the portal pastes through: the portal's own when it shares one with the
+/// session; else the system clipboard through the target window's plugin, when it offers
+/// it; else the portal's, which then says it has none (short ASCII is typed).
+fn portal_clipboard(
+    session: Arc<crate::desktop::portal::Session>,
+    plugin: Option<&PluginFocus>,
+    plugin_clipboard: bool,
+    context: &PortalContext,
+) -> Box<dyn koru_injectors::Clipboard> {
+    match (session.clipboard, plugin, &context.clipboard_send) {
+        (false, Some(plugin), Some(send)) if plugin_clipboard => {
+            Box::new(super::portal::PluginClipboard {
+                session_id: plugin.session_id.clone(),
+                send: send.clone(),
+            })
+        }
+        _ => Box::new(PortalClipboard {
+            session,
+            runtime: context.runtime.clone(),
+        }),
+    }
 }
 
 /// Whether the injector behind this registry interface works here, asked now.
@@ -447,7 +480,13 @@ pub fn press_submit_key(
     };
     let (injector, windows) = match (chosen.as_str(), portal) {
         (super::portal::INTERFACE, Some(context)) => {
-            match portal_target(job.plugin.as_ref(), locked, context, job.time_left_ms) {
+            match portal_target(
+                job.plugin.as_ref(),
+                false,
+                locked,
+                context,
+                job.time_left_ms,
+            ) {
                 Ok((injector, window)) => (injector, vec![window]),
                 Err(blocker) => return failed(blocker),
             }
@@ -503,7 +542,13 @@ pub fn run(
     };
     let (injector, window) = match (job.interface.as_str(), portal) {
         (super::portal::INTERFACE, Some(context)) => {
-            match portal_target(job.plugin.as_ref(), locked, context, job.time_left_ms) {
+            match portal_target(
+                job.plugin.as_ref(),
+                job.plugin_clipboard,
+                locked,
+                context,
+                job.time_left_ms,
+            ) {
                 Ok(found) => found,
                 Err(blocker) => return failed(Reached::Nothing, blocker),
             }

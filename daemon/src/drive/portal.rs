@@ -210,6 +210,81 @@ impl Clipboard for PortalClipboard {
     }
 }
 
+/// One read or write of the system clipboard, asked of the daemon's loop (which sends
+/// `clipboard` to the window's plugin and hands back its answer).
+#[derive(Debug)]
+pub struct PluginClipboardRequest {
+    pub session_id: String,
+    pub action: koru_protocol::ClipboardAction,
+    /// The text read (`None`: the clipboard holds none; nothing for a write), or why it
+    /// could not be done.
+    pub reply: std::sync::mpsc::Sender<Result<Option<String>, String>>,
+}
+
+/// Sends a request to the loop; `false` when the loop is gone.
+pub type ClipboardSend = Arc<dyn Fn(PluginClipboardRequest) -> bool + Send + Sync>;
+
+/// How long a window's plugin has to answer one `clipboard` order.
+const PLUGIN_CLIPBOARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The system clipboard through the target window's own plugin (capability
+/// `clipboard_io`): what a portal without a Clipboard interface pastes through. The paste
+/// chord then pastes, in that window, what its IDE put on the clipboard.
+pub struct PluginClipboard {
+    pub session_id: String,
+    pub send: ClipboardSend,
+}
+
+impl PluginClipboard {
+    fn ask(&self, action: koru_protocol::ClipboardAction) -> Result<Option<String>, InjectError> {
+        let failed = |detail: String| InjectError::ClipboardUnavailable {
+            detail: format!("the window's plugin could not use the clipboard: {detail}"),
+        };
+        let (reply, answer) = std::sync::mpsc::channel();
+        let request = PluginClipboardRequest {
+            session_id: self.session_id.clone(),
+            action,
+            reply,
+        };
+        if !(self.send)(request) {
+            return Err(failed("the daemon is stopping".into()));
+        }
+        match answer.recv_timeout(PLUGIN_CLIPBOARD_TIMEOUT) {
+            Ok(result) => result.map_err(failed),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(failed(format!(
+                "no answer within {} s",
+                PLUGIN_CLIPBOARD_TIMEOUT.as_secs()
+            ))),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err(failed("the plugin went away".into()))
+            }
+        }
+    }
+}
+
+impl Clipboard for PluginClipboard {
+    fn name(&self) -> &'static str {
+        "the window plugin's clipboard"
+    }
+
+    fn probe(&self) -> Probe {
+        Ok(())
+    }
+
+    fn read(&self) -> Result<Option<String>, InjectError> {
+        self.ask(koru_protocol::ClipboardAction::Read)
+    }
+
+    fn write(&self, text: &str) -> Result<(), InjectError> {
+        self.ask(koru_protocol::ClipboardAction::Write { text: text.into() })
+            .map(|_| ())
+    }
+
+    fn clear(&self) -> Result<(), InjectError> {
+        self.write("")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

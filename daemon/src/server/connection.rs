@@ -484,9 +484,8 @@ fn is_request(role: Role, type_name: &str) -> bool {
 pub fn role_may_send(role: Role, type_name: &str) -> bool {
     match type_name {
         "ping" | "pong" | "bye" | "error" => true,
-        "ack" | "event" | "terminals" | "capabilities" | "terminal.io.result" => {
-            role == Role::Plugin
-        }
+        "ack" | "event" | "terminals" | "capabilities" | "terminal.io.result"
+        | "clipboard.result" => role == Role::Plugin,
         "status" | "sessions.list" | "drives.list" | "chats.list" | "chat.read"
         | "observe.report" | "journal.verify" | "drive.create" | "drive.get" | "drive.cancel"
         | "events.subscribe" | "recovery.run" => role == Role::Controller,

@@ -17,7 +17,7 @@ import {
   LineTooLong,
   PROTOCOL_VERSION,
 } from "./protocol/codec";
-import type { Capability, DriveRequest, Envelope, IdeTerminal, PluginEventKind, TerminalIo, TerminalIoResult } from "./protocol/types.generated";
+import type { Capability, ClipboardOrder, ClipboardResult, DriveRequest, Envelope, IdeTerminal, PluginEventKind, TerminalIo, TerminalIoResult } from "./protocol/types.generated";
 
 /** Where the connection stands, for the status bar and `Koru: Show Status`. */
 export type ConnectionState =
@@ -48,6 +48,8 @@ export interface ClientOptions {
   onState?: (state: ConnectionState) => void;
   /** Carries out a `terminal.io` order (absent: every order is answered with an error). */
   terminalIo?: (order: TerminalIo) => Promise<TerminalIoResult>;
+  /** Reads (`undefined`: no text) or writes the system clipboard for a `clipboard` order (absent: every order is answered with an error). */
+  clipboard?: { read(): Promise<string | undefined>; write(text: string): Promise<void> };
   /** Called when a drive starts (`drive_id`) and ends (`undefined`). */
   onDrive?: (driveId: string | undefined) => void;
   backoff?: BackoffOptions;
@@ -297,6 +299,9 @@ export class DaemonClient {
       case "terminal.io":
         void this.answerTerminalIo(message as unknown as TerminalIo);
         break;
+      case "clipboard":
+        void this.answerClipboard(message as unknown as ClipboardOrder);
+        break;
       case "cancel": {
         const cancel = message as Extract<Envelope, { type: "cancel" }>;
         this.cancel(cancel.drive_id, cancel.reason);
@@ -333,6 +338,28 @@ export class DaemonClient {
       `terminal ${order.terminal_id}: ${order.action.kind}${result.error ? ` failed: ${result.error}` : ""}`,
     );
     this.write({ v: PROTOCOL_VERSION, type: "terminal.io.result", ...result } as Envelope);
+  }
+
+  /** Answers one `clipboard` order: the text read, or the write done; a failure is answered with its error. */
+  private async answerClipboard(order: ClipboardOrder): Promise<void> {
+    let result: ClipboardResult = { order_id: order.order_id };
+    const clipboard = this.options.clipboard;
+    try {
+      if (!clipboard) {
+        result.error = "this window does not lend its clipboard";
+      } else if (order.action.kind === "read") {
+        const text = await clipboard.read();
+        if (text !== undefined) result.text = text;
+      } else if (order.action.kind === "write") {
+        await clipboard.write(order.action.text);
+      } else {
+        result.error = `unknown clipboard action ${JSON.stringify((order.action as { kind?: unknown }).kind)}`;
+      }
+    } catch (error) {
+      result = { order_id: order.order_id, error: `the extension failed: ${String(error)}` };
+    }
+    this.options.log.debug(`clipboard: ${order.action.kind}${result.error ? ` failed: ${result.error}` : ""}`);
+    this.write({ v: PROTOCOL_VERSION, type: "clipboard.result", ...result } as Envelope);
   }
 
   private enqueue(drive: DriveRequest): void {

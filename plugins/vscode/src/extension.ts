@@ -179,7 +179,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const recheckCapabilities = async () => {
     if (!client?.session) return;
     const available = new Set(await vscode.commands.getCommands(true));
-    const now = capabilitiesFor({ availableCommands: available, interestingCommands: interestingCommands(), terminalIo: terminals !== undefined });
+    const now = capabilitiesFor({ availableCommands: available, interestingCommands: interestingCommands(), terminalIo: terminals !== undefined, clipboardIo: true });
     const text = JSON.stringify(now);
     if (text === reportedCapabilities) return;
     if (client.sendCapabilities(now)) {
@@ -200,7 +200,7 @@ export function activate(context: vscode.ExtensionContext): void {
     hello: async () => {
       const available = new Set(await vscode.commands.getCommands(true));
       reportedCapabilities = JSON.stringify(
-        capabilitiesFor({ availableCommands: available, interestingCommands: interestingCommands(), terminalIo: terminals !== undefined }),
+        capabilitiesFor({ availableCommands: available, interestingCommands: interestingCommands(), terminalIo: terminals !== undefined, clipboardIo: true }),
       );
       return buildHello({
         ...host,
@@ -217,6 +217,7 @@ export function activate(context: vscode.ExtensionContext): void {
         availableCommands: available,
         interestingCommands: interestingCommands(),
         terminalIo: terminals !== undefined,
+        clipboardIo: true,
       });
     },
     runDrive: (drive: DriveRequest, ack, signal) =>
@@ -226,6 +227,16 @@ export function activate(context: vscode.ExtensionContext): void {
         chatEvidence: chatEvidence(drive.drive_id),
       }),
     terminalIo: terminals ? (order) => terminals.handle(order) : undefined,
+    // The system clipboard, for OS injection that has none of its own (the desktop portal
+    // without a Clipboard interface): the daemon reads it, puts the prompt there, pastes
+    // with a key chord into this window, and puts the previous text back.
+    clipboard: {
+      read: async () => {
+        const text = await vscode.env.clipboard.readText();
+        return text === "" ? undefined : text;
+      },
+      write: (text) => Promise.resolve(vscode.env.clipboard.writeText(text)),
+    },
     onState: (state) => {
       // Readiness may have changed between the hello and the welcome.
       if (state.kind === "connected") void readiness.recheck();

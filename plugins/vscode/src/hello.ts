@@ -39,6 +39,8 @@ export interface WindowFacts extends HostFacts {
   interestingCommands: readonly string[];
   /** Whether this window reports its terminals and reads and writes them (VS Code's shell-integration API is there). */
   terminalIo?: boolean;
+  /** Whether this window lends the system clipboard to the daemon (`clipboard` orders). */
+  clipboardIo?: boolean;
 }
 
 /** The client name the daemon shows in `koru sessions`. */
@@ -46,7 +48,7 @@ export const CLIENT_NAME = "koru-vscode";
 
 /** Capabilities: the generic kinds this extension implements, then each interesting command the IDE has. */
 export function capabilitiesFor(
-  facts: Pick<WindowFacts, "availableCommands" | "interestingCommands" | "terminalIo">,
+  facts: Pick<WindowFacts, "availableCommands" | "interestingCommands" | "terminalIo" | "clipboardIo">,
 ): Capability[] {
   const capabilities: Capability[] = [
     { kind: "drive_steps" },
@@ -55,6 +57,7 @@ export function capabilitiesFor(
     { kind: "clipboard" },
   ];
   if (facts.terminalIo) capabilities.push({ kind: "terminal_io" });
+  if (facts.clipboardIo) capabilities.push({ kind: "clipboard_io" });
   const seen = new Set<string>();
   for (const id of facts.interestingCommands) {
     if (facts.availableCommands.has(id) && !seen.has(id)) {

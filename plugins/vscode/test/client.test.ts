@@ -538,3 +538,67 @@ test("the Claude Code panel's commands reported after the hello make `koru send 
     await daemon.stop();
   }
 });
+
+test("clipboard orders (a scripted daemon standing in for a portal drive): the text read, the prompt written, an empty clipboard said as no text, a failure answered with its error", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "koru-fake-daemon-"));
+  const socketPath = path.join(dir, "koru.sock");
+  const answers: Array<Record<string, unknown>> = [];
+  const orders = [
+    { kind: "read" },
+    { kind: "write", text: "the prompt ✓\nline two" },
+    { kind: "read" },
+    { kind: "write", text: "" },
+    { kind: "read" },
+    { kind: "write", text: "refused" },
+  ];
+  // A scripted daemon: welcomes the hello with its own id, then sends the orders one by one.
+  const fake = net.createServer((conn) => {
+    let buffered = "";
+    conn.on("data", (chunk) => {
+      buffered += chunk.toString("utf8");
+      let newline;
+      while ((newline = buffered.indexOf("\n")) >= 0) {
+        const line = JSON.parse(buffered.slice(0, newline));
+        buffered = buffered.slice(newline + 1);
+        if (line.type === "hello") {
+          conn.write(JSON.stringify({ v: 1, id: line.id, type: "welcome", protocol: 1, session_id: "s_fake", daemon: { name: "koru", version: "0" }, heartbeat_ms: 10_000, max_line_bytes: 1 << 20 }) + "\n");
+        } else if (line.type === "clipboard.result") {
+          answers.push(line);
+        } else {
+          continue;
+        }
+        const next = orders[answers.length];
+        if (next) conn.write(JSON.stringify({ v: 1, type: "clipboard", order_id: `o_${answers.length + 1}`, action: next }) + "\n");
+      }
+    });
+  });
+  await new Promise<void>((resolve) => fake.listen(socketPath, resolve));
+  let system: string | undefined = "the user's clipboard";
+  const { client } = setUp();
+  const options = (client as unknown as { options: Record<string, unknown> }).options;
+  options.locate = () => ({ path: socketPath, source: "setting koru.socketPath" });
+  options.clipboard = {
+    read: async () => system,
+    write: async (text: string) => {
+      if (text === "refused") throw new Error("the clipboard is locked");
+      system = text === "" ? undefined : text;
+    },
+  };
+  try {
+    client.start();
+    await waitFor(() => answers.length === orders.length, 5000, () => `the answers (${JSON.stringify(answers)})`);
+    const plain = answers.map(({ order_id, text, error }) => ({ order_id, text, error }));
+    assert.deepEqual(plain, [
+      { order_id: "o_1", text: "the user's clipboard", error: undefined },
+      { order_id: "o_2", text: undefined, error: undefined },
+      { order_id: "o_3", text: "the prompt ✓\nline two", error: undefined },
+      { order_id: "o_4", text: undefined, error: undefined },
+      { order_id: "o_5", text: undefined, error: undefined },
+      { order_id: "o_6", text: undefined, error: "the extension failed: Error: the clipboard is locked" },
+    ]);
+    assert.equal(system, undefined);
+  } finally {
+    await client.stop();
+    fake.close();
+  }
+});

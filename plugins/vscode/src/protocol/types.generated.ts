@@ -49,6 +49,12 @@ export type Envelope = {
   | (CapabilitiesReport & {
       type: "capabilities";
     })
+  | (ClipboardOrder & {
+      type: "clipboard";
+    })
+  | (ClipboardResult & {
+      type: "clipboard.result";
+    })
   | (TerminalIo & {
       type: "terminal.io";
     })
@@ -158,6 +164,9 @@ export type KnownCapability =
     }
   | {
       kind: "terminal_io";
+    }
+  | {
+      kind: "clipboard_io";
     }
   | {
       id: string;
@@ -298,6 +307,17 @@ export type ChatOutcome =
  * What the agent waits for when it needs the user.
  */
 export type NeedsInputKind = "question" | "permission" | "tool_approval" | "other";
+/**
+ * What a `clipboard` order asks.
+ */
+export type ClipboardAction =
+  | {
+      kind: "read";
+    }
+  | {
+      kind: "write";
+      text: string;
+    };
 /**
  * What `terminal.io` asks.
  */
@@ -973,6 +993,24 @@ export interface IdeTerminal {
  */
 export interface CapabilitiesReport {
   capabilities: Capability[];
+}
+/**
+ * `clipboard` (daemon → plugin): read the system clipboard's text, or make `text` its
+ * content, as the plugin's IDE sees it (the clipboard a paste chord in its window pastes
+ * from). The plugin answers `clipboard.result` with the same `order_id`.
+ */
+export interface ClipboardOrder {
+  action: ClipboardAction;
+  order_id: string;
+}
+/**
+ * `clipboard.result` (plugin → daemon): the text read (absent when the clipboard holds
+ * none), or why the order could not be done.
+ */
+export interface ClipboardResult {
+  error?: string | null;
+  order_id: string;
+  text?: string | null;
 }
 /**
  * `terminal.io` (daemon → plugin): read one terminal's screen, or write bytes to it. The
@@ -1874,6 +1912,8 @@ export const MESSAGE_TYPES: readonly string[] = [
   "event",
   "terminals",
   "capabilities",
+  "clipboard",
+  "clipboard.result",
   "terminal.io",
   "terminal.io.result",
   "status",

@@ -490,6 +490,12 @@ public final class DaemonClient {
                 });
                 break;
             }
+            case "clipboard": {
+                // This plugin lends no clipboard (it does not declare clipboard_io): say so.
+                Messages.ClipboardOrder order = decoded.as(Messages.ClipboardOrder.class);
+                send(current, new Messages.ClipboardResult(order.orderId, null, "this window does not lend its clipboard"));
+                break;
+            }
             case "cancel": {
                 Messages.Cancel cancel = decoded.as(Messages.Cancel.class);
                 cancel(cancel.driveId, cancel.reason);

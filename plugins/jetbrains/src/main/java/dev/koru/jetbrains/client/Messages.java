@@ -532,6 +532,36 @@ public final class Messages {
         }
     }
 
+    /** What a {@code clipboard} order asks: {@code read} the system clipboard's text, or {@code write} {@code text}. */
+    public static final class ClipboardAction {
+        public String kind;
+        public String text;
+    }
+
+    /** {@code clipboard} (daemon → plugin): read or write the system clipboard; answered by {@link ClipboardResult}. This plugin does not declare {@code clipboard_io}, so the daemon sends it none; an order that comes anyway is answered with an error. */
+    public static final class ClipboardOrder extends Envelope {
+        public String orderId;
+        public ClipboardAction action;
+    }
+
+    /** {@code clipboard.result} (plugin → daemon): the text read, or why the order could not be done. */
+    public static final class ClipboardResult extends Envelope {
+        public String orderId;
+        public String text;
+        public String error;
+
+        public ClipboardResult() {
+            type = "clipboard.result";
+        }
+
+        public ClipboardResult(String orderId, String text, String error) {
+            this();
+            this.orderId = orderId;
+            this.text = text;
+            this.error = error;
+        }
+    }
+
     /** What {@code terminal.io} asks: {@code read} the screen, or {@code write} {@code data} as it is. */
     public static final class TerminalAction {
         public String kind;
@@ -578,6 +608,8 @@ public final class Messages {
             case "event": return Event.class;
             case "terminals": return Terminals.class;
             case "capabilities": return Capabilities.class;
+            case "clipboard": return ClipboardOrder.class;
+            case "clipboard.result": return ClipboardResult.class;
             case "terminal.io": return TerminalIo.class;
             case "terminal.io.result": return TerminalIoResult.class;
             default: return null;

@@ -25,7 +25,7 @@ public final class Protocol {
     /** Every message type of protocol v1 (a test checks this against docs/protocol.schema.json). */
     public static final List<String> KNOWN_MESSAGE_TYPES = List.of(
             "hello", "welcome", "error", "ping", "pong", "bye", "drive", "cancel", "ack", "event",
-            "terminals", "capabilities", "terminal.io", "terminal.io.result",
+            "terminals", "capabilities", "clipboard", "clipboard.result", "terminal.io", "terminal.io.result",
             "status", "status.result", "sessions.list", "sessions.list.result", "drives.list",
             "drives.list.result", "drive.create", "drive.get", "drive.cancel", "drive.result",
             "events.subscribe", "events.subscribed", "stream", "chats.list", "chats.list.result",

@@ -32,7 +32,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class VectorsTest {
     /** Plugin-side messages: what a plugin sends and what it receives. */
-    private static final Set<String> PLUGIN_SENDS = Set.of("hello", "ack", "event", "terminals", "capabilities", "terminal.io.result", "ping", "pong", "bye");
+    private static final Set<String> PLUGIN_SENDS = Set.of("hello", "ack", "event", "terminals", "capabilities", "clipboard.result", "terminal.io.result", "ping", "pong", "bye");
     private static final Set<String> PLUGIN_RECEIVES = Set.of("welcome", "error", "ping", "pong", "bye", "drive", "cancel", "terminal.io");
 
     static List<Path> files() throws IOException {

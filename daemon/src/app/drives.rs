@@ -250,11 +250,8 @@ impl DriveRecord {
 
     /// True once text may be in the chat input: retrying by another route could duplicate it.
     pub fn may_have_delivered(&self) -> bool {
-        self.history
-            .iter()
-            .rev()
-            .take_while(|r| r.state != DriveState::Sent)
-            .any(|r| matches!(r.state, DriveState::Pasted | DriveState::Submitted))
+        // `state` is the running route's own progress (each route starts from `sent`).
+        matches!(self.state, DriveState::Pasted | DriveState::Submitted)
     }
 
     pub fn is_terminal(&self) -> bool {
@@ -263,6 +260,18 @@ impl DriveRecord {
 
     fn enter(&mut self, state: DriveState, now_ms: u64) {
         self.state = state;
+        // The history says how far the drive got, each stage once: a route tried after
+        // another one failed starts again from `sent` without a second `sent` (or
+        // `received`) in it; its attempt says what it reached.
+        let furthest = self
+            .history
+            .iter()
+            .filter(|r| !r.state.is_terminal())
+            .map(|r| r.state.rank())
+            .max();
+        if !state.is_terminal() && furthest.is_some_and(|rank| state.rank() <= rank) {
+            return;
+        }
         self.history.push(StageRecord {
             state,
             at_ms: now_ms,
@@ -554,6 +563,45 @@ mod tests {
         assert!(!d.is_terminal());
         assert!(d.finish(DriveState::Failed, None, 103));
         assert!(!d.finish(DriveState::Cancelled, None, 104));
+    }
+
+    #[test]
+    fn a_second_route_adds_no_second_sent_or_received_to_the_history() {
+        let mut d = drive(true);
+        d.mark_sent(101);
+        d.apply_ack(AckStage::Received, None, 102);
+        d.apply_ack(AckStage::Focused, None, 103);
+        // The route failed before anything was in the input; the next one starts.
+        d.state = DriveState::Sent;
+        d.enter(DriveState::Sent, 104);
+        assert!(!d.may_have_delivered());
+        assert_eq!(
+            d.apply_ack(AckStage::Received, None, 105),
+            AckOutcome::Advanced
+        );
+        assert_eq!(d.state, DriveState::Received, "the route's own progress");
+        d.apply_ack(AckStage::Focused, None, 106);
+        d.apply_ack(AckStage::Pasted, None, 107);
+        assert!(d.may_have_delivered());
+        d.apply_ack(AckStage::Submitted, None, 108);
+        assert_eq!(
+            states(&d),
+            [
+                "queued",
+                "sent",
+                "received",
+                "focused",
+                "pasted",
+                "submitted",
+                "done"
+            ]
+        );
+        let pasted = d
+            .history
+            .iter()
+            .find(|r| r.state == DriveState::Pasted)
+            .unwrap();
+        assert_eq!(pasted.at_ms, 107);
     }
 
     #[test]

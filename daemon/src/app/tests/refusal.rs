@@ -130,8 +130,7 @@ fn a_prompt_refused_as_not_ready_is_sent_again_on_the_same_route_and_gets_in() {
             DriveState::Queued,
             DriveState::Sent,
             DriveState::Received,
-            DriveState::Sent,
-            DriveState::Received,
+            // The resend is in the attempts, not a second `sent` in the history.
             DriveState::Submitted,
             DriveState::Done
         ]

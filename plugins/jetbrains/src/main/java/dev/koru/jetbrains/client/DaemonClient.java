@@ -102,6 +102,8 @@ public final class DaemonClient {
         public long handshakeTimeoutMs = 5000;
         /** Carries out {@code terminal.io} orders (absent: each is answered with an error); run on a thread of its own. */
         public java.util.function.Function<Messages.TerminalIo, Messages.TerminalIoResult> terminalIo;
+        /** Reads and writes the system clipboard for {@code clipboard} orders (absent: each is answered with an error); run on the terminal thread. */
+        public ClipboardLender clipboard;
         /** A name for the threads, so a thread dump says which project they serve. */
         public String name = "koru";
     }
@@ -491,9 +493,9 @@ public final class DaemonClient {
                 break;
             }
             case "clipboard": {
-                // This plugin lends no clipboard (it does not declare clipboard_io): say so.
                 Messages.ClipboardOrder order = decoded.as(Messages.ClipboardOrder.class);
-                send(current, new Messages.ClipboardResult(order.orderId, null, "this window does not lend its clipboard"));
+                Connection asked = current;
+                terminalWorker.execute(() -> send(asked, answerClipboard(order)));
                 break;
             }
             case "cancel": {
@@ -590,6 +592,36 @@ public final class DaemonClient {
     // ── writing ──────────────────────────────────────────────────────────────────────
 
     /** Queues one message for the connection; dropped if that connection has closed by then. */
+    /** The system clipboard, lent to the daemon: what the IDE reads and writes. */
+    public interface ClipboardLender {
+        /** The clipboard's text, or {@code null} when it holds none. */
+        String read() throws Exception;
+
+        /** Makes {@code text} the clipboard's content (empty: empties it). */
+        void write(String text) throws Exception;
+    }
+
+    /** Answers one {@code clipboard} order: the text read or the write done, or why not. */
+    Messages.ClipboardResult answerClipboard(Messages.ClipboardOrder order) {
+        ClipboardLender lender = options.clipboard;
+        if (lender == null) {
+            return new Messages.ClipboardResult(order.orderId, null, "this window does not lend its clipboard");
+        }
+        String kind = order.action == null ? null : order.action.kind;
+        try {
+            if ("read".equals(kind)) {
+                return new Messages.ClipboardResult(order.orderId, lender.read(), null);
+            }
+            if ("write".equals(kind)) {
+                lender.write(order.action.text == null ? "" : order.action.text);
+                return new Messages.ClipboardResult(order.orderId, null, null);
+            }
+            return new Messages.ClipboardResult(order.orderId, null, "unknown clipboard action " + kind);
+        } catch (Exception e) {
+            return new Messages.ClipboardResult(order.orderId, null, "the plugin failed: " + e);
+        }
+    }
+
     private void send(Connection target, Object message) {
         try {
             sender.execute(() -> writeNow(target, message));

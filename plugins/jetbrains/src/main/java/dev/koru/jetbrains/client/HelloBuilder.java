@@ -33,6 +33,8 @@ public final class HelloBuilder {
         public Collection<String> availableToolWindows = List.of();
         /** Whether the plugin reaches this window's terminals (the IDE has its terminal plugin). */
         public boolean terminalIo;
+        /** Whether the plugin lends the system clipboard to the daemon ({@code clipboard} orders). */
+        public boolean clipboardIo;
     }
 
     /** Capabilities: the generic kinds this plugin implements, then each action and tool window it found. */
@@ -42,6 +44,7 @@ public final class HelloBuilder {
         capabilities.add(Messages.Capability.of("plugin_drive"));
         capabilities.add(Messages.Capability.of("clipboard"));
         if (facts.terminalIo) capabilities.add(Messages.Capability.of("terminal_io"));
+        if (facts.clipboardIo) capabilities.add(Messages.Capability.of("clipboard_io"));
         Set<String> seen = new LinkedHashSet<>();
         for (String id : facts.availableActions) {
             if (id != null && !id.isEmpty() && seen.add("command:" + id)) capabilities.add(Messages.Capability.withId("command", id));

@@ -73,6 +73,17 @@ public final class KoruProjectSession implements Disposable {
         IdeTerminals ideTerminals = IdeTerminals.available() ? new IdeTerminals(project) : null;
         this.terminals = ideTerminals == null ? null : new TerminalBridge(ideTerminals::ports);
         if (terminals != null) options.terminalIo = terminals::handle;
+        // The system clipboard, for the desktop portal without one of its own (GNOME 43).
+        options.clipboard = new DaemonClient.ClipboardLender() {
+            public String read() throws Exception {
+                String text = host.readClipboard();
+                return text == null || text.isEmpty() ? null : text;
+            }
+
+            public void write(String text) throws Exception {
+                host.writeClipboard(text);
+            }
+        };
         options.onState = state -> {
             if ("connected".equals(state.kind)) lastTerminals = List.of(); // report them again on this connection
             listeners.forEach(listener -> listener.accept(state));
@@ -202,6 +213,7 @@ public final class KoruProjectSession implements Disposable {
         for (String id : Catalog.TOOL_WINDOWS) if (manager.getToolWindow(id) != null) toolWindows.add(id);
         facts.availableToolWindows = toolWindows;
         facts.terminalIo = terminals != null;
+        facts.clipboardIo = true;
         return facts;
     }
 

@@ -346,7 +346,7 @@ fn portal_target(
         .block_on(context.portal.session(consent))
         .map_err(|error| {
             let hint = match error.blocker() {
-                "consent_pending" => " — allow remote input in the desktop's dialog when Koru asks (once: the desktop remembers it), then retry",
+                "consent_pending" => " — allow remote input in the desktop's dialog when Koru asks (kept while the daemon runs; across restarts only where the desktop gives a restore token), then retry",
                 _ => "",
             };
             Blocker::new(error.blocker(), format!("{error}{hint}"))

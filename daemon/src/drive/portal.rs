@@ -1,4 +1,4 @@
-//! OS injection through the desktop portal (registry interface `os_injector_portal`, GNOME and KDE Plasma on Wayland): the injector traits over one portal session — keys as keysyms, the portal's clipboard — and a window control that knows only what the target window's own plugin says about its focus, since a Wayland compositor tells no other program which window has focus. A window without a plugin cannot be verified, so it gets no key (`focus_unverifiable`).
+//! OS injection through the desktop portal (registry interface `os_injector_portal`, GNOME and KDE Plasma on Wayland): the injector traits over one portal session — keys as keysyms, the portal's clipboard, or where the portal has none the system clipboard lent by the target window's plugin (`clipboard` orders) — and a window control that knows only what the target window's own plugin says about its focus, since a Wayland compositor tells no other program which window has focus. A window without a plugin cannot be verified, so it gets no key (`focus_unverifiable`).
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, tmux, kitty, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus, OpenSSH client and server), then the real terminal agents from npm (tests/agents), the Rust workspace tests, the VS Code extension's tests, the dashboard's browser tests and the JetBrains plugin's build and tests.
+# Runs every test of the project on a fresh machine: installs the system tools the tests drive for real (Xvfb, xterm, tmux, kitty, xdotool, xclip, sway, foot, wtype, wl-clipboard, dbus, OpenSSH client and server), then the real terminal agents from npm (tests/agents), the Rust workspace tests, the VS Code extension's tests, the dashboard's browser tests, the JetBrains plugin's build and tests, and the desktop portal on a real headless GNOME session.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,3 +69,9 @@ tests/browser/run.sh
 # The JetBrains plugin: javac against the Debian IntelliJ Platform API jars, plugin.xml validation, JUnit 5
 # (golden vectors, the protocol client against the real daemon) and the plugin zip; it apt-installs what it needs.
 plugins/jetbrains/build.sh
+
+# The desktop-portal route on a real headless GNOME 43 session (gnome-shell, the real
+# xdg-desktop-portal and its GNOME backend, the consent dialog answered through AT-SPI) into a
+# GTK stand-in IDE window that speaks the plugin protocol; it apt-installs what it needs and
+# fails, never skips, when it cannot run.
+tests/gnome/run.sh

@@ -90,7 +90,7 @@ impl Offer {
         match self.clipboard_version {
             Some(version) => line.push_str(&format!(", Clipboard version {version} (paste)")),
             None => {
-                line.push_str(", no Clipboard interface (short ASCII is typed instead of pasted)")
+                line.push_str(", no Clipboard interface (prompts are pasted through the target window plugin's clipboard where it lends one, else only one line of ASCII up to 200 characters is typed)")
             }
         }
         line

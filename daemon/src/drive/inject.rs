@@ -341,6 +341,7 @@ fn portal_target(
         std::time::Duration::from_secs(1),
         std::time::Duration::from_secs(120),
     );
+    let agreed_before = context.portal.status().consent == koru_protocol::PortalConsent::Agreed;
     let session = context
         .runtime
         .block_on(context.portal.session(consent))
@@ -351,6 +352,15 @@ fn portal_target(
             };
             Blocker::new(error.blocker(), format!("{error}{hint}"))
         })?;
+    // A new session may have shown the desktop's consent dialog, which took the keyboard
+    // focus: the window (focused before it) gets a moment to report its focus back.
+    if !agreed_before {
+        if let Some(plugin) = plugin {
+            if !super::portal::focus_comes_back(plugin, super::portal::FOCUS_BACK_AFTER_CONSENT) {
+                tracing::info!(session = %plugin.session_id, "the window did not report its focus back after the portal session started");
+            }
+        }
+    }
     let injector = Injector {
         name: "portal",
         windows: Box::new(windows),

@@ -56,6 +56,27 @@ impl PluginFocus {
     }
 }
 
+/// How long a window whose plugin reported focus before the desktop's consent dialog has
+/// to report it again after the dialog closed: the dialog takes the keyboard focus, and
+/// GNOME 43 gives it back 10–35 ms after the portal session starts (seen in a real
+/// headless GNOME session, tests/gnome).
+pub const FOCUS_BACK_AFTER_CONSENT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Waits, at most `within`, for `plugin` to report that its window has focus; whether it
+/// did. Polls the live view every 10 ms (this runs on the injection's own thread).
+pub fn focus_comes_back(plugin: &PluginFocus, within: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if plugin.focused() == Some(true) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// What to say when a window's focus cannot be verified.
 pub fn unverifiable(detail: &str) -> InjectError {
     InjectError::Unusable {
@@ -288,6 +309,26 @@ impl Clipboard for PluginClipboard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn focus_that_comes_back_after_the_consent_dialog_is_waited_for_and_no_longer() {
+        let (tx, rx) = watch::channel(Some(false));
+        let plugin = PluginFocus::new("s_1".into(), "code-server".into(), Some(7), rx);
+        let giver = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(60));
+            tx.send_replace(Some(true));
+            tx
+        });
+        assert!(focus_comes_back(&plugin, std::time::Duration::from_secs(2)));
+        let tx = giver.join().unwrap();
+        tx.send_replace(Some(false));
+        let started = std::time::Instant::now();
+        assert!(!focus_comes_back(
+            &plugin,
+            std::time::Duration::from_millis(100)
+        ));
+        assert!(started.elapsed() >= std::time::Duration::from_millis(100));
+    }
 
     #[test]
     fn only_a_window_whose_plugin_says_it_has_focus_counts_as_focused() {

@@ -94,6 +94,9 @@ pub async fn run_daemon(
         registry_paths,
         observe: (!args.no_observe).then(|| crate::observe::watcher::ObserveConfig {
             quiet: Duration::from_millis(args.observe_quiet_ms.max(1)),
+            cache: (!args.no_observe_cache)
+                .then(|| crate::observe::summary_cache::default_path(&socket))
+                .flatten(),
             ..Default::default()
         }),
         journal: journal_config(&args, &socket)?,
@@ -446,7 +449,7 @@ pub async fn run(
         observe.announce =
             crate::observe::announced::AnnounceConfig::from_registry(&observe_registry);
         observe.started_ms = Some(started_ms);
-        tracing::info!(roots = ?observe.roots, announced = ?observe.announce, "observing chat stores");
+        tracing::debug!(roots = ?observe.roots, announced = ?observe.announce, "chat-store roots");
         tracker.spawn(crate::observe::watcher::run(
             observe,
             events_tx.clone(),
@@ -581,6 +584,9 @@ impl From<crate::observe::watcher::ObserverReport> for DaemonEvent {
                 source: Some(source),
             },
             ObserverReport::Health { observers } => DaemonEvent::ObserverHealth { observers },
+            ObserverReport::Restored { chats, source } => {
+                DaemonEvent::ChatsRestored { chats, source }
+            }
         }
     }
 }

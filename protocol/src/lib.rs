@@ -43,8 +43,8 @@ pub use journal::{
 pub use observe::{
     AgentProcess, ChatInfo, ChatsList, ChatsListResult, DriveObservation, NeedsInputKind,
     ObservationBasis, ObserveReport, ObserveReported, ObservedChatState, ObservedEvent,
-    ObservedKind, ObservedStage, ObserverMode, ObserverStatus, StoreProblem, StoreProblemKind,
-    PLUGIN_OBSERVATION_STORE,
+    ObservedKind, ObservedStage, ObserverMode, ObserverStatus, PollCost, StoreProblem,
+    StoreProblemKind, PLUGIN_OBSERVATION_STORE,
 };
 pub use product::IdeProduct;
 pub use recovery::{RecoveryAction, RecoveryResult, RecoveryRun, RECOVERY_ACTIONS};

@@ -47,6 +47,11 @@ pub enum ObservedKind {
         /// The final reply's length in characters.
         length: usize,
     },
+    /// The agent went on with a turn whose end Koru had inferred (a `reply_completed` or
+    /// `cancelled` with basis `inferred`, which the store never confirmed): that end is
+    /// taken back, the turn is open again, and it gets its end once more when it really
+    /// ends. The one way an inferred end is corrected (docs/observers.md).
+    ReplyResumed,
     /// The agent waits for the user.
     NeedsInput { input: NeedsInputKind },
     /// The turn was interrupted.
@@ -266,6 +271,10 @@ pub struct ObserverStatus {
     /// covers it): it is dropped when the last session in `announced_by` ends.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub announced: bool,
+    /// While it is polled (`mode: polled`): how often and what a pass costs. Passes are
+    /// spaced so that polling takes at most a thousandth of a core (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll: Option<PollCost>,
 }
 
 /// How the daemon follows a chat-store root.
@@ -280,6 +289,18 @@ pub enum ObserverMode {
     /// It exists but cannot be watched (`watch_error` says why): it is re-read every
     /// few seconds instead.
     Polled,
+}
+
+/// What polling a root that cannot be watched costs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PollCost {
+    /// Time between two passes, in ms (at least 2,000; longer when a pass is slow).
+    pub every_ms: u64,
+    /// How long the last pass took (listing the folders, a `stat` per file, reading
+    /// what changed), in µs.
+    pub last_pass_us: u64,
+    /// Files looked at in the last pass.
+    pub files: usize,
 }
 
 /// A store file Koru cannot use.

@@ -66,6 +66,8 @@ impl Sandbox {
     pub fn new() -> Sandbox {
         let root = tempfile::Builder::new()
             .prefix("koru-test-")
+            // KORU_KEEP_SANDBOX=1 keeps the folder (daemon logs) for a look after a failure.
+            .disable_cleanup(std::env::var_os("KORU_KEEP_SANDBOX").is_some())
             .tempdir()
             .expect("a temp dir can be made");
         for sub in ["run", "home", "config", "state", "ws"] {
@@ -119,6 +121,7 @@ impl Sandbox {
             .env("XDG_RUNTIME_DIR", self.path().join("run"))
             .env("XDG_CONFIG_HOME", self.path().join("config"))
             .env("XDG_STATE_HOME", self.path().join("state"))
+            .env("XDG_CACHE_HOME", self.path().join("cache"))
             // tmux servers (and the daemon's look for terminal agents) stay in the sandbox.
             .env("TMUX_TMPDIR", self.path().join("tmux"))
             .env("KORU_SOCKET", self.socket())
@@ -895,10 +898,18 @@ impl Observer {
             .args(["observe", "--json"])
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("koru observe starts");
         let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stderr).lines();
+            // `koru observe` says when it is subscribed; the rest is drained.
+            let _ = ready_tx.send(lines.next());
+            for _ in lines {}
+        });
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -910,7 +921,11 @@ impl Observer {
             }
         });
         // Subscribed before the test writes anything.
-        std::thread::sleep(Duration::from_millis(300));
+        let said = ready_rx.recv_timeout(Duration::from_secs(15));
+        assert!(
+            matches!(&said, Ok(Some(Ok(line))) if line.contains("subscribed")),
+            "koru observe did not subscribe: {said:?}"
+        );
         Observer { child, lines: rx }
     }
 

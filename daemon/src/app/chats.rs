@@ -67,6 +67,30 @@ pub(super) fn merge_observation(
 }
 
 impl<C: Clock> App<C> {
+    /// Chats restored from the observers' summary cache: into the chats table as history
+    /// (a row the table already holds from something newer is kept).
+    pub(super) fn on_chats_restored(
+        &mut self,
+        chats: Vec<koru_protocol::ChatInfo>,
+        source: std::path::PathBuf,
+    ) {
+        let source: std::sync::Arc<std::path::Path> = std::sync::Arc::from(source.as_path());
+        for chat in chats {
+            let key = (chat.store.clone(), chat.chat_id.clone());
+            self.chat_sources.insert(key.clone(), source.clone());
+            match self.chats.get_mut(&key) {
+                Some(known) if known.last_activity_ms > chat.last_activity_ms => {
+                    if known.workspace.is_none() {
+                        known.workspace = chat.workspace;
+                    }
+                }
+                _ => {
+                    self.chats.insert(key, chat);
+                }
+            }
+        }
+    }
+
     /// Applies observations to the chats table and publishes them (unless replayed history).
     pub(super) fn on_observed(
         &mut self,
@@ -74,7 +98,7 @@ impl<C: Clock> App<C> {
         replay: bool,
         source: Option<std::path::PathBuf>,
     ) {
-        use koru_protocol::{ChatInfo, ObservedChatState, ObservedKind};
+        use koru_protocol::ObservedKind;
         // Reported by a client (a terminal agent's hook), not read from a store file.
         let source_was_none = source.is_none();
         self.note_chat_source(&events, source);
@@ -95,31 +119,11 @@ impl<C: Clock> App<C> {
                     self.chat_completed.remove(&key);
                 }
             }
-            let at = observation.store_ts_ms.unwrap_or(observation.seen_at_ms);
-            let chat = self.chats.entry(key).or_insert_with(|| ChatInfo {
-                store: observation.store.clone(),
-                chat_id: observation.chat_id.clone(),
-                workspace: observation.workspace.clone(),
-                state: ObservedChatState::Idle,
-                last_activity_ms: at,
-                last_prompt: None,
-            });
-            if chat.workspace.is_none() {
-                chat.workspace = observation.workspace.clone();
-            }
-            chat.last_activity_ms = chat.last_activity_ms.max(at);
-            match &observation.event {
-                ObservedKind::PromptSeen { excerpt, .. } => {
-                    chat.last_prompt = Some(excerpt.clone());
-                    chat.state = ObservedChatState::Replying;
-                }
-                ObservedKind::ReplyStarted => chat.state = ObservedChatState::Replying,
-                ObservedKind::NeedsInput { .. } => chat.state = ObservedChatState::NeedsInput,
-                ObservedKind::ReplyCompleted { .. }
-                | ObservedKind::Cancelled
-                | ObservedKind::Failed { .. } => chat.state = ObservedChatState::Idle,
-                ObservedKind::ChatSeen | ObservedKind::Activity | ObservedKind::Unknown => {}
-            }
+            let chat = self
+                .chats
+                .entry(key)
+                .or_insert_with(|| crate::observe::new_chat_row(&observation));
+            crate::observe::apply_to_chat_row(chat, &observation);
             if !replay {
                 self.correlate(&observation, source_was_none);
                 self.publish(StreamEvent::Observed { observation });
@@ -254,6 +258,24 @@ impl<C: Clock> App<C> {
         let Some(found) = drive.observation.as_mut() else {
             return;
         };
+        if observation.event == ObservedKind::ReplyResumed {
+            // The chat went on after an end Koru had inferred: that end is taken back.
+            let inferred_end = found.basis == koru_protocol::ObservationBasis::Inferred
+                && matches!(
+                    found.stage,
+                    ObservedStage::Replied | ObservedStage::Cancelled | ObservedStage::Failed
+                );
+            if inferred_end {
+                found.stage = ObservedStage::Replying;
+                found.basis = koru_protocol::ObservationBasis::Explicit;
+                found.reply_excerpt = None;
+                found.reply_length = None;
+                found.detail = None;
+                found.at_ms = at_ms;
+                self.publish_drive(&drive_id);
+            }
+            return;
+        }
         let (stage, excerpt, length, detail) = match &observation.event {
             ObservedKind::ReplyStarted => (ObservedStage::Replying, None, None, None),
             ObservedKind::ReplyCompleted { excerpt, length } => (
@@ -269,6 +291,7 @@ impl<C: Clock> App<C> {
             }
             ObservedKind::ChatSeen
             | ObservedKind::PromptSeen { .. }
+            | ObservedKind::ReplyResumed
             | ObservedKind::Activity
             | ObservedKind::Unknown => return,
         };
@@ -286,10 +309,15 @@ impl<C: Clock> App<C> {
         if changed {
             found.basis = observation.basis;
         }
-        if matches!(
-            found.stage,
-            ObservedStage::Replied | ObservedStage::Cancelled | ObservedStage::Failed
-        ) {
+        // An end the chat recorded releases the chat's claim; an inferred one keeps it
+        // until the next prompt, so that the turn going on after all (`reply_resumed`)
+        // reaches the drive.
+        if found.basis == koru_protocol::ObservationBasis::Explicit
+            && matches!(
+                found.stage,
+                ObservedStage::Replied | ObservedStage::Cancelled | ObservedStage::Failed
+            )
+        {
             self.chat_drive.remove(&key);
         }
         if changed {

@@ -130,6 +130,12 @@ pub enum DaemonEvent {
         /// The store file they were read from (`None`: reported, e.g. by a hook).
         source: Option<std::path::PathBuf>,
     },
+    /// Chats of a store file the observers' summary cache vouched for at start-up, as
+    /// they stood when the file was last read (history, not published).
+    ChatsRestored {
+        chats: Vec<koru_protocol::ChatInfo>,
+        source: std::path::PathBuf,
+    },
     /// The observers' view of their store roots changed (watches, files, problems).
     ObserverHealth {
         observers: Vec<koru_protocol::ObserverStatus>,
@@ -456,6 +462,7 @@ impl<C: Clock> App<C> {
                 replay,
                 source,
             } => self.on_observed(events, replay, source),
+            DaemonEvent::ChatsRestored { chats, source } => self.on_chats_restored(chats, source),
             DaemonEvent::ChatReadFinished { finished } => self.on_chat_read_finished(*finished),
             DaemonEvent::TerminalLook { finished } => self.on_terminal_look(*finished),
             DaemonEvent::TerminalTyped { typed } => self.on_typed(*typed),

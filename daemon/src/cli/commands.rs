@@ -513,6 +513,8 @@ pub async fn observe(choice: &HostChoice, args: ObserveArgs) -> anyhow::Result<E
     };
     let mut client = connect(&host).await?;
     client.subscribe().await?;
+    // On stderr, so that `--json` output stays pure: from here on nothing is missed.
+    eprintln!("koru observe: subscribed; Ctrl-C stops");
     let mut stdout = std::io::stdout();
     while let Some(envelope) = client.next().await? {
         let Message::Stream(item) = envelope.message else {
@@ -558,6 +560,7 @@ fn describe_observation(o: &koru_protocol::ObservedEvent) -> String {
             format!("prompt_seen ({length} chars) {excerpt}")
         }
         ObservedKind::ReplyStarted => "reply_started".to_string(),
+        ObservedKind::ReplyResumed => "reply_resumed (an inferred end taken back)".to_string(),
         ObservedKind::ReplyCompleted { excerpt, length } => {
             format!("reply_completed ({length} chars) {excerpt}")
         }

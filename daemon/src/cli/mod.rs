@@ -305,6 +305,10 @@ pub struct DaemonArgs {
     /// store writes no end-of-turn record (basis `inferred`)
     #[arg(long, value_name = "MS", default_value_t = 5_000)]
     pub observe_quiet_ms: u64,
+    /// Do not keep the observers' per-file summary cache (every start reads the chat
+    /// history again) [default: $XDG_CACHE_HOME/koru/observers/<socket digest>.ndjson]
+    #[arg(long)]
+    pub no_observe_cache: bool,
     /// Hand out the agents' tool arguments (step summaries, command lines) as the chat
     /// stores have them, without replacing secrets-looking values by `[redacted]`
     #[arg(long)]

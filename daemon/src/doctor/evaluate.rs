@@ -794,7 +794,19 @@ fn location_verdict(interface: &Interface, facts: &Facts, mut found: Vec<String>
             .filter(|o| o.store == interface.id)
         {
             if let (true, Some(error)) = (observer.exists, &observer.watch_error) {
-                unreadable.push(format!("{}: not watched: {error}", observer.root));
+                let cost = observer
+                    .poll
+                    .as_ref()
+                    .map(|poll| {
+                        format!(
+                            " (polling now: every {:.1} s, the last pass {:.1} ms over {} file(s))",
+                            poll.every_ms as f64 / 1000.0,
+                            poll.last_pass_us as f64 / 1000.0,
+                            poll.files
+                        )
+                    })
+                    .unwrap_or_default();
+                unreadable.push(format!("{}: not watched: {error}{cost}", observer.root));
             }
             for problem in &observer.problems {
                 let kind = match problem.kind {

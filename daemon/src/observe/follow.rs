@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use koru_protocol::{ObservationBasis, ObservedKind};
 
 use super::snapshot::{ChatSnapshot, SnapshotDiffer};
-use super::tail::JsonlTail;
+use super::tail::{JsonlTail, TailItem};
 use super::{LineParser, Observation};
 use crate::observe::ParseError;
 
@@ -68,6 +68,30 @@ pub trait Follower: Send {
     fn read(&mut self) -> Result<FollowRead, ReadProblem>;
     /// The file has been quiet since `last_change_ms`.
     fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation>;
+    /// Everything read so far is history, last written at `written_ms`: what its turns
+    /// came to is concluded at once from the records' own times.
+    fn on_history(&mut self, now_ms: u64, written_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.on_quiet(now_ms, written_ms, quiet_ms)
+    }
+    /// Whether a turn is open, so that the passing of time may still conclude something
+    /// (the watcher checks only such files when time passes).
+    fn turn_open(&self) -> bool {
+        true
+    }
+    /// Where the follower stands (read position, the parser's state), for the summary
+    /// cache; `None` when it cannot be resumed (the file is read again at the next start).
+    fn checkpoint(&self) -> Option<serde_json::Value> {
+        None
+    }
+    /// Resumes from a `checkpoint` of the same file; false when it does not fit.
+    fn restore(&mut self, _state: serde_json::Value) -> bool {
+        false
+    }
+}
+
+/// A checkpoint field, or `None`.
+fn field<T: serde::de::DeserializeOwned>(state: &serde_json::Value, name: &str) -> Option<T> {
+    serde_json::from_value(state.get(name)?.clone()).ok()
 }
 
 /// An append-only JSONL store (Claude Code, Codex): complete lines to a `LineParser`.
@@ -79,7 +103,7 @@ pub struct LinesFollower {
 }
 
 /// Malformed records of the current version of a file (reset when it is replaced).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct MalformedCount {
     count: u64,
     first: Option<String>,
@@ -114,27 +138,69 @@ impl LinesFollower {
 
 impl Follower for LinesFollower {
     fn read(&mut self) -> Result<FollowRead, ReadProblem> {
-        let read = self.tail.read_new().map_err(ReadProblem::from_io)?;
-        if read.restarted {
-            self.parser = (self.make)();
-            self.malformed = MalformedCount::default();
-        }
-        let mut out = FollowRead {
-            changed: !read.lines.is_empty() || read.restarted,
-            ..FollowRead::default()
-        };
-        for line in &read.lines {
-            match self.parser.feed_line(line) {
-                Ok(found) => out.observations.extend(found),
-                Err(problem) => self.malformed.add(problem),
-            }
-        }
+        let mut out = FollowRead::default();
+        let (parser, malformed, make) = (&mut self.parser, &mut self.malformed, &self.make);
+        self.tail
+            .read_each(|item| match item {
+                TailItem::Restarted => {
+                    *parser = make();
+                    *malformed = MalformedCount::default();
+                    out.changed = true;
+                }
+                TailItem::Line(line) => {
+                    out.changed = true;
+                    match parser.feed_line(line) {
+                        Ok(found) => out.observations.extend(found),
+                        Err(problem) => malformed.add(problem),
+                    }
+                }
+            })
+            .map_err(ReadProblem::from_io)?;
         out.malformed = self.malformed.summary();
         Ok(out)
     }
 
     fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
         self.parser.on_quiet(now_ms, last_change_ms, quiet_ms)
+    }
+
+    fn on_history(&mut self, now_ms: u64, written_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.parser.on_history(now_ms, written_ms, quiet_ms)
+    }
+
+    fn turn_open(&self) -> bool {
+        self.parser.turn_open()
+    }
+
+    fn checkpoint(&self) -> Option<serde_json::Value> {
+        let (position, inode) = self.tail.position()?;
+        Some(serde_json::json!({
+            "position": position,
+            "inode": inode,
+            "parser": self.parser.checkpoint()?,
+            "malformed": self.malformed,
+        }))
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> bool {
+        let (Some(position), Some(inode), Some(malformed)) = (
+            field::<u64>(&state, "position"),
+            field::<u64>(&state, "inode"),
+            field::<MalformedCount>(&state, "malformed"),
+        ) else {
+            return false;
+        };
+        let mut parser = (self.make)();
+        if !state
+            .get("parser")
+            .is_some_and(|p| parser.restore(p.clone()))
+        {
+            return false;
+        }
+        self.parser = parser;
+        self.malformed = malformed;
+        self.tail.resume_at(position, inode);
+        true
     }
 }
 
@@ -221,6 +287,45 @@ impl Follower for CompressedLinesFollower {
     fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
         self.parser.on_quiet(now_ms, last_change_ms, quiet_ms)
     }
+
+    fn on_history(&mut self, now_ms: u64, written_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.parser.on_history(now_ms, written_ms, quiet_ms)
+    }
+
+    fn turn_open(&self) -> bool {
+        self.parser.turn_open()
+    }
+
+    fn checkpoint(&self) -> Option<serde_json::Value> {
+        Some(serde_json::json!({
+            "stamp": self.read_stamp?,
+            "lines_fed": self.lines_fed,
+            "parser": self.parser.checkpoint()?,
+            "malformed": self.malformed,
+        }))
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> bool {
+        let (Some(stamp), Some(lines_fed), Some(malformed)) = (
+            field::<FileStamp>(&state, "stamp"),
+            field::<usize>(&state, "lines_fed"),
+            field::<MalformedCount>(&state, "malformed"),
+        ) else {
+            return false;
+        };
+        let mut parser = (self.make)();
+        if !state
+            .get("parser")
+            .is_some_and(|p| parser.restore(p.clone()))
+        {
+            return false;
+        }
+        self.parser = parser;
+        self.read_stamp = Some(stamp);
+        self.lines_fed = lines_fed;
+        self.malformed = malformed;
+        true
+    }
 }
 
 /// A store that logs changes to one document (Copilot's mutation log, Gemini CLI's JSONL):
@@ -263,20 +368,23 @@ impl LogFollower {
 
 impl Follower for LogFollower {
     fn read(&mut self) -> Result<FollowRead, ReadProblem> {
-        let read = self.tail.read_new().map_err(ReadProblem::from_io)?;
-        if read.restarted {
-            self.log.reset();
-            self.malformed = MalformedCount::default();
-        }
-        let mut out = FollowRead {
-            changed: !read.lines.is_empty() || read.restarted,
-            ..FollowRead::default()
-        };
-        for line in &read.lines {
-            if let Err(problem) = self.log.apply_line(line) {
-                self.malformed.add(problem);
-            }
-        }
+        let mut out = FollowRead::default();
+        let (log, malformed) = (&mut self.log, &mut self.malformed);
+        self.tail
+            .read_each(|item| match item {
+                TailItem::Restarted => {
+                    log.reset();
+                    *malformed = MalformedCount::default();
+                    out.changed = true;
+                }
+                TailItem::Line(line) => {
+                    out.changed = true;
+                    if let Err(problem) = log.apply_line(line) {
+                        malformed.add(problem);
+                    }
+                }
+            })
+            .map_err(ReadProblem::from_io)?;
         out.malformed = self.malformed.summary();
         if out.changed {
             if let Some(snapshot) = self.log.snapshot(&self.chat_id, self.workspace.as_deref()) {
@@ -289,20 +397,33 @@ impl Follower for LogFollower {
     fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
         self.differ.on_quiet(now_ms, last_change_ms, quiet_ms)
     }
+
+    fn on_history(&mut self, now_ms: u64, written_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.differ.on_history(now_ms, written_ms, quiet_ms)
+    }
+
+    fn turn_open(&self) -> bool {
+        self.differ.turn_open()
+    }
+    // No checkpoint: the document a log builds can be megabytes; a log is read again
+    // from its start at the next daemon start (docs/observers.md, "Restarts").
 }
 
 /// Identifies a version of a file without reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct FileStamp {
     len: u64,
-    mtime_ns: i128,
+    mtime_ns: i64,
     inode: u64,
 }
 
 fn stamp(meta: &std::fs::Metadata) -> FileStamp {
     FileStamp {
         len: meta.len(),
-        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        mtime_ns: meta
+            .mtime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(meta.mtime_nsec()),
         inode: meta.ino(),
     }
 }
@@ -406,6 +527,33 @@ impl Follower for DocumentFollower {
     fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
         self.differ.on_quiet(now_ms, last_change_ms, quiet_ms)
     }
+
+    fn on_history(&mut self, now_ms: u64, written_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.differ.on_history(now_ms, written_ms, quiet_ms)
+    }
+
+    fn turn_open(&self) -> bool {
+        self.differ.turn_open()
+    }
+
+    fn checkpoint(&self) -> Option<serde_json::Value> {
+        Some(serde_json::json!({
+            "stamp": self.read_stamp?,
+            "differ": self.differ,
+        }))
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> bool {
+        let (Some(stamp), Some(differ)) = (
+            field::<(FileStamp, Option<FileStamp>)>(&state, "stamp"),
+            field::<SnapshotDiffer>(&state, "differ"),
+        ) else {
+            return false;
+        };
+        self.read_stamp = Some(stamp);
+        self.differ = differ;
+        true
+    }
 }
 
 /// A file whose content cannot be read (Antigravity's encrypted conversations): its
@@ -459,6 +607,24 @@ impl Follower for ActivityFollower {
 
     fn on_quiet(&mut self, _: u64, _: u64, _: u64) -> Vec<Observation> {
         Vec::new()
+    }
+
+    fn turn_open(&self) -> bool {
+        false
+    }
+
+    fn checkpoint(&self) -> Option<serde_json::Value> {
+        Some(serde_json::json!({ "stamp": self.read_stamp? }))
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> bool {
+        match field::<FileStamp>(&state, "stamp") {
+            Some(stamp) => {
+                self.read_stamp = Some(stamp);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -554,5 +720,49 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::write(&path, b"\x00secret and more").unwrap();
         assert_eq!(kinds(&follower.read().unwrap().observations), ["activity"]);
+    }
+
+    #[test]
+    fn a_followed_log_resumes_from_its_checkpoint_and_reads_only_what_was_appended() {
+        use crate::observe::stores::claude_code::ClaudeCodeParser;
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s-1.jsonl");
+        let prompt = r#"{"type":"user","sessionId":"s-1","cwd":"/w","message":{"role":"user","content":"hi"},"timestamp":"2025-07-14T10:00:00Z"}"#;
+        let answer = r#"{"type":"assistant","sessionId":"s-1","message":{"role":"assistant","content":[{"type":"text","text":"hello"}]},"timestamp":"2025-07-14T10:00:01Z"}"#;
+        let end = r#"{"type":"system","subtype":"turn_duration","sessionId":"s-1","timestamp":"2025-07-14T10:00:02Z"}"#;
+        // A partial last line (being written) is read again after the restart.
+        std::fs::write(&path, format!("{prompt}\n{}", &answer[..20])).unwrap();
+        let make = || -> Box<dyn Fn() -> Box<dyn LineParser> + Send> {
+            Box::new(|| Box::new(ClaudeCodeParser::new("s-1")))
+        };
+        let mut first = LinesFollower::new(&path, make());
+        assert_eq!(
+            kinds(&first.read().unwrap().observations),
+            ["chat_seen", "prompt_seen"]
+        );
+        let state = first.checkpoint().unwrap();
+        assert_eq!(state["position"], prompt.len() + 1);
+
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        write!(file, "{}\n{end}\n", &answer[20..]).unwrap();
+        let mut resumed = LinesFollower::new(&path, make());
+        assert!(resumed.restore(state.clone()));
+        assert_eq!(
+            kinds(&resumed.read().unwrap().observations),
+            ["reply_started", "reply_completed"]
+        );
+
+        // Replaced since (another inode): read from the start, as a new file.
+        let other = dir.path().join("new.jsonl");
+        std::fs::write(&other, format!("{prompt}\n")).unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        let mut replaced = LinesFollower::new(&path, make());
+        assert!(replaced.restore(state));
+        let read = replaced.read().unwrap();
+        assert_eq!(kinds(&read.observations), ["chat_seen", "prompt_seen"]);
     }
 }

@@ -54,6 +54,22 @@ impl Store {
         Store::Antigravity,
     ];
 
+    /// Whether a session's whole state is in its one file, so that the file's identity,
+    /// size and modification time unchanged mean nothing to read. Not so for SQLite
+    /// (a write can land in the `-wal` file only), Cline (its task list is read with
+    /// `ui_messages.json`) and Cline 4 (manifest and messages file).
+    pub fn one_file(self) -> bool {
+        matches!(
+            self,
+            Store::ClaudeCode
+                | Store::Codex
+                | Store::Copilot
+                | Store::CopilotWindow
+                | Store::Gemini
+                | Store::Antigravity
+        )
+    }
+
     /// The registry interface id.
     pub fn id(self) -> &'static str {
         match self {

@@ -5,6 +5,7 @@ pub mod follow;
 pub mod locations;
 pub mod snapshot;
 pub mod stores;
+pub mod summary_cache;
 pub mod tail;
 pub mod text;
 pub mod watcher;
@@ -52,17 +53,59 @@ pub struct Observation {
     pub event: ObservedKind,
 }
 
+/// How long a turn may stay open with nothing written before it is taken as over: a
+/// chat whose store never recorded the end of its last turn (the agent was killed, the
+/// window closed, a version that writes no end record) is not `replying` for ever. The
+/// end is inferred (`reply_completed` when the last record was reply text asking for no
+/// tool, else `cancelled`), and taken back (`reply_resumed`) if the turn goes on after
+/// all (a permission prompt answered hours later).
+pub const STALE_TURN_MS: u64 = 60 * 60 * 1000;
+
 /// A store's pure parser: one complete line in, observations out; and the quiet-period
 /// inference for stores that do not always record the end of a turn.
 pub trait LineParser: std::fmt::Debug + Send + Sync {
     /// Parses one line; `Err` for a line that is not a record (a diagnostic, never data).
     fn feed_line(&mut self, line: &[u8]) -> Result<Vec<Observation>, ParseError>;
-    /// The file has been quiet since `last_change_ms`.
+    /// The file has been quiet since `last_change_ms` (when the daemon saw it change).
     fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation>;
+    /// Everything read so far was history (written before the daemon followed the file,
+    /// last at `written_ms`): what its turns came to is concluded from the records' own
+    /// times, at once.
+    fn on_history(&mut self, now_ms: u64, written_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.on_quiet(now_ms, written_ms, quiet_ms)
+    }
+    /// Whether a turn is open: something may still be inferred from the passing of time.
+    fn turn_open(&self) -> bool {
+        true
+    }
+    /// The parser's state, to resume from the same place after a restart (the summary
+    /// cache); `None` for a parser that cannot be resumed (its file is read again).
+    fn checkpoint(&self) -> Option<serde_json::Value> {
+        None
+    }
+    /// Resumes from a `checkpoint`; false when it does not fit (the file is read again).
+    fn restore(&mut self, _state: serde_json::Value) -> bool {
+        false
+    }
+}
+
+/// Replaces `parser` by the one `state` (its `checkpoint`) describes; false, leaving it
+/// as it was, when `state` is not one.
+pub fn restore_from_checkpoint<T: serde::de::DeserializeOwned>(
+    parser: &mut T,
+    state: serde_json::Value,
+) -> bool {
+    match serde_json::from_value(state) {
+        Ok(restored) => {
+            *parser = restored;
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// Where a chat's turn stands, as far as a parser knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Turn {
     /// No prompt yet, or the last turn ended.
     Idle,
@@ -74,13 +117,17 @@ pub enum Turn {
 
 /// The turn bookkeeping every store's parser shares: which chat, where, how far the turn
 /// got, and the observations that follow from it (including the inferred end of a turn).
-#[derive(Debug)]
+/// What it keeps is small and does not grow with the chat: the reply's excerpt and length,
+/// never its text (docs/observers.md, "Memory").
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct ChatTurns {
     pub chat_id: String,
     pub workspace: Option<String>,
     pub turn: Turn,
-    /// The latest reply text.
-    pub last_text: String,
+    /// The latest reply text's excerpt and length in characters.
+    reply: (String, usize),
+    /// The latest reply text is not blank.
+    reply_nonblank: bool,
     /// The last record's store timestamp.
     pub last_ts_ms: Option<u64>,
     /// The agent's last record carried reply text and asked for no tool, and nothing of
@@ -92,6 +139,10 @@ pub struct ChatTurns {
     /// records): an end is never inferred, however quiet, nor when the next prompt comes.
     pub ends_recorded: bool,
     seen: bool,
+    /// The last turn's end was inferred and no prompt came since: a later record of that
+    /// turn takes the end back (`reply_resumed`).
+    #[serde(default)]
+    end_inferred: bool,
 }
 
 impl ChatTurns {
@@ -100,17 +151,25 @@ impl ChatTurns {
             chat_id: chat_id.to_string(),
             workspace: None,
             turn: Turn::Idle,
-            last_text: String::new(),
+            reply: (String::new(), 0),
+            reply_nonblank: false,
             last_ts_ms: None,
             reply_ready: false,
             ends_recorded: false,
             seen: false,
+            end_inferred: false,
         }
     }
 
     /// Whether `chat_seen` was emitted.
     pub fn seen(&self) -> bool {
         self.seen
+    }
+
+    /// The latest reply text (kept as its excerpt and length).
+    pub fn set_reply(&mut self, text: &str) {
+        self.reply = excerpt_and_length(text);
+        self.reply_nonblank = !text.trim().is_empty();
     }
 
     pub fn emit(&self, out: &mut Vec<Observation>, basis: ObservationBasis, event: ObservedKind) {
@@ -148,7 +207,7 @@ impl ChatTurns {
         self.turn == Turn::Replying
             && !self.ends_recorded
             && self.reply_ready
-            && !self.last_text.trim().is_empty()
+            && self.reply_nonblank
     }
 
     /// A user prompt. A reply still open that may be inferred as ended is ended first
@@ -168,13 +227,23 @@ impl ChatTurns {
             },
         );
         self.turn = Turn::Prompted;
-        self.last_text.clear();
+        self.reply = (String::new(), 0);
+        self.reply_nonblank = false;
         self.reply_ready = false;
+        self.end_inferred = false;
     }
 
     /// The agent answers: `reply_started` when the turn was waiting for it (or, with
-    /// `from_idle`, also when it was idle).
+    /// `from_idle`, also when it was idle). After an end Koru inferred, the agent writing
+    /// more of the same turn takes that end back: `reply_resumed`, and the turn is open
+    /// again (it gets its end when it really ends).
     pub fn answering(&mut self, out: &mut Vec<Observation>, from_idle: bool) {
+        if self.turn == Turn::Idle && self.end_inferred {
+            self.end_inferred = false;
+            self.emit(out, ObservationBasis::Explicit, ObservedKind::ReplyResumed);
+            self.turn = Turn::Replying;
+            return;
+        }
         if self.turn == Turn::Prompted || (from_idle && self.turn == Turn::Idle) {
             self.emit(out, ObservationBasis::Explicit, ObservedKind::ReplyStarted);
         }
@@ -185,10 +254,11 @@ impl ChatTurns {
 
     /// The turn ended with the last reply text.
     pub fn complete(&mut self, out: &mut Vec<Observation>, basis: ObservationBasis) {
-        let (excerpt, length) = excerpt_and_length(&self.last_text);
+        let (excerpt, length) = self.reply.clone();
         self.emit(out, basis, ObservedKind::ReplyCompleted { excerpt, length });
         self.turn = Turn::Idle;
         self.reply_ready = false;
+        self.end_inferred = basis == ObservationBasis::Inferred;
     }
 
     /// The turn was interrupted (reported only if one was open).
@@ -198,6 +268,7 @@ impl ChatTurns {
         }
         self.turn = Turn::Idle;
         self.reply_ready = false;
+        self.end_inferred = false;
     }
 
     /// The turn failed.
@@ -210,10 +281,27 @@ impl ChatTurns {
         );
         self.turn = Turn::Idle;
         self.reply_ready = false;
+        self.end_inferred = false;
+    }
+
+    /// A turn open with nothing written for `STALE_TURN_MS`: over. Complete with its
+    /// reply when the last record was reply text asking for no tool, else cancelled (the
+    /// agent stopped before answering, or with a tool call or its thinking pending); both
+    /// `inferred`, and taken back if the turn goes on.
+    fn conclude_stale(&mut self, out: &mut Vec<Observation>) {
+        if self.reply_ready && self.reply_nonblank && self.turn == Turn::Replying {
+            self.complete(out, ObservationBasis::Inferred);
+        } else {
+            self.emit(out, ObservationBasis::Inferred, ObservedKind::Cancelled);
+            self.turn = Turn::Idle;
+            self.reply_ready = false;
+            self.end_inferred = true;
+        }
     }
 
     /// Quiet since `last_change_ms`: an open reply that may be inferred as ended
-    /// (`end_inferable`) is taken as complete after `quiet_ms` (`inferred`).
+    /// (`end_inferable`) is taken as complete after `quiet_ms`, and any turn still open
+    /// after `STALE_TURN_MS` is over (both `inferred`).
     pub fn on_quiet(
         &mut self,
         now_ms: u64,
@@ -221,10 +309,66 @@ impl ChatTurns {
         quiet_ms: u64,
     ) -> Vec<Observation> {
         let mut out = Vec::new();
-        if self.end_inferable() && now_ms.saturating_sub(last_change_ms) >= quiet_ms {
+        let quiet_for = now_ms.saturating_sub(last_change_ms);
+        if self.end_inferable() && quiet_for >= quiet_ms {
             self.complete(&mut out, ObservationBasis::Inferred);
+        } else if self.turn != Turn::Idle && quiet_for >= STALE_TURN_MS {
+            self.conclude_stale(&mut out);
         }
         out
+    }
+
+    /// History read at once: concluded from the last record's own time (the file's
+    /// `written_ms` when its records carry none). A copied or restored file keeps its
+    /// records' times, not the copy's.
+    pub fn on_history(&mut self, now_ms: u64, written_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        let last = self.last_ts_ms.map_or(written_ms, |ts| ts.min(written_ms));
+        self.on_quiet(now_ms, last, quiet_ms)
+    }
+
+    /// Whether a turn is open (something may still be inferred).
+    pub fn turn_open(&self) -> bool {
+        self.turn != Turn::Idle
+    }
+}
+
+/// The chats table's row for the chat of `observation`, before it is applied.
+pub fn new_chat_row(observation: &koru_protocol::ObservedEvent) -> koru_protocol::ChatInfo {
+    koru_protocol::ChatInfo {
+        store: observation.store.clone(),
+        chat_id: observation.chat_id.clone(),
+        workspace: observation.workspace.clone(),
+        state: koru_protocol::ObservedChatState::Idle,
+        last_activity_ms: observation.store_ts_ms.unwrap_or(observation.seen_at_ms),
+        last_prompt: None,
+    }
+}
+
+/// Applies one observation to its chat's row: what the chats table (and the summary
+/// cache, which keeps each file's rows) know of a chat.
+pub fn apply_to_chat_row(
+    chat: &mut koru_protocol::ChatInfo,
+    observation: &koru_protocol::ObservedEvent,
+) {
+    use koru_protocol::ObservedChatState;
+    if chat.workspace.is_none() {
+        chat.workspace = observation.workspace.clone();
+    }
+    let at = observation.store_ts_ms.unwrap_or(observation.seen_at_ms);
+    chat.last_activity_ms = chat.last_activity_ms.max(at);
+    match &observation.event {
+        ObservedKind::PromptSeen { excerpt, .. } => {
+            chat.last_prompt = Some(excerpt.clone());
+            chat.state = ObservedChatState::Replying;
+        }
+        ObservedKind::ReplyStarted | ObservedKind::ReplyResumed => {
+            chat.state = ObservedChatState::Replying
+        }
+        ObservedKind::NeedsInput { .. } => chat.state = ObservedChatState::NeedsInput,
+        ObservedKind::ReplyCompleted { .. }
+        | ObservedKind::Cancelled
+        | ObservedKind::Failed { .. } => chat.state = ObservedChatState::Idle,
+        ObservedKind::ChatSeen | ObservedKind::Activity | ObservedKind::Unknown => {}
     }
 }
 

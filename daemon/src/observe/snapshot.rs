@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use koru_protocol::{NeedsInputKind, ObservationBasis, ObservedKind};
 
-use super::{excerpt_and_length, prompt_digest, Observation};
+use super::{excerpt_and_length, prompt_digest, Observation, STALE_TURN_MS};
 
 /// What a store says one turn (one prompt and its answer) is doing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +60,7 @@ pub struct ChatSnapshot {
 }
 
 /// The last state reported for a turn, to report each change once.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum Reported {
     Nothing,
     Started,
@@ -68,17 +68,42 @@ enum Reported {
     Ended,
 }
 
-#[derive(Debug, Clone)]
+/// What the differ keeps of one turn: small and fixed, never the reply's text.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct TurnProgress {
     reported: Reported,
-    /// The reply text at the last snapshot (to infer the end after a quiet period).
-    reply: String,
+    /// The reply's excerpt and length in characters at the last snapshot, kept while the
+    /// turn is open (to infer its end after a quiet period); empty otherwise.
+    reply: (String, usize),
+    /// The reply's size in bytes and the store's state for the turn at the last snapshot:
+    /// a turn whose end was inferred and that changes after all is resumed.
+    reply_bytes: usize,
+    state_seen: u8,
     open: bool,
     ts_ms: Option<u64>,
+    /// Its end was inferred (quiet, stale), not recorded by the store.
+    #[serde(default)]
+    end_inferred: bool,
+}
+
+/// A small code for a store's turn state, to notice it changing.
+fn state_code(state: &TurnState) -> u8 {
+    match state {
+        TurnState::Waiting => 0,
+        TurnState::Replying => 1,
+        TurnState::NeedsInput(_) => 2,
+        TurnState::Completed => 3,
+        TurnState::Cancelled => 4,
+        TurnState::Failed(_) => 5,
+        TurnState::Open {
+            tool_pending: false,
+        } => 6,
+        TurnState::Open { tool_pending: true } => 7,
+    }
 }
 
 /// Turns one chat's successive snapshots into observations.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct SnapshotDiffer {
     seen: bool,
     chat_id: String,
@@ -86,6 +111,9 @@ pub struct SnapshotDiffer {
     turns: HashMap<String, TurnProgress>,
     /// The turn an inferred completion may end (the last open one).
     open_turn: Option<String>,
+    /// The chat's last turn, which a stale conclusion may end.
+    #[serde(default)]
+    last_turn: Option<String>,
 }
 
 impl SnapshotDiffer {
@@ -156,9 +184,12 @@ impl SnapshotDiffer {
                     }
                     TurnProgress {
                         reported: Reported::Nothing,
-                        reply: String::new(),
+                        reply: (String::new(), 0),
+                        reply_bytes: 0,
+                        state_seen: state_code(&turn.state),
                         open: false,
                         ts_ms: turn.ts_ms,
+                        end_inferred: false,
                     }
                 }
             };
@@ -168,6 +199,7 @@ impl SnapshotDiffer {
             }
             self.turns.insert(turn.id.clone(), progress);
         }
+        self.last_turn = snapshot.turns.last().map(|t| t.id.clone());
         out
     }
 
@@ -177,6 +209,27 @@ impl SnapshotDiffer {
         turn: &TurnSnapshot,
         mut progress: TurnProgress,
     ) -> TurnProgress {
+        // A store confirming the end Koru inferred (the same reply, now completed) is no
+        // news; more reply, or the turn working again, is.
+        let working_again = state_code(&turn.state) != progress.state_seen
+            && matches!(
+                turn.state,
+                TurnState::Waiting
+                    | TurnState::Replying
+                    | TurnState::NeedsInput(_)
+                    | TurnState::Open { tool_pending: true }
+            );
+        if progress.end_inferred && (turn.reply.len() != progress.reply_bytes || working_again) {
+            // The turn changed after Koru inferred its end: that end is taken back.
+            self.emit(
+                out,
+                turn.ts_ms,
+                ObservationBasis::Explicit,
+                ObservedKind::ReplyResumed,
+            );
+            progress.reported = Reported::Started;
+            progress.end_inferred = false;
+        }
         let answering = !turn.reply.is_empty()
             || matches!(
                 turn.state,
@@ -253,13 +306,20 @@ impl SnapshotDiffer {
                 progress.open = !ended && !tool_pending && !turn.reply.is_empty();
             }
         }
-        progress.reply = turn.reply.clone();
+        progress.reply = if progress.open {
+            excerpt_and_length(&turn.reply)
+        } else {
+            (String::new(), 0)
+        };
+        progress.reply_bytes = turn.reply.len();
+        progress.state_seen = state_code(&turn.state);
         progress.ts_ms = turn.ts_ms;
         progress
     }
 
     /// The store has been quiet since `last_change_ms`: the open turn (an answer the store
-    /// never marks as finished) is complete after `quiet_ms` (`inferred`).
+    /// never marks as finished) is complete after `quiet_ms`, and a last turn still
+    /// unfinished after `STALE_TURN_MS` is over (both `inferred`).
     pub fn on_quiet(
         &mut self,
         now_ms: u64,
@@ -267,20 +327,71 @@ impl SnapshotDiffer {
         quiet_ms: u64,
     ) -> Vec<Observation> {
         let mut out = Vec::new();
-        if now_ms.saturating_sub(last_change_ms) < quiet_ms {
+        let quiet_for = now_ms.saturating_sub(last_change_ms);
+        if quiet_for < quiet_ms {
             return out;
         }
         if let Some(id) = self.open_turn.take() {
             self.complete_inferred(&mut out, id);
         }
+        if quiet_for >= STALE_TURN_MS {
+            self.conclude_stale(&mut out);
+        }
         out
+    }
+
+    /// History read at once: concluded from the last turn's own time (the file's
+    /// `written_ms` when the store gives none).
+    pub fn on_history(&mut self, now_ms: u64, written_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        let own = self
+            .last_turn
+            .as_ref()
+            .and_then(|id| self.turns.get(id))
+            .and_then(|t| t.ts_ms);
+        let last = own.map_or(written_ms, |ts| ts.min(written_ms));
+        self.on_quiet(now_ms, last, quiet_ms)
+    }
+
+    /// Whether the last turn is unfinished (the passing of time may still end it).
+    pub fn turn_open(&self) -> bool {
+        self.open_turn.is_some()
+            || self
+                .last_turn
+                .as_ref()
+                .and_then(|id| self.turns.get(id))
+                .is_some_and(|t| t.reported != Reported::Ended)
+    }
+
+    /// The last turn, unfinished for `STALE_TURN_MS`, is over: `cancelled` (`inferred`;
+    /// an answer that could be complete was ended by `complete_inferred` before).
+    fn conclude_stale(&mut self, out: &mut Vec<Observation>) {
+        let Some(id) = self.last_turn.clone() else {
+            return;
+        };
+        let Some(mut progress) = self.turns.get(&id).cloned() else {
+            return;
+        };
+        if progress.reported == Reported::Ended {
+            return;
+        }
+        self.emit(
+            out,
+            progress.ts_ms,
+            ObservationBasis::Inferred,
+            ObservedKind::Cancelled,
+        );
+        progress.reported = Reported::Ended;
+        progress.open = false;
+        progress.end_inferred = true;
+        progress.reply = (String::new(), 0);
+        self.turns.insert(id, progress);
     }
 
     /// The open turn `id` is complete (`inferred`), once.
     fn complete_inferred(&mut self, out: &mut Vec<Observation>, id: String) {
         if let Some(mut progress) = self.turns.get(&id).cloned() {
             if progress.open && progress.reported != Reported::Ended {
-                let (excerpt, length) = excerpt_and_length(&progress.reply);
+                let (excerpt, length) = std::mem::take(&mut progress.reply);
                 self.emit(
                     out,
                     progress.ts_ms,
@@ -289,6 +400,7 @@ impl SnapshotDiffer {
                 );
                 progress.reported = Reported::Ended;
                 progress.open = false;
+                progress.end_inferred = true;
                 self.turns.insert(id, progress);
             }
         }
@@ -460,5 +572,84 @@ mod tests {
             kinds(&differ.update(&chat(vec![working, second]))),
             ["chat_seen", "prompt_seen", "reply_started", "prompt_seen"]
         );
+    }
+
+    #[test]
+    fn a_last_turn_left_unfinished_is_over_after_an_hour_and_comes_back_if_it_changes() {
+        let hour = STALE_TURN_MS;
+        // A reply the store says is still being written, a year ago.
+        let replying = turn("r1", "explain", "Half an ans", TurnState::Replying);
+        let mut differ = SnapshotDiffer::new();
+        differ.update(&chat(vec![replying.clone()]));
+        assert!(differ.turn_open());
+        assert!(differ.on_history(1 + hour - 1, 1, 1_000).is_empty());
+        assert_eq!(
+            kinds(&differ.on_history(1 + hour, u64::MAX, 1_000)),
+            ["cancelled (inferred)"],
+            "by the turn's own time (1), not the file's"
+        );
+        assert!(!differ.turn_open());
+        // The same snapshot again: no news.
+        assert!(differ.update(&chat(vec![replying.clone()])).is_empty());
+        // More of the reply after all: the end is taken back, once.
+        let more = turn(
+            "r1",
+            "explain",
+            "Half an answer, and more",
+            TurnState::Replying,
+        );
+        assert_eq!(
+            kinds(&differ.update(&chat(vec![more.clone()]))),
+            ["reply_resumed"]
+        );
+        assert!(differ.update(&chat(vec![more])).is_empty());
+
+        // An inferred completion the store later confirms (same reply) is no news.
+        let open = turn(
+            "r1",
+            "explain",
+            "All of it.",
+            TurnState::Open {
+                tool_pending: false,
+            },
+        );
+        let mut differ = SnapshotDiffer::new();
+        differ.update(&chat(vec![open]));
+        assert_eq!(
+            kinds(&differ.on_quiet(2_000, 0, 1_000)),
+            ["reply_completed (inferred)"]
+        );
+        let done = turn("r1", "explain", "All of it.", TurnState::Completed);
+        assert!(differ.update(&chat(vec![done])).is_empty());
+    }
+
+    #[test]
+    fn the_differ_keeps_no_reply_text_and_survives_a_checkpoint() {
+        let long = "word ".repeat(10_000);
+        let mut differ = SnapshotDiffer::new();
+        differ.update(&chat(vec![
+            turn("r1", "a", &long, TurnState::Completed),
+            turn(
+                "r2",
+                "b",
+                &long,
+                TurnState::Open {
+                    tool_pending: false,
+                },
+            ),
+        ]));
+        let state = serde_json::to_string(&differ).unwrap();
+        assert!(
+            state.len() < 1_000,
+            "{} bytes kept for two long replies",
+            state.len()
+        );
+        let mut restored: SnapshotDiffer = serde_json::from_str(&state).unwrap();
+        let events = restored.on_quiet(2_000, 0, 1_000);
+        assert_eq!(kinds(&events), ["reply_completed (inferred)"]);
+        let ObservedKind::ReplyCompleted { length, .. } = &events[0].event else {
+            panic!()
+        };
+        assert_eq!(*length, 50_000);
     }
 }

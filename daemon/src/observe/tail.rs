@@ -47,57 +47,115 @@ impl JsonlTail {
         self.offset
     }
 
+    /// Where complete lines end and the file's inode, when something was read: what the
+    /// summary cache keeps to resume here after a restart (a partial last line is read
+    /// again then).
+    pub fn position(&self) -> Option<(u64, u64)> {
+        let inode = self.inode?;
+        if self.skipping_long_line {
+            return None;
+        }
+        Some((self.offset - self.partial.len() as u64, inode))
+    }
+
+    /// Resumes at `position` of the file with `inode` (from [`JsonlTail::position`]):
+    /// the next read starts there, or from the beginning if the file was replaced or
+    /// shrank since.
+    pub fn resume_at(&mut self, position: u64, inode: u64) {
+        self.offset = position;
+        self.inode = Some(inode);
+        self.partial.clear();
+        self.skipping_long_line = false;
+    }
+
     /// Reads what was appended since the last call. The cost is proportional to the new
     /// bytes, not to the file's size.
     pub fn read_new(&mut self) -> std::io::Result<TailRead> {
+        let mut read = TailRead::default();
+        self.read_each(|item| match item {
+            TailItem::Restarted => read.restarted = true,
+            TailItem::Line(line) => read.lines.push(line.to_vec()),
+        })?;
+        Ok(read)
+    }
+
+    /// Reads what was appended since the last call, handing each complete line to `each`
+    /// as it is read (after `Restarted` when the file was truncated or replaced): memory
+    /// stays bounded by `READ_CHUNK_BYTES` and the longest line, whatever was appended.
+    pub fn read_each(&mut self, mut each: impl FnMut(TailItem<'_>)) -> std::io::Result<()> {
         let mut file = File::open(&self.path)?;
         let meta = file.metadata()?;
-        let mut read = TailRead::default();
         let replaced = self.inode.is_some_and(|inode| inode != meta.ino());
         if replaced || meta.len() < self.offset {
             self.offset = 0;
             self.partial.clear();
             self.skipping_long_line = false;
-            read.restarted = self.inode.is_some();
+            if self.inode.is_some() {
+                each(TailItem::Restarted);
+            }
         }
         self.inode = Some(meta.ino());
         if meta.len() == self.offset {
-            return Ok(read);
+            return Ok(());
         }
         file.seek(SeekFrom::Start(self.offset))?;
-        let mut chunk =
-            Vec::with_capacity((meta.len() - self.offset).min(8 * 1024 * 1024) as usize);
-        (&mut file)
-            .take(meta.len() - self.offset)
-            .read_to_end(&mut chunk)?;
-        self.offset += chunk.len() as u64;
-        let mut rest: &[u8] = &chunk;
-        while let Some(newline) = rest.iter().position(|&b| b == b'\n') {
-            let (line, after) = rest.split_at(newline);
-            rest = &after[1..];
-            if self.skipping_long_line {
-                self.skipping_long_line = false;
+        let mut left = meta.len() - self.offset;
+        let mut chunk = vec![0u8; (left.min(READ_CHUNK_BYTES as u64)) as usize];
+        while left > 0 {
+            let want = (left.min(chunk.len() as u64)) as usize;
+            let got = file.read(&mut chunk[..want])?;
+            if got == 0 {
+                break;
+            }
+            left -= got as u64;
+            self.offset += got as u64;
+            let mut rest: &[u8] = &chunk[..got];
+            while let Some(newline) = rest.iter().position(|&b| b == b'\n') {
+                let (line, after) = rest.split_at(newline);
+                rest = &after[1..];
+                if self.skipping_long_line {
+                    self.skipping_long_line = false;
+                    self.partial.clear();
+                    continue;
+                }
+                let whole: &[u8] = if self.partial.is_empty() {
+                    line
+                } else {
+                    self.partial.extend_from_slice(line);
+                    &self.partial
+                };
+                let whole = whole.strip_suffix(b"\r").unwrap_or(whole);
+                if !whole.iter().all(u8::is_ascii_whitespace) {
+                    each(TailItem::Line(whole));
+                }
                 self.partial.clear();
-                continue;
             }
-            let mut whole = std::mem::take(&mut self.partial);
-            whole.extend_from_slice(line);
-            if whole.last() == Some(&b'\r') {
-                whole.pop();
-            }
-            if !whole.iter().all(u8::is_ascii_whitespace) {
-                read.lines.push(whole);
+            if !self.skipping_long_line {
+                self.partial.extend_from_slice(rest);
+                if self.partial.len() > MAX_LINE_BYTES {
+                    self.partial = Vec::new();
+                    self.skipping_long_line = true;
+                }
             }
         }
-        if !self.skipping_long_line {
-            self.partial.extend_from_slice(rest);
-            if self.partial.len() > MAX_LINE_BYTES {
-                self.partial.clear();
-                self.skipping_long_line = true;
-            }
+        if self.partial.capacity() > READ_CHUNK_BYTES && self.partial.len() < READ_CHUNK_BYTES {
+            // A long line passed through: give its memory back.
+            self.partial.shrink_to_fit();
         }
-        Ok(read)
+        Ok(())
     }
+}
+
+/// How much of a file is read at a time.
+pub const READ_CHUNK_BYTES: usize = 256 * 1024;
+
+/// One item of [`JsonlTail::read_each`].
+#[derive(Debug)]
+pub enum TailItem<'a> {
+    /// The file was truncated or replaced: what follows starts again from its beginning.
+    Restarted,
+    /// A complete line, without its newline (and without a `\r` before it).
+    Line(&'a [u8]),
 }
 
 #[cfg(test)]

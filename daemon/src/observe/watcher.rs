@@ -1,11 +1,19 @@
-//! Watches the chat stores' directories (notify, plus a slow periodic rescan as a safety net for missed events), reads what changed incrementally, runs the pure parsers, infers quiet completions, and sends the observations to the daemon loop. Roots follow the machine: a missing root is waited for through its nearest existing folder and read the moment it appears; a root deleted, replaced or re-pointed through a symbolic link is picked up again by itself; a root the inotify limits refuse is polled. Besides the registry's roots it observes the folders plugin sessions announce, for as long as a session that announced them lasts.
+//! Watches the chat stores' directories (notify; a rescan only when the kernel says events were lost), reads what changed incrementally, runs the pure parsers, infers quiet completions, and sends the observations to the daemon loop. Roots follow the machine: a missing root is waited for through its nearest existing folder and read the moment it appears; a root deleted, replaced or re-pointed through a symbolic link is picked up again by itself; a root the inotify limits refuse is polled. Besides the registry's roots it observes the folders plugin sessions announce, for as long as a session that announced them lasts.
+//!
+//! Idle cost does not grow with history: while nothing changes, only the roots are
+//! checked (one `stat` each, every second) and only files with a turn still open are
+//! looked at when time passes. A restart trusts the per-file summary cache
+//! (`summary_cache`) for files whose identity and size did not change and reads only what
+//! was appended to the others.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use koru_protocol::{ObservedEvent, ObserverMode, ObserverStatus, StoreProblem, StoreProblemKind};
+use koru_protocol::{
+    ChatInfo, ObservedEvent, ObserverMode, ObserverStatus, PollCost, StoreProblem, StoreProblemKind,
+};
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -13,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::announced::{self, AnnounceConfig, RootsChange};
 use super::follow::{Follower, ReadProblem};
 use super::locations::Store;
+use super::summary_cache::{self, CachedFile};
 use super::Observation;
 use crate::appear_watch::AppearWatch;
 use crate::clock::{Clock, SystemClock};
@@ -30,6 +39,21 @@ pub enum ObserverReport {
     },
     /// The roots' status changed (watches, files, problems).
     Health { observers: Vec<ObserverStatus> },
+    /// The chats of a file the summary cache vouched for, as they stood when the daemon
+    /// last read it (history: applied to the chats table, not published).
+    Restored {
+        chats: Vec<ChatInfo>,
+        source: PathBuf,
+    },
+}
+
+/// What the change-notification thread tells the watcher.
+#[derive(Debug)]
+enum Notice {
+    /// Something changed at this path.
+    Changed(PathBuf),
+    /// The kernel dropped notifications (its queue overflowed): list everything again.
+    LostEvents,
 }
 
 /// Problems kept per root for `status` and doctor.
@@ -40,8 +64,15 @@ const PROBLEMS_KEPT: usize = 20;
 /// notifications usually tell first; this is the safety net.
 const ROOT_CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// How often a root that exists but cannot be watched is read again.
+/// How often, at most, a root that exists but cannot be watched is read again.
 const POLL_EVERY: Duration = Duration::from_secs(2);
+
+/// Polling may take at most this share of a core: passes are spaced by
+/// `1 / POLL_DUTY_MAX` times what the last one took.
+const POLL_DUTY_MAX: f64 = 0.001;
+
+/// How often the summary cache is written while something changed.
+const CACHE_SAVE_EVERY: Duration = Duration::from_secs(60);
 
 /// Folders counted at most when sizing the watches a refused root needs.
 const WATCHES_COUNTED_MAX: u64 = 1_000_000;
@@ -60,6 +91,8 @@ pub struct ObserveConfig {
     /// When the daemon started (before its socket accepted anyone): files last written
     /// before it are history. `None`: when the watcher starts.
     pub started_ms: Option<u64>,
+    /// The per-file summary cache (`None`: none, every start reads the history again).
+    pub cache: Option<PathBuf>,
 }
 
 impl Default for ObserveConfig {
@@ -70,6 +103,7 @@ impl Default for ObserveConfig {
             rescan: Duration::from_secs(10),
             announce: AnnounceConfig::default(),
             started_ms: None,
+            cache: None,
         }
     }
 }
@@ -84,6 +118,48 @@ struct Followed {
     /// Everything read so far was written before the daemon could know it: what the
     /// quiet period concludes from it is history too, never news.
     history: bool,
+    /// The file as it was just before the last read (what the summary cache records:
+    /// a file found the same at the next start needs no read).
+    read_stamp: Option<Stamp>,
+    /// The chats table's rows this file produced (kept for the summary cache).
+    chats: Vec<ChatInfo>,
+}
+
+/// A file's identity, size and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i64,
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+            mtime_ns: meta
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(meta.mtime_nsec()),
+        })
+    }
+
+    fn mtime_ms(&self) -> u64 {
+        u64::try_from(self.mtime_ns / 1_000_000).unwrap_or(0)
+    }
+}
+
+/// What one start-up found, for its one log line.
+#[derive(Debug, Default)]
+struct StartCount {
+    restored: usize,
+    read: usize,
+    cache: String,
 }
 
 /// One store root being observed.
@@ -133,13 +209,6 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).ok()?;
     meta.is_dir().then(|| (meta.dev(), meta.ino()))
-}
-
-/// The file's last modification, in ms since the epoch.
-fn mtime_ms(path: &Path) -> Option<u64> {
-    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
-    let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
-    Some(since.as_millis() as u64)
 }
 
 /// The nearest folder above `path` that exists.
@@ -223,6 +292,20 @@ struct State<E> {
     /// Files or problems changed since the health was last reported.
     health_changed: bool,
     events: mpsc::Sender<E>,
+    /// Files whose turn is open or that changed within a quiet period: the only ones the
+    /// passing of time can conclude something for.
+    quiet_pending: std::collections::HashSet<PathBuf>,
+    /// The summary cache's entries not claimed yet (consumed as files are first met).
+    cached: HashMap<PathBuf, CachedFile>,
+    /// Something the summary cache records changed since it was written.
+    cache_dirty: bool,
+    /// Polling: time between passes, what the last pass cost and saw.
+    poll_every: Duration,
+    last_poll_pass: Duration,
+    last_poll_files: usize,
+    start: StartCount,
+    /// The summary cache being written, if it is.
+    saving: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl<E: From<ObserverReport> + Send> State<E> {
@@ -266,44 +349,73 @@ impl<E: From<ObserverReport> + Send> State<E> {
         };
         let now = SystemClock.now_ms();
         let first_read = !self.files.contains_key(&path);
+        let stamp = Stamp::of(&path);
         if first_read {
             self.health_changed = true;
+            self.cache_dirty = true;
             let root_since = self
                 .roots
                 .iter()
                 .find(|r| r.path == root)
                 .map_or(0, |r| r.since_ms);
-            let written = mtime_ms(&path);
+            let written = stamp.map(|s| s.mtime_ms());
             let history = written.is_some_and(|ms| ms < root_since);
             let announced_workspace = self
                 .roots
                 .iter()
                 .find(|r| r.path == root)
                 .and_then(|r| r.workspace.clone());
-            self.files.insert(
-                path.clone(),
-                Followed {
-                    store,
-                    root: root.clone(),
-                    follower: store.follower(&path, announced_workspace),
-                    last_change_ms: if history {
-                        written.unwrap_or(now).min(now)
-                    } else {
-                        now
-                    },
-                    history,
+            let mut followed = Followed {
+                store,
+                root: root.clone(),
+                follower: store.follower(&path, announced_workspace),
+                last_change_ms: if history {
+                    written.unwrap_or(now).min(now)
+                } else {
+                    now
                 },
-            );
+                history,
+                read_stamp: None,
+                chats: Vec::new(),
+            };
+            if let Some(unchanged) = self.restore(&path, store, stamp, &mut followed) {
+                let chats = followed.chats.clone();
+                self.files.insert(path.clone(), followed);
+                self.start.restored += 1;
+                if !chats.is_empty() {
+                    let _ = self
+                        .events
+                        .send(E::from(ObserverReport::Restored {
+                            chats,
+                            source: path.clone(),
+                        }))
+                        .await;
+                }
+                if unchanged {
+                    // Nothing to read: only what time concluded since it was cached.
+                    self.conclude_history(&path, now).await;
+                    return;
+                }
+            } else {
+                self.files.insert(path.clone(), followed);
+            }
+            self.start.read += 1;
         }
         let Some(followed) = self.files.get_mut(&path) else {
             return;
         };
+        if !first_read && store.one_file() && stamp.is_some() && followed.read_stamp == stamp {
+            // Nothing changed since the last read (a poll pass, an event for metadata).
+            return;
+        }
         let read = match followed.follower.read() {
             Ok(read) => read,
             Err(ReadProblem::Gone) => {
                 self.files.remove(&path);
                 self.problems.remove(&path);
+                self.quiet_pending.remove(&path);
                 self.health_changed = true;
+                self.cache_dirty = true;
                 return;
             }
             Err(problem) => {
@@ -330,6 +442,10 @@ impl<E: From<ObserverReport> + Send> State<E> {
         }
         let mut observations = read.observations;
         if let Some(followed) = self.files.get_mut(&path) {
+            followed.read_stamp = stamp;
+            if read.changed {
+                self.cache_dirty = true;
+            }
             if read.changed && !first_read {
                 // Written while the daemon follows it: news from now on.
                 followed.last_change_ms = now;
@@ -339,15 +455,64 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 // Its state comes from its own time at once, not after a quiet period
                 // counted from the moment the daemon happened to read it.
                 let quiet_ms = self.config.quiet.as_millis() as u64;
-                observations.extend(followed.follower.on_quiet(
+                observations.extend(followed.follower.on_history(
                     now,
                     followed.last_change_ms,
                     quiet_ms,
                 ));
             }
+            if !followed.history || followed.follower.turn_open() {
+                self.quiet_pending.insert(path.clone());
+            }
         }
         let history = self.files.get(&path).is_some_and(|f| f.history);
         self.forward(store, observations, history, &path).await;
+    }
+
+    /// A file restored from the summary cache without a read: what time concluded since
+    /// (a turn that has been open for too long is over), as history.
+    async fn conclude_history(&mut self, path: &Path, now: u64) {
+        let quiet_ms = self.config.quiet.as_millis() as u64;
+        let Some(followed) = self.files.get_mut(path) else {
+            return;
+        };
+        let store = followed.store;
+        let observations = followed
+            .follower
+            .on_history(now, followed.last_change_ms, quiet_ms);
+        if followed.follower.turn_open() {
+            self.quiet_pending.insert(path.to_path_buf());
+        }
+        self.forward(store, observations, true, path).await;
+    }
+
+    /// Restores `followed` from the summary cache's entry for `path`, when there is one
+    /// for this store and the file is the same file, not shorter, and the follower
+    /// accepts its checkpoint. Returns whether the file is unchanged since (nothing to
+    /// read), or `None` when the cache cannot vouch for it (it is read from the start).
+    fn restore(
+        &mut self,
+        path: &Path,
+        store: Store,
+        stamp: Option<Stamp>,
+        followed: &mut Followed,
+    ) -> Option<bool> {
+        let entry = self.cached.remove(path)?;
+        let stamp = stamp?;
+        let same_file =
+            entry.store == store.id() && entry.dev == stamp.dev && entry.ino == stamp.ino;
+        let unchanged = stamp.size == entry.size && stamp.mtime_ns == entry.mtime_ns;
+        // Same size but written since: rewritten in place, not appended to.
+        let appended = stamp.size > entry.size;
+        if !same_file || !(unchanged || appended) {
+            return None;
+        }
+        if !followed.follower.restore(entry.checkpoint) {
+            return None;
+        }
+        followed.chats = entry.chats;
+        followed.read_stamp = unchanged.then_some(stamp);
+        Some(unchanged)
     }
 
     fn note_problem(
@@ -396,7 +561,24 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 process: None,
                 event: o.event,
             })
-            .collect();
+            .collect::<Vec<ObservedEvent>>();
+        if let Some(followed) = self.files.get_mut(source) {
+            for event in &events {
+                let row = match followed
+                    .chats
+                    .iter()
+                    .position(|c| c.chat_id == event.chat_id && c.store == event.store)
+                {
+                    Some(index) => &mut followed.chats[index],
+                    None => {
+                        followed.chats.push(super::new_chat_row(event));
+                        followed.chats.last_mut().expect("just pushed")
+                    }
+                };
+                super::apply_to_chat_row(row, event);
+            }
+            self.cache_dirty = true;
+        }
         let _ = self
             .events
             .send(E::from(ObserverReport::Observed {
@@ -407,8 +589,9 @@ impl<E: From<ObserverReport> + Send> State<E> {
             .await;
     }
 
-    /// Lists every root again, reading each session file (unchanged files cost a stat);
-    /// unreadable directories are problems too.
+    /// Lists every root again, reading each session file that changed since it was read
+    /// (an unchanged one costs a `stat`); unreadable directories are problems too. At
+    /// start-up, and when the kernel says change notifications were lost.
     async fn rescan(&mut self) {
         let roots: Vec<(Store, PathBuf)> = self
             .roots
@@ -416,31 +599,155 @@ impl<E: From<ObserverReport> + Send> State<E> {
             .filter(|r| r.checked)
             .map(|r| (r.store, r.path.clone()))
             .collect();
+        let mut listed = std::collections::HashSet::new();
         for (store, root) in roots {
             for path in store.session_files(&root) {
                 self.follow(&path).await;
+                listed.insert(store.session_path(&path));
             }
         }
         // Files that disappeared without an event.
-        self.files.retain(|path, _| path.exists());
+        let before = self.files.len();
+        self.files
+            .retain(|path, _| listed.contains(path) || path.exists());
         self.problems.retain(|path, _| path.exists());
+        if self.files.len() != before {
+            self.cache_dirty = true;
+        }
+        self.quiet_pending.retain(|path| listed.contains(path));
         self.report_health().await;
     }
 
+    /// What the passing of time concludes, for the files where it can (a turn open, or a
+    /// change within a quiet period): the others are not looked at.
     async fn check_quiet(&mut self) {
+        if self.quiet_pending.is_empty() {
+            return;
+        }
         let now = SystemClock.now_ms();
         let quiet_ms = self.config.quiet.as_millis() as u64;
         let mut found = Vec::new();
-        for (path, followed) in self.files.iter_mut() {
+        let mut settled = Vec::new();
+        for path in &self.quiet_pending {
+            let Some(followed) = self.files.get_mut(path) else {
+                settled.push(path.clone());
+                continue;
+            };
             let observations = followed
                 .follower
                 .on_quiet(now, followed.last_change_ms, quiet_ms);
             if !observations.is_empty() {
                 found.push((followed.store, observations, followed.history, path.clone()));
             }
+            let quiet_passed = now.saturating_sub(followed.last_change_ms) >= quiet_ms;
+            if quiet_passed && !followed.follower.turn_open() {
+                settled.push(path.clone());
+            }
+        }
+        for path in settled {
+            self.quiet_pending.remove(&path);
         }
         for (store, observations, history, path) in found {
             self.forward(store, observations, history, &path).await;
+        }
+    }
+
+    /// The one start-up line: how the roots are followed and what reading the history
+    /// took (the details are in `koru status --json` and doctor).
+    fn log_start(&self, took: Duration) {
+        let (mut watched, mut waiting, mut polled) = (0usize, 0usize, 0usize);
+        for root in &self.roots {
+            if !root.path.is_dir() {
+                waiting += 1;
+            } else if self.notified(&root.path) {
+                watched += 1;
+            } else {
+                polled += 1;
+            }
+        }
+        tracing::info!(
+            "observing chat stores: {watched} roots watched, {waiting} waiting, {polled} polled; {} files ({} from the summary cache, {} read) in {} ms; {}",
+            self.files.len(),
+            self.start.restored,
+            self.start.read,
+            took.as_millis(),
+            if self.start.cache.is_empty() { "no summary cache configured" } else { &self.start.cache },
+        );
+    }
+
+    /// Reads again the files whose last read failed in a way that passes: a busy
+    /// database (every second), and with `malformed_too` a file caught half-written (no
+    /// later change may tell). Only files with a problem: bounded by them, not by history.
+    async fn retry_problems(&mut self, malformed_too: bool) {
+        let retry: Vec<PathBuf> = self
+            .problems
+            .iter()
+            .filter(|(_, (_, _, problem))| match problem.kind {
+                StoreProblemKind::Busy => true,
+                StoreProblemKind::Malformed => malformed_too,
+                StoreProblemKind::Unreadable => false,
+            })
+            .map(|(path, _)| path.clone())
+            .collect();
+        for path in retry {
+            self.follow(&path).await;
+        }
+    }
+
+    /// Writes the summary cache when something it records changed: entries are
+    /// serialized here, one at a time, and the file is written on a blocking thread (a
+    /// disk busy with someone else's writes never holds the observers up); `now` writes
+    /// it before returning (at shutdown).
+    fn save_cache(&mut self, now: bool) {
+        let Some(path) = self.config.cache.clone() else {
+            return;
+        };
+        if !self.cache_dirty || self.saving.as_ref().is_some_and(|s| !s.is_finished()) {
+            return;
+        }
+        self.cache_dirty = false;
+        let mut body = Vec::new();
+        let mut count = 0usize;
+        for (file, followed) in &self.files {
+            if self.problems.contains_key(file) {
+                continue;
+            }
+            let (Some(stamp), Some(checkpoint)) =
+                (followed.read_stamp, followed.follower.checkpoint())
+            else {
+                continue;
+            };
+            let entry = CachedFile {
+                path: file.clone(),
+                store: followed.store.id().to_string(),
+                dev: stamp.dev,
+                ino: stamp.ino,
+                size: stamp.size,
+                mtime_ns: stamp.mtime_ns,
+                checkpoint,
+                chats: followed.chats.clone(),
+            };
+            if serde_json::to_writer(&mut body, &entry).is_ok() {
+                body.push(b'\n');
+                count += 1;
+            }
+        }
+        let write = move || {
+            match summary_cache::write(&path, &body, count) {
+                Ok(()) => {
+                    tracing::debug!(path = %path.display(), files = count, "observers' summary cache written")
+                }
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "cannot write the observers' summary cache; the next start reads the history again")
+                }
+            }
+            drop(body);
+            crate::memory::return_freed_heap_pages();
+        };
+        if now {
+            write();
+        } else {
+            self.saving = Some(tokio::task::spawn_blocking(write));
         }
     }
 
@@ -491,6 +798,11 @@ impl<E: From<ObserverReport> + Send> State<E> {
                         .collect(),
                     announced_by: root.sessions.iter().cloned().collect(),
                     announced: !root.registry,
+                    poll: (mode == ObserverMode::Polled).then_some(PollCost {
+                        every_ms: self.poll_every.as_millis() as u64,
+                        last_pass_us: self.last_poll_pass.as_micros() as u64,
+                        files: self.last_poll_files,
+                    }),
                 }
             })
             .collect();
@@ -590,7 +902,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
                                     .unwrap_or_default();
                                 (
                                     format!(
-                                        "the inotify watch limit (fs.inotify.max_user_watches) is reached: this folder needs {needed} watch(es){raise}; polled every {} s meanwhile",
+                                        "the inotify watch limit (fs.inotify.max_user_watches) is reached: this folder needs {needed} watch(es){raise}; polled meanwhile (every {} s or more)",
                                         POLL_EVERY.as_secs()
                                     ),
                                     Some(needed),
@@ -598,7 +910,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
                             }
                             _ => (
                                 format!(
-                                    "{error}; polled every {} s meanwhile",
+                                    "{error}; polled meanwhile (every {} s or more)",
                                     POLL_EVERY.as_secs()
                                 ),
                                 None,
@@ -695,9 +1007,22 @@ impl<E: From<ObserverReport> + Send> State<E> {
             self.problems
                 .retain(|_, (s, r, _)| !(*s == *store && r == path));
         }
-        // Roots that were polled or waited for and vanished: their files are gone too.
+        // Roots that were polled or waited for and vanished: their files are gone too
+        // (one `stat` per root, never one per file).
+        let vanished: Vec<(Store, PathBuf)> = self
+            .roots
+            .iter()
+            .filter(|r| !self.watched.contains(&r.path) && !r.path.is_dir())
+            .map(|r| (r.store, r.path.clone()))
+            .collect();
         let before = self.files.len();
-        self.files.retain(|path, _| path.exists());
+        if !vanished.is_empty() {
+            self.files
+                .retain(|_, f| !vanished.iter().any(|(s, r)| *s == f.store && *r == f.root));
+        }
+        if self.files.len() != before {
+            self.cache_dirty = true;
+        }
         !lost.is_empty() || self.files.len() != before
     }
 
@@ -743,6 +1068,8 @@ impl<E: From<ObserverReport> + Send> State<E> {
 
     /// Roots that exist but are not watched (the watch was refused, or notifications are
     /// unavailable) are read again.
+    /// Its cost is measured, and the next pass is put off so that polling takes at most
+    /// `POLL_DUTY_MAX` of a core.
     async fn poll_unwatched(&mut self) {
         let polled: Vec<(Store, PathBuf)> = self
             .roots
@@ -750,9 +1077,34 @@ impl<E: From<ObserverReport> + Send> State<E> {
             .filter(|r| r.checked && r.path.is_dir() && !self.notified(&r.path))
             .map(|r| (r.store, r.path.clone()))
             .collect();
-        for (store, root) in polled {
-            self.scan(store, &root, &root).await;
+        if polled.is_empty() {
+            return;
         }
+        let started = std::time::Instant::now();
+        let mut listed = std::collections::HashSet::new();
+        for (store, root) in &polled {
+            for path in store.session_files(root) {
+                self.follow(&path).await;
+                listed.insert(store.session_path(&path));
+            }
+        }
+        // Files under a polled root that are gone.
+        let before = self.files.len();
+        self.files.retain(|path, f| {
+            listed.contains(path) || !polled.iter().any(|(s, r)| *s == f.store && *r == f.root)
+        });
+        if self.files.len() != before {
+            self.cache_dirty = true;
+            self.health_changed = true;
+        }
+        let pass = started.elapsed();
+        let every = POLL_EVERY.max(pass.mul_f64(1.0 / POLL_DUTY_MAX));
+        if every != self.poll_every || listed.len() != self.last_poll_files {
+            self.health_changed = true;
+        }
+        self.last_poll_pass = pass;
+        self.last_poll_files = listed.len();
+        self.poll_every = every;
     }
 
     /// A change notification for `path`.
@@ -773,6 +1125,18 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 self.scan(store, &root, path).await;
             }
             return;
+        }
+        if !path.exists() {
+            // A folder deleted or moved away takes its files with it (a file's own
+            // deletion is found when it is read below).
+            let before = self.files.len();
+            self.files
+                .retain(|file, _| file == path || !file.starts_with(path));
+            if self.files.len() != before {
+                self.problems.retain(|file, _| !file.starts_with(path));
+                self.health_changed = true;
+                self.cache_dirty = true;
+            }
         }
         self.follow(path).await;
     }
@@ -887,7 +1251,7 @@ pub async fn run<E: From<ObserverReport> + Send>(
     mut announcements: mpsc::UnboundedReceiver<RootsChange>,
     shutdown: CancellationToken,
 ) {
-    let (changed_tx, mut changed_rx) = mpsc::unbounded_channel::<PathBuf>();
+    let (changed_tx, mut changed_rx) = mpsc::unbounded_channel::<Notice>();
     let watcher = notify::recommended_watcher(move |result: notify::Result<notify::Event>| {
         if let Ok(event) = result {
             // Our own reads open and close the files: access events would feed back.
@@ -898,8 +1262,12 @@ pub async fn run<E: From<ObserverReport> + Send>(
             {
                 return;
             }
+            if event.need_rescan() {
+                // The kernel's queue overflowed: some changes were never told.
+                let _ = changed_tx.send(Notice::LostEvents);
+            }
             for path in event.paths {
-                let _ = changed_tx.send(path);
+                let _ = changed_tx.send(Notice::Changed(path));
             }
         }
     });
@@ -929,6 +1297,22 @@ pub async fn run<E: From<ObserverReport> + Send>(
         .iter()
         .map(|(store, path)| Root::new(*store, path.clone(), true, started_ms))
         .collect();
+    let mut start = StartCount::default();
+    let cached = match config.cache.as_deref().map(summary_cache::load) {
+        None => HashMap::new(),
+        Some(Ok(files)) => {
+            start.cache = format!("{} files in the summary cache", files.len());
+            files
+        }
+        Some(Err(refused)) => {
+            start.cache = format!("no usable summary cache ({refused})");
+            if !matches!(refused, summary_cache::CacheRefused::Missing) {
+                tracing::info!(cache = ?config.cache, %refused, "not using the observers' summary cache; reading the history again and writing a new one");
+            }
+            HashMap::new()
+        }
+    };
+    let started = std::time::Instant::now();
     let mut state = State {
         config,
         roots,
@@ -946,6 +1330,14 @@ pub async fn run<E: From<ObserverReport> + Send>(
         last_health: Vec::new(),
         health_changed: true,
         events,
+        quiet_pending: std::collections::HashSet::new(),
+        cached,
+        cache_dirty: false,
+        poll_every: POLL_EVERY,
+        last_poll_pass: Duration::ZERO,
+        last_poll_files: 0,
+        start,
+        saving: None,
     };
     if watcher.is_none() {
         for root in &state.roots {
@@ -956,6 +1348,10 @@ pub async fn run<E: From<ObserverReport> + Send>(
     }
     state.arm(&mut watcher, false);
     state.rescan().await;
+    state.cached = HashMap::new();
+    state.log_start(started.elapsed());
+    state.save_cache(false);
+    crate::memory::return_freed_heap_pages();
 
     let mut rescan = tokio::time::interval(state.config.rescan);
     rescan.tick().await;
@@ -963,6 +1359,9 @@ pub async fn run<E: From<ObserverReport> + Send>(
     root_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     root_check.tick().await;
     let mut last_poll = std::time::Instant::now();
+    let mut cache_save = tokio::time::interval(CACHE_SAVE_EVERY);
+    cache_save.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    cache_save.tick().await;
     let quiet_every =
         (state.config.quiet / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
     let mut quiet = tokio::time::interval(quiet_every);
@@ -975,7 +1374,13 @@ pub async fn run<E: From<ObserverReport> + Send>(
     };
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => break,
+            _ = shutdown.cancelled() => {
+                if let Some(saving) = state.saving.take() {
+                    let _ = saving.await;
+                }
+                state.save_cache(true);
+                break;
+            }
             appeared = appeared() => {
                 for path in appeared {
                     state.on_change(&path, &mut watcher).await;
@@ -984,12 +1389,23 @@ pub async fn run<E: From<ObserverReport> + Send>(
                     state.report_health().await;
                 }
             }
-            Some(path) = changed_rx.recv() => {
-                let mut paths = vec![path];
-                while let Ok(more) = changed_rx.try_recv() {
-                    if !paths.contains(&more) {
-                        paths.push(more);
+            Some(notice) = changed_rx.recv() => {
+                let mut paths = Vec::new();
+                let mut lost_events = false;
+                for notice in std::iter::once(notice).chain(std::iter::from_fn(|| changed_rx.try_recv().ok())) {
+                    match notice {
+                        Notice::Changed(path) => {
+                            if !paths.contains(&path) {
+                                paths.push(path);
+                            }
+                        }
+                        Notice::LostEvents => lost_events = true,
                     }
+                }
+                if lost_events {
+                    tracing::info!("change notifications were lost (the kernel's queue overflowed); listing every chat store again");
+                    state.refresh_roots(&mut watcher, false).await;
+                    state.rescan().await;
                 }
                 for path in paths {
                     state.on_change(&path, &mut watcher).await;
@@ -1000,7 +1416,8 @@ pub async fn run<E: From<ObserverReport> + Send>(
             }
             _ = root_check.tick() => {
                 state.refresh_roots(&mut watcher, false).await;
-                if last_poll.elapsed() >= POLL_EVERY {
+                state.retry_problems(false).await;
+                if last_poll.elapsed() >= state.poll_every {
                     last_poll = std::time::Instant::now();
                     state.poll_unwatched().await;
                 }
@@ -1009,9 +1426,14 @@ pub async fn run<E: From<ObserverReport> + Send>(
                 }
             }
             _ = rescan.tick() => {
+                // Roots only: the watches the inotify limit refused are tried again.
                 state.refresh_roots(&mut watcher, true).await;
-                state.rescan().await;
+                state.retry_problems(true).await;
+                if state.health_changed {
+                    state.report_health().await;
+                }
             }
+            _ = cache_save.tick() => state.save_cache(false),
             Some(change) = announcements.recv() => {
                 match change {
                     RootsChange::Add { session_id, storage, workspace } => {

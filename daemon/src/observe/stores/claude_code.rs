@@ -8,15 +8,18 @@
 //! writes one — never on `stop_reason`, which is null on final replies in several
 //! versions. A user record `[Request interrupted by user…]` ends the turn as cancelled.
 //!
-//! Since 2.1 one API message is written as several records, one per content block
-//! (`thinking`, `text`, `tool_use`), each when its block is complete: a text record can be
-//! followed a minute later by the `tool_use` of the same message (seen in real 2.1.39
-//! transcripts, tests/corpus/claude_code). Nothing in a text record says whether more
-//! blocks follow, so a version that writes end records (2.1 on, or any file that has
-//! shown one) never gets an inferred end. Older versions (one record per message) get
-//! one when the last assistant record has text and no `tool_use`, nothing of the turn
-//! came after it (a tool result or a thinking-only record means it goes on), and then a
-//! quiet period passes or the next prompt comes.
+//! One API message is written as several records, one per content block (`thinking`,
+//! `text`, `tool_use`), each when its block is complete: a text record can be followed
+//! a minute later by the `tool_use` of the same message (real 2.1.39 transcripts; 1.0.17,
+//! 1.0.111 and 2.0.69 ones do the same, tests/corpus/claude_code). Nothing in a text
+//! record says whether more blocks follow, so a version that writes end records (2.1 on,
+//! or any file that has shown one) never gets an inferred end from quiet. Older versions
+//! get one when the last assistant record has text and no `tool_use`, nothing of the turn
+//! came after it (a tool result or a thinking-only record means it goes on), and then
+//! `SPLIT_BLOCKS_QUIET_FACTOR` quiet periods pass or the next prompt comes; a text record
+//! of the message that comes after all takes that end back (`reply_resumed`). A turn
+//! open with nothing written for an hour is over, whatever the version
+//! (`STALE_TURN_MS`); history is concluded from the records' own times.
 
 use koru_protocol::ObservationBasis;
 use serde_json::Value;
@@ -27,8 +30,14 @@ use crate::observe::{json_record, ChatTurns, LineParser, Observation, Turn};
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_claude_code_jsonl";
 
+/// How many quiet periods pass before an end is inferred (30 s at the default 5 s): in
+/// 1.0.x and 2.0.x transcripts a message's text block was followed by its tool call up to
+/// 10.2 s later (tests/corpus/claude_code, PROVENANCE.md), which a 5 s quiet period took
+/// for the end of the turn.
+pub const SPLIT_BLOCKS_QUIET_FACTOR: u64 = 6;
+
 /// The parser for one session file.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct ClaudeCodeParser {
     chat: ChatTurns,
     /// The API message (`message.id`) whose `end_turn` ended the last turn: its later
@@ -115,7 +124,7 @@ impl LineParser for ClaudeCodeParser {
                 let blocks = Blocks::of(content);
                 let has_text = !blocks.text.trim().is_empty();
                 if has_text {
-                    chat.last_text = blocks.text;
+                    chat.set_reply(&blocks.text);
                 }
                 // Only a record of text asking for no tool may be the turn's last; a
                 // thinking-only or tool-use record means the turn goes on.
@@ -127,7 +136,6 @@ impl LineParser for ClaudeCodeParser {
                     // The model ended its turn with this text and asked for no tool: an
                     // explicit end, written by versions with no end record (`claude -p`
                     // without Stop hooks in 2.1.197, tests/corpus/claude_code).
-                    chat.ends_recorded = true;
                     chat.complete(&mut out, ObservationBasis::Explicit);
                     self.ended_message = message_id.map(str::to_string);
                 }
@@ -146,8 +154,36 @@ impl LineParser for ClaudeCodeParser {
         Ok(out)
     }
 
+    /// Versions without end records write a message's blocks as separate records too, so
+    /// the text that looks like a turn's last may be followed by the same message's tool
+    /// call: the quiet period before an end is inferred is `SPLIT_BLOCKS_QUIET_FACTOR`
+    /// times the usual one.
     fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
-        self.chat.on_quiet(now_ms, last_change_ms, quiet_ms)
+        self.chat.on_quiet(
+            now_ms,
+            last_change_ms,
+            quiet_ms.saturating_mul(SPLIT_BLOCKS_QUIET_FACTOR),
+        )
+    }
+
+    fn on_history(&mut self, now_ms: u64, written_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.chat.on_history(
+            now_ms,
+            written_ms,
+            quiet_ms.saturating_mul(SPLIT_BLOCKS_QUIET_FACTOR),
+        )
+    }
+
+    fn turn_open(&self) -> bool {
+        self.chat.turn_open()
+    }
+
+    fn checkpoint(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self).ok()
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> bool {
+        crate::observe::restore_from_checkpoint(self, state)
     }
 }
 
@@ -296,11 +332,11 @@ mod tests {
         assert!(parser.on_quiet(10_000, 0, 1_000).is_empty());
         feed(&mut parser, &[TOOL_RESULT, FINAL]);
         assert!(
-            parser.on_quiet(500, 0, 1_000).is_empty(),
-            "not quiet long enough"
+            parser.on_quiet(5_900, 0, 1_000).is_empty(),
+            "not quiet long enough: six quiet periods for a version that splits blocks"
         );
         assert_eq!(
-            kinds(&parser.on_quiet(1_500, 0, 1_000)),
+            kinds(&parser.on_quiet(6_000, 0, 1_000)),
             ["reply_completed (inferred)"]
         );
         assert!(parser.on_quiet(9_000, 0, 1_000).is_empty(), "only once");
@@ -471,6 +507,113 @@ mod tests {
                 length: 29
             }
         );
+    }
+
+    /// `line` with its `"timestamp"` replaced.
+    fn at_time(line: &str, ts: &str) -> String {
+        let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+        record["timestamp"] = serde_json::json!(ts);
+        record.to_string()
+    }
+
+    #[test]
+    fn a_later_block_of_a_turn_takes_an_inferred_end_back_once() {
+        // 1.0.x: the text block of a message, quiet for long enough, then its tool call.
+        let text = TEXT_FIRST.replace("\"version\"", "\"v\"");
+        let call = r#"{"parentUuid":"a1","isSidechain":false,"cwd":"/home/me/repo","sessionId":"s-1","type":"assistant","message":{"id":"msg_1","role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Write","input":{}}],"stop_reason":null},"uuid":"a1b","timestamp":"2025-07-14T10:00:12.000Z"}"#;
+        let mut parser = ClaudeCodeParser::new("s-1");
+        feed(&mut parser, &[PROMPT, &text]);
+        assert_eq!(
+            kinds(&parser.on_quiet(60_000, 0, 1_000)),
+            ["reply_completed (inferred)"]
+        );
+        assert_eq!(
+            kinds(&feed(&mut parser, &[call, TOOL_RESULT])),
+            ["reply_resumed"],
+            "no second reply_started: the end is taken back"
+        );
+        assert!(
+            parser.on_quiet(600_000, 0, 1_000).is_empty(),
+            "a tool result pending"
+        );
+        feed(&mut parser, &[FINAL]);
+        assert_eq!(
+            kinds(&parser.on_quiet(660_000, 600_000, 1_000)),
+            ["reply_completed (inferred)"]
+        );
+        assert!(
+            parser.on_quiet(9_000_000, 600_000, 1_000).is_empty(),
+            "one end"
+        );
+        // The next prompt starts a new turn: no resumption of the old one.
+        assert_eq!(
+            kinds(&feed(&mut parser, &[PROMPT, FINAL])),
+            ["prompt_seen", "reply_started"]
+        );
+    }
+
+    #[test]
+    fn a_turn_left_open_is_over_after_an_hour_and_history_goes_by_the_records_own_time() {
+        let hour = crate::observe::STALE_TURN_MS;
+        let record_ms = 1_752_487_204_000; // THINKING's timestamp
+                                           // 2.0.x: the last record a text after a thinking record, no end record, in a
+                                           // version that writes them — never complete by quiet alone…
+        let lines = [
+            at_version(PROMPT, "2.1.5"),
+            at_version(TEXT_FIRST, "2.1.5"),
+            at_version(THINKING, "2.1.5"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let mut parser = ClaudeCodeParser::new("s-1");
+        feed(&mut parser, &lines);
+        assert!(parser.on_quiet(hour - 1, 0, 1_000).is_empty());
+        // …but not replying for ever: a thinking block pending is no reply, so cancelled.
+        let events = parser.on_quiet(hour, 0, 1_000);
+        assert_eq!(kinds(&events), ["cancelled (inferred)"]);
+
+        // History: a file copied yesterday (its mtime recent) whose records are a year
+        // old is concluded by the records' time.
+        let mut parser = ClaudeCodeParser::new("s-1");
+        feed(&mut parser, &[PROMPT, FINAL]);
+        let now = record_ms + 365 * 24 * hour;
+        let events = parser.on_history(now, now - 1_000, 1_000);
+        assert_eq!(kinds(&events), ["reply_completed (inferred)"]);
+        // A file still being written (its last record a minute old) stays open.
+        let mut parser = ClaudeCodeParser::new("s-1");
+        let lines = [
+            PROMPT.to_string(),
+            at_time(TOOL_USE, "2025-07-14T10:00:01.000Z"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        feed(&mut parser, &lines);
+        assert!(parser
+            .on_history(record_ms + 60_000, record_ms, 1_000)
+            .is_empty());
+        assert!(parser.turn_open());
+        // A turn concluded stale that goes on after all is resumed.
+        let events = parser.on_quiet(record_ms + 2 * hour, record_ms, 1_000);
+        assert_eq!(kinds(&events), ["cancelled (inferred)"]);
+        assert_eq!(
+            kinds(&feed(&mut parser, &[TOOL_RESULT, FINAL])),
+            ["reply_resumed"]
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_resumes_the_parser_where_it_stood() {
+        let mut whole = ClaudeCodeParser::new("f");
+        let all = feed(
+            &mut whole,
+            &[PROMPT, TOOL_USE, TOOL_RESULT, FINAL, TURN_END],
+        );
+        let mut first = ClaudeCodeParser::new("f");
+        let mut seen = feed(&mut first, &[PROMPT, TOOL_USE]);
+        let state = first.checkpoint().unwrap();
+        let mut resumed = ClaudeCodeParser::new("other");
+        assert!(resumed.restore(state));
+        seen.extend(feed(&mut resumed, &[TOOL_RESULT, FINAL, TURN_END]));
+        assert_eq!(seen, all);
+        assert!(!resumed.restore(serde_json::json!({"chat": 3})));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::observe::{json_record, ChatTurns, LineParser, Observation, Turn};
 pub const STORE: &str = "chat_history_codex_jsonl";
 
 /// The parser for one rollout file.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct CodexParser {
     chat: ChatTurns,
 }
@@ -141,13 +141,29 @@ impl LineParser for CodexParser {
     fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
         self.chat.on_quiet(now_ms, last_change_ms, quiet_ms)
     }
+
+    fn on_history(&mut self, now_ms: u64, written_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        self.chat.on_history(now_ms, written_ms, quiet_ms)
+    }
+
+    fn turn_open(&self) -> bool {
+        self.chat.turn_open()
+    }
+
+    fn checkpoint(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self).ok()
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> bool {
+        crate::observe::restore_from_checkpoint(self, state)
+    }
 }
 
 /// The turn ended on `task_complete`: failed when it carries an error, else complete with
 /// its `last_agent_message` (or the last agent message read).
 fn task_complete(chat: &mut ChatTurns, payload: &Value, out: &mut Vec<Observation>) {
     if let Some(last) = payload.get("last_agent_message").and_then(Value::as_str) {
-        chat.last_text = last.to_string();
+        chat.set_reply(last);
     }
     match payload.get("error").filter(|e| !e.is_null()) {
         Some(error) => {
@@ -167,7 +183,7 @@ fn agent_text(chat: &mut ChatTurns, message: String, phase: Option<&Value>) {
     if message.is_empty() {
         return;
     }
-    chat.last_text = message;
+    chat.set_reply(&message);
     chat.reply_ready = phase.and_then(Value::as_str) != Some("commentary");
 }
 

@@ -106,7 +106,7 @@ impl EventReader {
                         chat.see(&mut out);
                         chat.answering(&mut out, false);
                         if !text.is_empty() {
-                            chat.last_text = text.to_string();
+                            chat.set_reply(text);
                             chat.reply_ready = true;
                         }
                     }

@@ -1,0 +1,288 @@
+//! The observers' per-file summary cache: for each chat-store file followed, its identity, size, where reading stopped and the chat state derived so far, kept under `$XDG_CACHE_HOME/koru/` so that a restart over unchanged history reads nothing it read before. A damaged, foreign or unsafe cache is ignored (and rebuilt), never trusted.
+//!
+//! The file is one header line and one line per file (NDJSON). The header names the
+//! format, its version, the observers' generation (bumped whenever what parsers derive
+//! changes: a cache from another generation is not trusted) and the SHA-256 of everything
+//! after the header line. docs/observers.md, "Restarts", describes it.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use koru_protocol::ChatInfo;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The cache's format name, in its header.
+const FORMAT: &str = "koru-observer-summary";
+/// The layout of the file.
+const VERSION: u32 = 1;
+/// What the parsers derive: bump when a parser's state or its conclusions change, so that
+/// a cache written by another build is read again rather than trusted.
+pub const GENERATION: u32 = 1;
+
+/// The cache file for the daemon on `socket`: `$XDG_CACHE_HOME/koru/observers/<digest of
+/// the socket path>.ndjson` (else under `~/.cache`). One per socket, as daemons on
+/// different sockets observe independently.
+pub fn default_path(socket: &Path) -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|home| PathBuf::from(home).join(".cache"))
+        })?;
+    let digest = Sha256::digest(socket.as_os_str().as_encoded_bytes());
+    let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Some(cache.join("koru/observers").join(format!("{name}.ndjson")))
+}
+
+/// What the cache remembers of one followed file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedFile {
+    pub path: PathBuf,
+    /// The store's registry id.
+    pub store: String,
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+    /// The follower's checkpoint (read position, the parser's state).
+    pub checkpoint: serde_json::Value,
+    /// The chats table's rows the file produced, as the daemon last knew them.
+    pub chats: Vec<ChatInfo>,
+}
+
+/// The header line.
+#[derive(Debug, Serialize, Deserialize)]
+struct Header {
+    format: String,
+    version: u32,
+    generation: u32,
+    /// The Koru version that wrote it.
+    koru: String,
+    files: usize,
+    /// `sha256` of the bytes after the header line, hex.
+    sha256: String,
+}
+
+/// Why a cache was not used.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheRefused {
+    #[error("no cache yet")]
+    Missing,
+    #[error("cannot read it: {0}")]
+    Unreadable(std::io::Error),
+    #[error("it is not ours: owned by uid {owner}, or writable by others (mode {mode:o})")]
+    Unsafe { owner: u32, mode: u32 },
+    #[error("damaged: {0}")]
+    Damaged(String),
+    #[error("written by another build ({0}): its conclusions are not trusted")]
+    Foreign(String),
+}
+
+/// Reads the cache at `path`: every entry, by path, when the whole file is intact and
+/// ours; otherwise why not.
+pub fn load(path: &Path) -> Result<HashMap<PathBuf, CachedFile>, CacheRefused> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(CacheRefused::Missing)
+        }
+        Err(error) => return Err(CacheRefused::Unreadable(error)),
+    };
+    let meta = std::fs::metadata(path).map_err(CacheRefused::Unreadable)?;
+    let uid = nix::unistd::getuid().as_raw();
+    if meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
+        return Err(CacheRefused::Unsafe {
+            owner: meta.uid(),
+            mode: meta.permissions().mode() & 0o777,
+        });
+    }
+    let newline = bytes
+        .iter()
+        .position(|b| *b == b'\n')
+        .ok_or_else(|| CacheRefused::Damaged("no header line".into()))?;
+    let header: Header = serde_json::from_slice(&bytes[..newline])
+        .map_err(|error| CacheRefused::Damaged(format!("header: {error}")))?;
+    if header.format != FORMAT {
+        return Err(CacheRefused::Foreign(format!("format {:?}", header.format)));
+    }
+    if header.version != VERSION || header.generation != GENERATION {
+        return Err(CacheRefused::Foreign(format!(
+            "version {} generation {}, this build reads {VERSION} / {GENERATION}",
+            header.version, header.generation
+        )));
+    }
+    let body = &bytes[newline + 1..];
+    if hex(&Sha256::digest(body)) != header.sha256 {
+        return Err(CacheRefused::Damaged(
+            "its checksum does not match its content".into(),
+        ));
+    }
+    let mut files = HashMap::with_capacity(header.files);
+    for (index, line) in body.split(|b| *b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let entry: CachedFile = serde_json::from_slice(line)
+            .map_err(|error| CacheRefused::Damaged(format!("entry {}: {error}", index + 1)))?;
+        files.insert(entry.path.clone(), entry);
+    }
+    if files.len() != header.files {
+        return Err(CacheRefused::Damaged(format!(
+            "{} entries where the header says {}",
+            files.len(),
+            header.files
+        )));
+    }
+    Ok(files)
+}
+
+/// Writes the cache at `path` (folder 0700, file 0600), atomically: a reader sees the old
+/// file or the new one, never half of one.
+pub fn save<'a>(path: &Path, files: impl Iterator<Item = &'a CachedFile>) -> std::io::Result<()> {
+    let (body, count) = serialize(files)?;
+    write(path, &body, count)
+}
+
+/// The cache's entries as its body (one line each), and how many.
+pub fn serialize<'a>(
+    files: impl Iterator<Item = &'a CachedFile>,
+) -> std::io::Result<(Vec<u8>, usize)> {
+    let mut body = Vec::new();
+    let mut count = 0usize;
+    for file in files {
+        serde_json::to_writer(&mut body, file)?;
+        body.push(b'\n');
+        count += 1;
+    }
+    Ok((body, count))
+}
+
+/// Writes a serialized body with its header, atomically (a temporary file renamed over
+/// the old one). Not synced to disk: it is a cache, and a file a crash cut short fails its
+/// checksum and is rebuilt.
+pub fn write(path: &Path, body: &[u8], count: usize) -> std::io::Result<()> {
+    let header = Header {
+        format: FORMAT.into(),
+        version: VERSION,
+        generation: GENERATION,
+        koru: env!("CARGO_PKG_VERSION").into(),
+        files: count,
+        sha256: hex(&Sha256::digest(body)),
+    };
+    let dir = path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("the cache path has no folder"))?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)?;
+    serde_json::to_writer(&mut out, &header)?;
+    out.write_all(b"\n")?;
+    out.write_all(body)?;
+    drop(out);
+    std::fs::rename(&temporary, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temporary);
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use koru_protocol::ObservedChatState;
+
+    fn entry(name: &str) -> CachedFile {
+        CachedFile {
+            path: PathBuf::from(format!("/h/.claude/projects/p/{name}.jsonl")),
+            store: "chat_history_claude_code_jsonl".into(),
+            dev: 1,
+            ino: 2,
+            size: 300,
+            mtime_ns: 4,
+            checkpoint: serde_json::json!({"position": 300}),
+            chats: vec![ChatInfo {
+                store: "chat_history_claude_code_jsonl".into(),
+                chat_id: name.into(),
+                workspace: Some("/w".into()),
+                state: ObservedChatState::Idle,
+                last_activity_ms: 9,
+                last_prompt: Some("fix it".into()),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_saved_cache_loads_back_whole_and_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("koru/observers/x.ndjson");
+        save(&path, [entry("a"), entry("b")].iter()).unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.len(), 2);
+        let a = &loaded[Path::new("/h/.claude/projects/p/a.jsonl")];
+        assert_eq!(a.chats[0].last_prompt.as_deref(), Some("fix it"));
+        assert_eq!(a.checkpoint["position"], 300);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+    }
+
+    #[test]
+    fn a_damaged_foreign_or_unsafe_cache_is_refused_never_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.ndjson");
+        assert!(matches!(load(&path), Err(CacheRefused::Missing)));
+        save(&path, [entry("a"), entry("b")].iter()).unwrap();
+        let good = std::fs::read(&path).unwrap();
+
+        // One byte changed in an entry: the checksum says so.
+        let mut flipped = good.clone();
+        let at = flipped.len() - 20;
+        flipped[at] ^= 1;
+        std::fs::write(&path, &flipped).unwrap();
+        assert!(
+            matches!(load(&path), Err(CacheRefused::Damaged(_))),
+            "{:?}",
+            load(&path)
+        );
+
+        // Cut short (a crash while another program wrote it).
+        std::fs::write(&path, &good[..good.len() / 2]).unwrap();
+        assert!(matches!(load(&path), Err(CacheRefused::Damaged(_))));
+
+        // Not a cache at all.
+        std::fs::write(&path, b"hello\n").unwrap();
+        assert!(matches!(load(&path), Err(CacheRefused::Damaged(_))));
+
+        // Another generation's conclusions.
+        let text = String::from_utf8(good.clone()).unwrap();
+        let other = text.replacen(
+            &format!("\"generation\":{GENERATION}"),
+            &format!("\"generation\":{}", GENERATION + 1),
+            1,
+        );
+        std::fs::write(&path, other).unwrap();
+        assert!(matches!(load(&path), Err(CacheRefused::Foreign(_))));
+
+        // Writable by others: anyone could have put chats in it.
+        std::fs::write(&path, &good).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(matches!(load(&path), Err(CacheRefused::Unsafe { .. })));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(load(&path).unwrap().len(), 2);
+    }
+}

@@ -138,8 +138,12 @@ impl JsonlTail {
                 }
             }
         }
-        if self.partial.capacity() > READ_CHUNK_BYTES && self.partial.len() < READ_CHUNK_BYTES {
-            // A long line passed through: give its memory back.
+        // A followed file keeps no buffer between reads beyond its partial last line: a
+        // long line that passed through gives its memory back (thousands of files each
+        // keeping their longest line's capacity would make memory grow with history).
+        if self.partial.is_empty() {
+            self.partial = Vec::new();
+        } else {
             self.partial.shrink_to_fit();
         }
         Ok(())

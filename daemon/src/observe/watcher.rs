@@ -306,6 +306,9 @@ struct State<E> {
     start: StartCount,
     /// The summary cache being written, if it is.
     saving: Option<tokio::task::JoinHandle<()>>,
+    /// Each root's identity at the last once-a-second check: when none changed, the
+    /// check does nothing more (one `stat` per root).
+    roots_seen: Vec<Option<(u64, u64)>>,
 }
 
 impl<E: From<ObserverReport> + Send> State<E> {
@@ -1338,6 +1341,7 @@ pub async fn run<E: From<ObserverReport> + Send>(
         last_poll_files: 0,
         start,
         saving: None,
+        roots_seen: Vec::new(),
     };
     if watcher.is_none() {
         for root in &state.roots {
@@ -1415,7 +1419,13 @@ pub async fn run<E: From<ObserverReport> + Send>(
                 }
             }
             _ = root_check.tick() => {
-                state.refresh_roots(&mut watcher, false).await;
+                // One `stat` per root; the rest only when a root appeared, went away or
+                // was replaced (notifications usually told already).
+                let seen: Vec<Option<(u64, u64)>> = state.roots.iter().map(|r| identity(&r.path)).collect();
+                if seen != state.roots_seen {
+                    state.refresh_roots(&mut watcher, false).await;
+                    state.roots_seen = state.roots.iter().map(|r| identity(&r.path)).collect();
+                }
                 state.retry_problems(false).await;
                 if last_poll.elapsed() >= state.poll_every {
                     last_poll = std::time::Instant::now();

@@ -532,6 +532,11 @@ fn a_plugin_that_misses_heartbeats_goes_stale_then_is_dropped() {
     let sandbox = Sandbox::new();
     let daemon = sandbox.start_daemon(&["--heartbeat-ms", "200"]);
     let workspace = sandbox.workspace("mute");
+    // Subscribed first: on a busy machine starting the plugins takes longer than the
+    // two missed heartbeats that make the mute one stale.
+    let (mut watcher, _) = greet(&daemon.socket, &controller_hello());
+    watcher.send(&json!({"v": 1, "id": 1, "type": "events.subscribe"}));
+    watcher.recv_type("events.subscribed");
     let mute = sandbox.start_fake_plugin(&[
         "--workspace",
         workspace.to_str().unwrap(),
@@ -539,9 +544,6 @@ fn a_plugin_that_misses_heartbeats_goes_stale_then_is_dropped() {
         "mute",
     ]);
     let alive = sandbox.start_fake_plugin(&["--workspace", workspace.to_str().unwrap()]);
-    let (mut watcher, _) = greet(&daemon.socket, &controller_hello());
-    watcher.send(&json!({"v": 1, "id": 1, "type": "events.subscribe"}));
-    watcher.recv_type("events.subscribed");
     let mut saw_stale = false;
     loop {
         let line = watcher.recv_type("stream");

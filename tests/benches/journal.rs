@@ -188,12 +188,12 @@ impl Rig {
             .join("journal")
     }
 
-    /// Where the daemon keeps its drive index (`$HOME/.cache`, the sandbox sets no
-    /// `XDG_CACHE_HOME`).
+    /// Where the daemon keeps its drive index (`$XDG_CACHE_HOME/koru/journal-index`; the
+    /// sandbox's `XDG_CACHE_HOME` is its `cache/` folder).
     fn index_dir(&self) -> PathBuf {
         self.sandbox
-            .home()
-            .join(".cache")
+            .path()
+            .join("cache")
             .join("koru")
             .join("journal-index")
     }

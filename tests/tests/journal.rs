@@ -272,10 +272,10 @@ fn history_pages_back_and_survives_a_restart() {
     daemon
         .terminate(Duration::from_secs(5))
         .expect("the daemon stops");
+    // `$XDG_CACHE_HOME/koru/journal-index` (the sandbox's `XDG_CACHE_HOME` is `cache/`).
     let index = sandbox
         .path()
-        .join("home")
-        .join(".cache")
+        .join("cache")
         .join("koru")
         .join("journal-index");
     std::fs::remove_dir_all(&index).expect("the drive index is where docs/journal.md says");

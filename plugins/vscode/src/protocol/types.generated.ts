@@ -542,6 +542,9 @@ export type ObservedEvent1 =
       length: number;
     }
   | {
+      kind: "reply_resumed";
+    }
+  | {
       input: NeedsInputKind;
       kind: "needs_input";
     }
@@ -1163,6 +1166,11 @@ export interface ObserverStatus {
    */
   mode?: ObserverMode | null;
   /**
+   * While it is polled (`mode: polled`): how often and what a pass costs. Passes are
+   * spaced so that polling takes at most a thousandth of a core (absent otherwise).
+   */
+  poll?: PollCost | null;
+  /**
    * Files that cannot be read or hold something that is not the store's format (the
    * first few; never data).
    */
@@ -1195,6 +1203,24 @@ export interface ObserverStatus {
    * each), to size `fs.inotify.max_user_watches`.
    */
   watches_needed?: number | null;
+}
+/**
+ * What polling a root that cannot be watched costs.
+ */
+export interface PollCost {
+  /**
+   * Time between two passes, in ms (at least 2,000; longer when a pass is slow).
+   */
+  every_ms: number;
+  /**
+   * Files looked at in the last pass.
+   */
+  files: number;
+  /**
+   * How long the last pass took (listing the folders, a `stat` per file, reading
+   * what changed), in µs.
+   */
+  last_pass_us: number;
 }
 /**
  * A store file Koru cannot use.

@@ -533,7 +533,10 @@ pub async fn run_state_machine<C: Clock>(
     tick_every: std::time::Duration,
     shutdown: CancellationToken,
 ) {
-    let mut ticker = tokio::time::interval(tick_every);
+    // Ticks come `tick_every` apart while anything waits on a deadline, and rarely while
+    // nothing does (`App::tick_every`).
+    let mut every = app.tick_every(tick_every);
+    let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let event = tokio::select! {
@@ -564,6 +567,12 @@ pub async fn run_state_machine<C: Clock>(
         }
         app.flush_journal();
         crate::log_lines::end_run();
+        let wanted = app.tick_every(tick_every);
+        if wanted != every {
+            every = wanted;
+            ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        }
     }
     app.shutdown();
 }

@@ -180,6 +180,8 @@ pub use koru_protocol::PLUGIN_OBSERVATION_STORE;
 
 /// How many refused handshakes the daemon remembers.
 const REFUSED_HANDSHAKES_KEPT: usize = 20;
+/// The state machine's tick while nothing waits on a deadline ([`App::tick_every`]).
+pub const IDLE_TICK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The settings the state machine needs.
 #[derive(Debug, Clone)]
@@ -551,6 +553,33 @@ impl<C: Clock> App<C> {
     /// Number of live connections (greeted or not).
     pub fn connection_count(&self) -> usize {
         self.connections.len()
+    }
+
+    /// How long the state machine may sleep until its next tick: `fast` while anything
+    /// waits on a deadline (a drive not ended, a drive entry due in the journal, an agent
+    /// due a look, a chat answering with no outcome yet); else a quarter of the plugins'
+    /// heartbeat while plugins are connected; else [`IDLE_TICK`]. An idle daemon wakes
+    /// once a second, not ten times.
+    pub fn tick_every(&self, fast: std::time::Duration) -> std::time::Duration {
+        let waiting = !self.journal_due.is_empty()
+            || self.drives.active_count() > 0
+            || self.agent_table.agents.values().any(|r| {
+                r.peek_due_ms.is_some() || r.active_drive.is_some() || !r.queued.is_empty()
+            })
+            || self
+                .sessions
+                .values()
+                .any(|s| s.chat_running_since_ms.is_some());
+        if waiting {
+            return fast;
+        }
+        let mut every = IDLE_TICK;
+        if self.sessions.values().any(|s| s.role == Role::Plugin) {
+            every = every.min(std::time::Duration::from_millis(
+                (self.config.heartbeat_ms / 4).max(1),
+            ));
+        }
+        every.max(fast)
     }
 
     fn on_tick(&mut self) {

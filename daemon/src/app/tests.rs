@@ -378,6 +378,48 @@ fn a_drive_past_its_deadline_times_out_and_the_plugin_is_told() {
 }
 
 #[test]
+fn the_loop_ticks_fast_only_while_something_waits_on_a_deadline() {
+    use std::time::Duration;
+    let fast = Duration::from_millis(100);
+    let mut h = Harness::new();
+    assert_eq!(
+        h.app.tick_every(fast),
+        super::IDLE_TICK,
+        "nothing connected"
+    );
+    let mut controller = h.controller(64);
+    assert_eq!(
+        h.app.tick_every(fast),
+        super::IDLE_TICK,
+        "a controller alone"
+    );
+    let (plugin, session_id) = h.plugin("/w");
+    // Heartbeat 1 s in the harness: pings and staleness are checked a quarter apart.
+    assert_eq!(h.app.tick_every(fast), Duration::from_millis(250));
+    let drive_id = h.create(&mut controller, Target::Session(session_id), "hi");
+    assert_eq!(h.app.tick_every(fast), fast, "a drive runs");
+    for stage in [
+        AckStage::Received,
+        AckStage::Focused,
+        AckStage::Pasted,
+        AckStage::Submitted,
+    ] {
+        h.ack(&plugin, &drive_id, stage);
+    }
+    assert!(
+        h.drive_state(&drive_id).is_terminal(),
+        "{:?}",
+        h.drive_state(&drive_id)
+    );
+    h.advance(10);
+    assert_eq!(
+        h.app.tick_every(fast),
+        Duration::from_millis(250),
+        "the drive ended"
+    );
+}
+
+#[test]
 fn queued_drives_start_in_order_when_the_session_frees_up() {
     let mut h = Harness::new();
     let (mut plugin, session_id) = h.plugin("/w");

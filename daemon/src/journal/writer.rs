@@ -849,6 +849,15 @@ impl Journal {
                     loop {
                         let (entries, flushes, stop) = {
                             let state = queue.state.lock().unwrap_or_else(|e| e.into_inner());
+                            // Asleep until there is something to index (no timer: an idle
+                            // daemon does not wake this thread), then up to `INDEX_EVERY`
+                            // more so that what follows goes in the same transaction.
+                            let state = queue
+                                .wake
+                                .wait_while(state, |s| {
+                                    !s.stop && s.flushes.is_empty() && s.entries.is_empty()
+                                })
+                                .unwrap_or_else(|e| e.into_inner());
                             let (mut state, _) = queue
                                 .wake
                                 .wait_timeout_while(state, INDEX_EVERY, |s| {
@@ -896,6 +905,17 @@ impl Journal {
                 .spawn(move || loop {
                     let stop = {
                         let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+                        // Asleep until something was written (no timer: an idle daemon
+                        // does not wake this thread), then the `fsync` interval, so that
+                        // what is written meanwhile goes to the disk in the same commit.
+                        let state = shared
+                            .wake
+                            .wait_while(state, |s| {
+                                !s.stop
+                                    && !s.dirty
+                                    && !shared.written.load(std::sync::atomic::Ordering::Acquire)
+                            })
+                            .unwrap_or_else(|e| e.into_inner());
                         let (state, _) = shared
                             .wake
                             .wait_timeout_while(state, every, |s| !s.stop)
@@ -1056,16 +1076,28 @@ impl Journal {
                 self.buffer.clear();
                 self.error = None;
                 self.flushed = (self.last_seq, self.head.clone(), self.segment_bytes);
-                self.sync
+                if !self
+                    .sync
                     .written
-                    .store(true, std::sync::atomic::Ordering::Release);
+                    .swap(true, std::sync::atomic::Ordering::AcqRel)
+                {
+                    // The first write since the last group commit wakes the sync thread,
+                    // under its lock so that the wake cannot fall between its look at
+                    // `written` and its wait.
+                    let _state = self.sync.state.lock().unwrap_or_else(|e| e.into_inner());
+                    self.sync.wake.notify_one();
+                }
                 let mut queue = self
                     .index_queue
                     .state
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
+                let was_empty = queue.entries.is_empty();
                 queue.entries.append(&mut self.unflushed);
-                if queue.entries.len() >= INDEX_BACKLOG {
+                // The index thread sleeps while its queue is empty: the first entries wake
+                // it, and a backlog wakes it early from its batching wait.
+                if (was_empty && !queue.entries.is_empty()) || queue.entries.len() >= INDEX_BACKLOG
+                {
                     self.index_queue.wake.notify_one();
                 }
                 Ok(())
@@ -1175,6 +1207,7 @@ impl Journal {
             state.file = file.clone();
             state.dirs.push(self.config.dir.clone());
             state.dirty = true;
+            self.sync.wake.notify_one();
         }
         self.segment = segment;
         self.segment_first_seq = seq;

@@ -11,6 +11,7 @@ use super::snapshot::{ChatSnapshot, SnapshotDiffer};
 use super::tail::{JsonlTail, TailItem};
 use super::{LineParser, Observation};
 use crate::observe::ParseError;
+use serde_json::value::RawValue;
 
 /// Whole documents larger than this are not read (no chat session file is this large;
 /// reading one would cost the daemon its memory).
@@ -84,14 +85,47 @@ pub trait Follower: Send {
         None
     }
     /// Resumes from a `checkpoint` of the same file; false when it does not fit.
-    fn restore(&mut self, _state: serde_json::Value) -> bool {
+    fn restore(&mut self, _state: &RawValue) -> bool {
         false
     }
 }
 
-/// A checkpoint field, or `None`.
-fn field<T: serde::de::DeserializeOwned>(state: &serde_json::Value, name: &str) -> Option<T> {
-    serde_json::from_value(state.get(name)?.clone()).ok()
+/// A checkpoint read back as `T`, or `None` when it is not one.
+fn checkpoint_as<'a, T: serde::Deserialize<'a>>(state: &'a RawValue) -> Option<T> {
+    serde_json::from_str(state.get()).ok()
+}
+
+/// A [`LinesFollower`]'s checkpoint, its parser's part left to the parser.
+#[derive(serde::Deserialize)]
+struct LinesCheckpoint<'a> {
+    position: u64,
+    inode: u64,
+    malformed: MalformedCount,
+    #[serde(borrow)]
+    parser: &'a RawValue,
+}
+
+/// A [`CompressedLinesFollower`]'s checkpoint, its parser's part left to the parser.
+#[derive(serde::Deserialize)]
+struct CompressedCheckpoint<'a> {
+    stamp: FileStamp,
+    lines_fed: usize,
+    malformed: MalformedCount,
+    #[serde(borrow)]
+    parser: &'a RawValue,
+}
+
+/// A [`DocumentFollower`]'s checkpoint.
+#[derive(serde::Deserialize)]
+struct DocumentCheckpoint {
+    stamp: (FileStamp, Option<FileStamp>),
+    differ: SnapshotDiffer,
+}
+
+/// An [`ActivityFollower`]'s checkpoint.
+#[derive(serde::Deserialize)]
+struct ActivityCheckpoint {
+    stamp: FileStamp,
 }
 
 /// An append-only JSONL store (Claude Code, Codex): complete lines to a `LineParser`.
@@ -182,24 +216,16 @@ impl Follower for LinesFollower {
         }))
     }
 
-    fn restore(&mut self, state: serde_json::Value) -> bool {
-        let (Some(position), Some(inode), Some(malformed)) = (
-            field::<u64>(&state, "position"),
-            field::<u64>(&state, "inode"),
-            field::<MalformedCount>(&state, "malformed"),
-        ) else {
+    fn restore(&mut self, state: &RawValue) -> bool {
+        let Some(state) = checkpoint_as::<LinesCheckpoint>(state) else {
             return false;
         };
-        let mut parser = (self.make)();
-        if !state
-            .get("parser")
-            .is_some_and(|p| parser.restore(p.clone()))
-        {
+        // A parser's `restore` leaves it as it was when the checkpoint does not fit.
+        if !self.parser.restore(state.parser) {
             return false;
         }
-        self.parser = parser;
-        self.malformed = malformed;
-        self.tail.resume_at(position, inode);
+        self.malformed = state.malformed;
+        self.tail.resume_at(state.position, state.inode);
         true
     }
 }
@@ -305,25 +331,16 @@ impl Follower for CompressedLinesFollower {
         }))
     }
 
-    fn restore(&mut self, state: serde_json::Value) -> bool {
-        let (Some(stamp), Some(lines_fed), Some(malformed)) = (
-            field::<FileStamp>(&state, "stamp"),
-            field::<usize>(&state, "lines_fed"),
-            field::<MalformedCount>(&state, "malformed"),
-        ) else {
+    fn restore(&mut self, state: &RawValue) -> bool {
+        let Some(state) = checkpoint_as::<CompressedCheckpoint>(state) else {
             return false;
         };
-        let mut parser = (self.make)();
-        if !state
-            .get("parser")
-            .is_some_and(|p| parser.restore(p.clone()))
-        {
+        if !self.parser.restore(state.parser) {
             return false;
         }
-        self.parser = parser;
-        self.read_stamp = Some(stamp);
-        self.lines_fed = lines_fed;
-        self.malformed = malformed;
+        self.read_stamp = Some(state.stamp);
+        self.lines_fed = state.lines_fed;
+        self.malformed = state.malformed;
         true
     }
 }
@@ -543,15 +560,12 @@ impl Follower for DocumentFollower {
         }))
     }
 
-    fn restore(&mut self, state: serde_json::Value) -> bool {
-        let (Some(stamp), Some(differ)) = (
-            field::<(FileStamp, Option<FileStamp>)>(&state, "stamp"),
-            field::<SnapshotDiffer>(&state, "differ"),
-        ) else {
+    fn restore(&mut self, state: &RawValue) -> bool {
+        let Some(state) = checkpoint_as::<DocumentCheckpoint>(state) else {
             return false;
         };
-        self.read_stamp = Some(stamp);
-        self.differ = differ;
+        self.read_stamp = Some(state.stamp);
+        self.differ = state.differ;
         true
     }
 }
@@ -617,10 +631,10 @@ impl Follower for ActivityFollower {
         Some(serde_json::json!({ "stamp": self.read_stamp? }))
     }
 
-    fn restore(&mut self, state: serde_json::Value) -> bool {
-        match field::<FileStamp>(&state, "stamp") {
-            Some(stamp) => {
-                self.read_stamp = Some(stamp);
+    fn restore(&mut self, state: &RawValue) -> bool {
+        match checkpoint_as::<ActivityCheckpoint>(state) {
+            Some(state) => {
+                self.read_stamp = Some(state.stamp);
                 true
             }
             None => false,
@@ -743,6 +757,7 @@ mod tests {
         );
         let state = first.checkpoint().unwrap();
         assert_eq!(state["position"], prompt.len() + 1);
+        let state = serde_json::value::to_raw_value(&state).unwrap();
 
         let mut file = std::fs::OpenOptions::new()
             .append(true)
@@ -750,7 +765,7 @@ mod tests {
             .unwrap();
         write!(file, "{}\n{end}\n", &answer[20..]).unwrap();
         let mut resumed = LinesFollower::new(&path, make());
-        assert!(resumed.restore(state.clone()));
+        assert!(resumed.restore(&state));
         assert_eq!(
             kinds(&resumed.read().unwrap().observations),
             ["reply_started", "reply_completed"]
@@ -761,7 +776,7 @@ mod tests {
         std::fs::write(&other, format!("{prompt}\n")).unwrap();
         std::fs::rename(&other, &path).unwrap();
         let mut replaced = LinesFollower::new(&path, make());
-        assert!(replaced.restore(state));
+        assert!(replaced.restore(&state));
         let read = replaced.read().unwrap();
         assert_eq!(kinds(&read.observations), ["chat_seen", "prompt_seen"]);
     }

@@ -217,21 +217,51 @@ impl Store {
         if level > self.depth() {
             return Vec::new();
         }
-        let list = |dir: &PathBuf| -> Vec<PathBuf> {
+        // Each entry with whether it is a folder, from the listing's own type field (no
+        // `stat` per file: a root holds thousands); a link is followed, as before.
+        let list = |dir: &PathBuf| -> Vec<(PathBuf, bool)> {
             std::fs::read_dir(dir)
-                .map(|entries| entries.flatten().map(|e| e.path()).collect())
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .filter_map(|entry| {
+                            let path = entry.path();
+                            let folder = match entry.file_type().ok()? {
+                                kind if kind.is_symlink() => {
+                                    let target = std::fs::metadata(&path).ok()?;
+                                    if !target.is_dir() && !target.is_file() {
+                                        return None;
+                                    }
+                                    target.is_dir()
+                                }
+                                kind if kind.is_dir() => true,
+                                kind if kind.is_file() => false,
+                                // Neither (a socket, a device): never a session file.
+                                _ => return None,
+                            };
+                            Some((path, folder))
+                        })
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let mut dirs = vec![folder.to_path_buf()];
         for _ in level..self.depth() {
-            dirs = dirs.iter().flat_map(list).filter(|p| p.is_dir()).collect();
+            dirs = dirs
+                .iter()
+                .flat_map(list)
+                .filter(|(_, folder)| *folder)
+                .map(|(path, _)| path)
+                .collect();
         }
         let mut found: Vec<PathBuf> = dirs
             .iter()
             .flat_map(list)
-            .filter(|path| self.is_session_under(root, path) && path.is_file())
+            .filter(|(path, folder)| !folder && self.is_session_under(root, path))
+            .map(|(path, _)| path)
             .collect();
-        found.sort();
+        // By bytes: the same order every time, cheaper than comparing path components.
+        found.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
         found
     }
 

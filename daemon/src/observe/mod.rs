@@ -83,8 +83,9 @@ pub trait LineParser: std::fmt::Debug + Send + Sync {
     fn checkpoint(&self) -> Option<serde_json::Value> {
         None
     }
-    /// Resumes from a `checkpoint`; false when it does not fit (the file is read again).
-    fn restore(&mut self, _state: serde_json::Value) -> bool {
+    /// Resumes from a `checkpoint`; false, leaving the parser as it was, when it does not
+    /// fit (the file is read again).
+    fn restore(&mut self, _state: &serde_json::value::RawValue) -> bool {
         false
     }
 }
@@ -93,9 +94,9 @@ pub trait LineParser: std::fmt::Debug + Send + Sync {
 /// as it was, when `state` is not one.
 pub fn restore_from_checkpoint<T: serde::de::DeserializeOwned>(
     parser: &mut T,
-    state: serde_json::Value,
+    state: &serde_json::value::RawValue,
 ) -> bool {
-    match serde_json::from_value(state) {
+    match serde_json::from_str(state.get()) {
         Ok(restored) => {
             *parser = restored;
             true

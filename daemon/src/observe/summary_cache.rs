@@ -6,12 +6,13 @@
 //! after the header line. docs/observers.md, "Restarts", describes it.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use koru_protocol::ChatInfo;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 /// The cache's format name, in its header.
@@ -39,9 +40,10 @@ pub fn default_path(socket: &Path) -> Option<PathBuf> {
     Some(cache.join("koru/observers").join(format!("{name}.ndjson")))
 }
 
-/// What the cache remembers of one followed file.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// What the cache remembers of one followed file, as read back.
+#[derive(Debug, Deserialize)]
 pub struct CachedFile {
+    /// Also the key of the map [`load`] returns (and taken from here for it: empty).
     pub path: PathBuf,
     /// The store's registry id.
     pub store: String,
@@ -49,10 +51,25 @@ pub struct CachedFile {
     pub ino: u64,
     pub size: u64,
     pub mtime_ns: i64,
-    /// The follower's checkpoint (read position, the parser's state).
-    pub checkpoint: serde_json::Value,
+    /// The follower's checkpoint (read position, the parser's state), as the JSON text it
+    /// was written as: the follower reads it into its own types.
+    pub checkpoint: Box<RawValue>,
     /// The chats table's rows the file produced, as the daemon last knew them.
     pub chats: Vec<ChatInfo>,
+}
+
+/// One entry as it is written: the same fields as [`CachedFile`] and the file's path,
+/// borrowed from the watcher's state.
+#[derive(Debug, Serialize)]
+pub struct CacheEntry<'a> {
+    pub path: &'a Path,
+    pub store: &'a str,
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub checkpoint: &'a serde_json::Value,
+    pub chats: &'a [ChatInfo],
 }
 
 /// The header line.
@@ -84,16 +101,19 @@ pub enum CacheRefused {
 }
 
 /// Reads the cache at `path`: every entry, by path, when the whole file is intact and
-/// ours; otherwise why not.
+/// ours; otherwise why not. The file is read a line at a time (its checksum computed on the
+/// way) and each entry parsed into its own types, so reading it holds the entries and not
+/// the file's bytes as well.
 pub fn load(path: &Path) -> Result<HashMap<PathBuf, CachedFile>, CacheRefused> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Err(CacheRefused::Missing)
         }
         Err(error) => return Err(CacheRefused::Unreadable(error)),
     };
-    let meta = std::fs::metadata(path).map_err(CacheRefused::Unreadable)?;
+    // The file opened, not the path again: what is checked is what is read.
+    let meta = file.metadata().map_err(CacheRefused::Unreadable)?;
     let uid = nix::unistd::getuid().as_raw();
     if meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
         return Err(CacheRefused::Unsafe {
@@ -101,11 +121,18 @@ pub fn load(path: &Path) -> Result<HashMap<PathBuf, CachedFile>, CacheRefused> {
             mode: meta.permissions().mode() & 0o777,
         });
     }
-    let newline = bytes
-        .iter()
-        .position(|b| *b == b'\n')
-        .ok_or_else(|| CacheRefused::Damaged("no header line".into()))?;
-    let header: Header = serde_json::from_slice(&bytes[..newline])
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut line = Vec::with_capacity(4096);
+    let read_line = |reader: &mut BufReader<std::fs::File>, line: &mut Vec<u8>| {
+        line.clear();
+        reader
+            .read_until(b'\n', line)
+            .map_err(CacheRefused::Unreadable)
+    };
+    if read_line(&mut reader, &mut line)? == 0 || line.last() != Some(&b'\n') {
+        return Err(CacheRefused::Damaged("no header line".into()));
+    }
+    let header: Header = serde_json::from_slice(&line[..line.len() - 1])
         .map_err(|error| CacheRefused::Damaged(format!("header: {error}")))?;
     if header.format != FORMAT {
         return Err(CacheRefused::Foreign(format!("format {:?}", header.format)));
@@ -116,20 +143,28 @@ pub fn load(path: &Path) -> Result<HashMap<PathBuf, CachedFile>, CacheRefused> {
             header.version, header.generation
         )));
     }
-    let body = &bytes[newline + 1..];
-    if hex(&Sha256::digest(body)) != header.sha256 {
+    // Never more room than the file could hold entries for (the header is not trusted yet).
+    let most = (meta.len() / 64) as usize;
+    let mut files = HashMap::with_capacity(header.files.min(most));
+    let mut digest = Sha256::new();
+    let mut index = 0usize;
+    while read_line(&mut reader, &mut line)? > 0 {
+        digest.update(&line);
+        index += 1;
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if text.is_empty() {
+            continue;
+        }
+        // Parsed before the checksum is known: a damaged file is refused whole below,
+        // whatever its entries said.
+        let mut entry: CachedFile = serde_json::from_slice(text)
+            .map_err(|error| CacheRefused::Damaged(format!("entry {index}: {error}")))?;
+        files.insert(std::mem::take(&mut entry.path), entry);
+    }
+    if hex(&digest.finalize()) != header.sha256 {
         return Err(CacheRefused::Damaged(
             "its checksum does not match its content".into(),
         ));
-    }
-    let mut files = HashMap::with_capacity(header.files);
-    for (index, line) in body.split(|b| *b == b'\n').enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        let entry: CachedFile = serde_json::from_slice(line)
-            .map_err(|error| CacheRefused::Damaged(format!("entry {}: {error}", index + 1)))?;
-        files.insert(entry.path.clone(), entry);
     }
     if files.len() != header.files {
         return Err(CacheRefused::Damaged(format!(
@@ -143,14 +178,17 @@ pub fn load(path: &Path) -> Result<HashMap<PathBuf, CachedFile>, CacheRefused> {
 
 /// Writes the cache at `path` (folder 0700, file 0600), atomically: a reader sees the old
 /// file or the new one, never half of one.
-pub fn save<'a>(path: &Path, files: impl Iterator<Item = &'a CachedFile>) -> std::io::Result<()> {
+pub fn save<'a>(
+    path: &Path,
+    files: impl Iterator<Item = &'a CacheEntry<'a>>,
+) -> std::io::Result<()> {
     let (body, count) = serialize(files)?;
     write(path, &body, count)
 }
 
 /// The cache's entries as its body (one line each), and how many.
 pub fn serialize<'a>(
-    files: impl Iterator<Item = &'a CachedFile>,
+    files: impl Iterator<Item = &'a CacheEntry<'a>>,
 ) -> std::io::Result<(Vec<u8>, usize)> {
     let mut body = Vec::new();
     let mut count = 0usize;
@@ -206,14 +244,31 @@ mod tests {
     use super::*;
     use koru_protocol::ObservedChatState;
 
-    fn entry(name: &str) -> CachedFile {
-        CachedFile {
+    /// An entry's owned parts, lent to [`CacheEntry`] by [`Owned::entry`].
+    struct Owned {
+        path: PathBuf,
+        checkpoint: serde_json::Value,
+        chats: Vec<ChatInfo>,
+    }
+
+    impl Owned {
+        fn entry(&self) -> CacheEntry<'_> {
+            CacheEntry {
+                path: &self.path,
+                store: "chat_history_claude_code_jsonl",
+                dev: 1,
+                ino: 2,
+                size: 300,
+                mtime_ns: 4,
+                checkpoint: &self.checkpoint,
+                chats: &self.chats,
+            }
+        }
+    }
+
+    fn owned(name: &str) -> Owned {
+        Owned {
             path: PathBuf::from(format!("/h/.claude/projects/p/{name}.jsonl")),
-            store: "chat_history_claude_code_jsonl".into(),
-            dev: 1,
-            ino: 2,
-            size: 300,
-            mtime_ns: 4,
             checkpoint: serde_json::json!({"position": 300}),
             chats: vec![ChatInfo {
                 store: "chat_history_claude_code_jsonl".into(),
@@ -226,16 +281,23 @@ mod tests {
         }
     }
 
+    fn save_two(path: &Path) {
+        let (a, b) = (owned("a"), owned("b"));
+        save(path, [a.entry(), b.entry()].iter()).unwrap();
+    }
+
     #[test]
     fn a_saved_cache_loads_back_whole_and_private() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("koru/observers/x.ndjson");
-        save(&path, [entry("a"), entry("b")].iter()).unwrap();
+        save_two(&path);
         let loaded = load(&path).unwrap();
         assert_eq!(loaded.len(), 2);
         let a = &loaded[Path::new("/h/.claude/projects/p/a.jsonl")];
         assert_eq!(a.chats[0].last_prompt.as_deref(), Some("fix it"));
-        assert_eq!(a.checkpoint["position"], 300);
+        assert_eq!(a.store, "chat_history_claude_code_jsonl");
+        assert_eq!((a.dev, a.ino, a.size, a.mtime_ns), (1, 2, 300, 4));
+        assert_eq!(a.checkpoint.get(), r#"{"position":300}"#);
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&path), 0o600);
         assert_eq!(mode(path.parent().unwrap()), 0o700);
@@ -246,7 +308,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.ndjson");
         assert!(matches!(load(&path), Err(CacheRefused::Missing)));
-        save(&path, [entry("a"), entry("b")].iter()).unwrap();
+        save_two(&path);
         let good = std::fs::read(&path).unwrap();
 
         // One byte changed in an entry: the checksum says so.

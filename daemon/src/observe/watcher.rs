@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::announced::{self, AnnounceConfig, RootsChange};
 use super::follow::{Follower, ReadProblem};
 use super::locations::Store;
-use super::summary_cache::{self, CachedFile};
+use super::summary_cache::{self, CacheEntry, CachedFile};
 use super::Observation;
 use crate::appear_watch::AppearWatch;
 use crate::clock::{Clock, SystemClock};
@@ -355,7 +355,6 @@ impl<E: From<ObserverReport> + Send> State<E> {
         let stamp = Stamp::of(&path);
         if first_read {
             self.health_changed = true;
-            self.cache_dirty = true;
             let root_since = self
                 .roots
                 .iter()
@@ -399,8 +398,11 @@ impl<E: From<ObserverReport> + Send> State<E> {
                     self.conclude_history(&path, now).await;
                     return;
                 }
+                // Appended to since: the read below changes the entry.
             } else {
                 self.files.insert(path.clone(), followed);
+                // Not in the cache as it is now.
+                self.cache_dirty = true;
             }
             self.start.read += 1;
         }
@@ -510,7 +512,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
         if !same_file || !(unchanged || appended) {
             return None;
         }
-        if !followed.follower.restore(entry.checkpoint) {
+        if !followed.follower.restore(&entry.checkpoint) {
             return None;
         }
         followed.chats = entry.chats;
@@ -720,15 +722,15 @@ impl<E: From<ObserverReport> + Send> State<E> {
             else {
                 continue;
             };
-            let entry = CachedFile {
-                path: file.clone(),
-                store: followed.store.id().to_string(),
+            let entry = CacheEntry {
+                path: file,
+                store: followed.store.id(),
                 dev: stamp.dev,
                 ino: stamp.ino,
                 size: stamp.size,
                 mtime_ns: stamp.mtime_ns,
-                checkpoint,
-                chats: followed.chats.clone(),
+                checkpoint: &checkpoint,
+                chats: &followed.chats,
             };
             if serde_json::to_writer(&mut body, &entry).is_ok() {
                 body.push(b'\n');
@@ -1074,11 +1076,21 @@ impl<E: From<ObserverReport> + Send> State<E> {
     /// Its cost is measured, and the next pass is put off so that polling takes at most
     /// `POLL_DUTY_MAX` of a core.
     async fn poll_unwatched(&mut self) {
+        // Whether a root exists comes from the root check that just ran (one `stat` per
+        // root a second is enough): a root added since is looked at here.
         let polled: Vec<(Store, PathBuf)> = self
             .roots
             .iter()
-            .filter(|r| r.checked && r.path.is_dir() && !self.notified(&r.path))
-            .map(|r| (r.store, r.path.clone()))
+            .enumerate()
+            .filter(|(i, r)| {
+                r.checked
+                    && match self.roots_seen.get(*i) {
+                        Some(seen) => seen.is_some(),
+                        None => r.path.is_dir(),
+                    }
+            })
+            .filter(|(_, r)| !self.notified(&r.path))
+            .map(|(_, r)| (r.store, r.path.clone()))
             .collect();
         if polled.is_empty() {
             return;
@@ -1352,6 +1364,10 @@ pub async fn run<E: From<ObserverReport> + Send>(
     }
     state.arm(&mut watcher, false);
     state.rescan().await;
+    if !state.cached.is_empty() {
+        // Entries for files that are gone: the cache is written again without them.
+        state.cache_dirty = true;
+    }
     state.cached = HashMap::new();
     state.log_start(started.elapsed());
     state.save_cache(false);
@@ -1369,6 +1385,7 @@ pub async fn run<E: From<ObserverReport> + Send>(
     let quiet_every =
         (state.config.quiet / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
     let mut quiet = tokio::time::interval(quiet_every);
+    quiet.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let appear = state.appear.clone();
     let appeared = || async {
         match appear.as_deref() {
@@ -1436,8 +1453,11 @@ pub async fn run<E: From<ObserverReport> + Send>(
                 }
             }
             _ = rescan.tick() => {
-                // Roots only: the watches the inotify limit refused are tried again.
-                state.refresh_roots(&mut watcher, true).await;
+                // Roots only: the watches the inotify limit refused are tried again (the
+                // root check above sees roots come and go).
+                if !state.unwatched.is_empty() {
+                    state.refresh_roots(&mut watcher, true).await;
+                }
                 state.retry_problems(true).await;
                 if state.health_changed {
                     state.report_health().await;
@@ -1457,7 +1477,9 @@ pub async fn run<E: From<ObserverReport> + Send>(
                     state.report_health().await;
                 }
             }
-            _ = quiet.tick() => state.check_quiet().await,
+            // Only while some file has a turn open or a recent change: a daemon at rest
+            // is not woken for it.
+            _ = quiet.tick(), if !state.quiet_pending.is_empty() => state.check_quiet().await,
         }
     }
 }

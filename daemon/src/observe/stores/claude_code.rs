@@ -182,7 +182,7 @@ impl LineParser for ClaudeCodeParser {
         serde_json::to_value(self).ok()
     }
 
-    fn restore(&mut self, state: serde_json::Value) -> bool {
+    fn restore(&mut self, state: &serde_json::value::RawValue) -> bool {
         crate::observe::restore_from_checkpoint(self, state)
     }
 }
@@ -608,12 +608,13 @@ mod tests {
         );
         let mut first = ClaudeCodeParser::new("f");
         let mut seen = feed(&mut first, &[PROMPT, TOOL_USE]);
-        let state = first.checkpoint().unwrap();
+        let state = serde_json::value::to_raw_value(&first.checkpoint().unwrap()).unwrap();
         let mut resumed = ClaudeCodeParser::new("other");
-        assert!(resumed.restore(state));
+        assert!(resumed.restore(&state));
         seen.extend(feed(&mut resumed, &[TOOL_RESULT, FINAL, TURN_END]));
         assert_eq!(seen, all);
-        assert!(!resumed.restore(serde_json::json!({"chat": 3})));
+        let not_one = serde_json::value::to_raw_value(&serde_json::json!({"chat": 3})).unwrap();
+        assert!(!resumed.restore(&not_one));
     }
 
     #[test]

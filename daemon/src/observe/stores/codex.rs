@@ -154,7 +154,7 @@ impl LineParser for CodexParser {
         serde_json::to_value(self).ok()
     }
 
-    fn restore(&mut self, state: serde_json::Value) -> bool {
+    fn restore(&mut self, state: &serde_json::value::RawValue) -> bool {
         crate::observe::restore_from_checkpoint(self, state)
     }
 }

@@ -260,6 +260,12 @@ fn write_blobs(shared: &SyncShared, blobs: Vec<(PathBuf, String)>) {
 /// the current segment and the folders whose listing changed to the disk; then the
 /// pending-text logs whose texts are all on the disk now are removed.
 fn sync_everything(shared: &SyncShared) {
+    // Taken first: a write after this point sets it again and so is seen by the next
+    // commit (the thread sleeps without a timer; a flag cleared after the texts were taken
+    // could lose a text queued in between until the next write).
+    let written = shared
+        .written
+        .swap(false, std::sync::atomic::Ordering::AcqRel);
     let (texts, generation, retired, move_on) = {
         let mut pending = shared.texts.lock().unwrap_or_else(|e| e.into_inner());
         let texts = std::mem::take(&mut pending.queued);
@@ -283,9 +289,6 @@ fn sync_everything(shared: &SyncShared) {
         .map(|(digest, text)| (blob_path(&shared.dir, &digest), text))
         .collect();
     write_blobs(shared, texts);
-    let written = shared
-        .written
-        .swap(false, std::sync::atomic::Ordering::AcqRel);
     let (file, files, dirs) = {
         let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
         if !state.dirty && !written {

@@ -382,6 +382,8 @@ impl<E: From<ObserverReport> + Send> State<E> {
             };
             if let Some(unchanged) = self.restore(&path, store, stamp, &mut followed) {
                 let chats = followed.chats.clone();
+                // Time concludes nothing for a file with no turn open.
+                let turn_open = followed.follower.turn_open();
                 self.files.insert(path.clone(), followed);
                 self.start.restored += 1;
                 if !chats.is_empty() {
@@ -395,7 +397,9 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 }
                 if unchanged {
                     // Nothing to read: only what time concluded since it was cached.
-                    self.conclude_history(&path, now).await;
+                    if turn_open {
+                        self.conclude_history(&path, now).await;
+                    }
                     return;
                 }
                 // Appended to since: the read below changes the entry.

@@ -1,13 +1,15 @@
 //! The drive journal: an append-only, hash-linked record of every prompt pushed, who asked and how it ended, kept under `$XDG_STATE_HOME/koru/journal/` so that it survives restarts and can be proven intact (docs/journal.md is the format).
 //!
 //! Rooms: `canonical.rs` (canonical JSON and the seal), `segments.rs` (segment files and
-//! their lines), `writer.rs` (the [`Journal`] the state machine appends to: blobs, group
+//! their lines), `chain.rs` (the same chain in a folder of its own, written by one
+//! short-lived process: a chat's audit ledger), `writer.rs` (the [`Journal`] the state machine appends to: blobs, group
 //! commit, rotation, retention, restart recovery), `index.rs` (the SQLite index of drives
 //! that answers `drive.get` and history listings from disk), `verify.rs` (`koru verify`),
 //! `export.rs` (the self-verifying HTML export).
 
 pub mod canonical;
 pub mod canonical_serializer;
+pub mod chain;
 pub mod export;
 pub mod index;
 pub mod mapped;

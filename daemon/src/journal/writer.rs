@@ -57,6 +57,18 @@ fn open_segment(path: &Path, len: u64) -> Result<(MappedAppender, Arc<File>), Jo
     Ok((appender, Arc::new(for_sync)))
 }
 
+/// Opens (creating it, 0600) the `.lock` file of the chain in `dir`.
+pub(super) fn open_lock_file(dir: &Path) -> Result<File, JournalError> {
+    let path = dir.join(".lock");
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(JournalError::io("open", &path))
+}
+
 /// Takes the journal's lock, waiting up to `config.lock_wait` while another process holds
 /// it (polling: `flock` has no timeout of its own).
 fn lock_journal(
@@ -478,13 +490,14 @@ impl std::fmt::Debug for Journal {
     }
 }
 
-/// The tail of the existing journal: the last entry's seq and hash, and the segment to go on in.
-struct Tail {
-    last_seq: u64,
-    head: String,
-    segment_first_seq: u64,
-    segment_len: u64,
-    repaired_bytes: Option<u64>,
+/// The tail of the existing journal (or of another chain in the journal's format): the
+/// last entry's seq and hash, and the segment to go on in.
+pub(super) struct Tail {
+    pub(super) last_seq: u64,
+    pub(super) head: String,
+    pub(super) segment_first_seq: u64,
+    pub(super) segment_len: u64,
+    pub(super) repaired_bytes: Option<u64>,
 }
 
 /// Cuts the segment at `path` to its first `end` bytes; returns it open for writing.
@@ -498,7 +511,8 @@ fn cut_segment(path: &Path, end: u64) -> Result<File, JournalError> {
     Ok(file)
 }
 
-fn read_tail(dir: &Path) -> Result<Tail, JournalError> {
+/// Reads the tail of the chain in `dir`, cutting off a last line a crash left unfinished.
+pub(super) fn read_tail(dir: &Path) -> Result<Tail, JournalError> {
     let segments = segments::list(dir).map_err(JournalError::io("list", dir))?;
     let Some(current) = segments.last() else {
         return Ok(Tail {
@@ -731,15 +745,7 @@ impl Journal {
         started: Map<String, Value>,
     ) -> Result<Reopened, JournalError> {
         create_private_dir(&config.dir)?;
-        let lock_path = config.dir.join(".lock");
-        let lock_file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&lock_path)
-            .map_err(JournalError::io("open", &lock_path))?;
-        let lock = lock_journal(lock_file, &config)?;
+        let lock = lock_journal(open_lock_file(&config.dir)?, &config)?;
         if config.prompts == PromptsMode::Full {
             create_private_dir(&config.dir.join("blobs"))?;
             create_private_dir(&config.dir.join("blobs").join("sha256"))?;

@@ -593,9 +593,7 @@ impl From<crate::observe::watcher::ObserverReport> for DaemonEvent {
                 source: Some(source),
             },
             ObserverReport::Health { observers } => DaemonEvent::ObserverHealth { observers },
-            ObserverReport::Restored { chats, source } => {
-                DaemonEvent::ChatsRestored { chats, source }
-            }
+            ObserverReport::Restored { files } => DaemonEvent::ChatsRestored { files },
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Chat-store roots that change under a running daemon: every store family whose folder is created only after the daemon started is observed at once (its first prompt and reply within 2 s), a root deleted and re-created or reached through a symbolic link that is re-pointed is followed again by itself, a folder moved into place is history while a folder created inside a root is read the moment it appears, old transcripts on disk are history (their state from their own time, nothing published), and a root the kernel's inotify watch limit refuses is polled, with the number of watches it needs in `status`, while the other roots stay live.
+//! Chat-store roots that change under a running daemon: every store family whose folder is created only after the daemon started is observed at once (its first prompt and reply within 2 s), a root deleted and re-created or reached through a symbolic link that is re-pointed is followed again by itself, a folder moved into place is history while a folder created inside a root is read the moment it appears, only the folders that lead to session files are watched (one inotify watch each, never an agent's own sub-folders) and a folder deleted and made again is followed again, old transcripts on disk are history (their state from their own time, nothing published), and a root the kernel's inotify watch limit refuses is polled, with the number of watches it needs in `status`, while the other roots stay live.
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
@@ -374,6 +374,74 @@ fn a_root_deleted_and_re_created_is_followed_again() {
     );
     let (seen, _) = next_of(&observer, CLAUDE, "prompt_seen", Duration::from_secs(2));
     assert_eq!(seen["chat_id"], "a3");
+}
+
+/// The inotify watches the daemon holds, over all its inotify instances (the kernel lists
+/// each one as an `inotify wd:` line of the instance's fdinfo).
+fn inotify_watches(pid: u64) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
+        .map(|info| info.lines().filter(|l| l.starts_with("inotify wd:")).count())
+        .sum()
+}
+
+/// Waits for the daemon to hold `count` inotify watches.
+fn watches_until(pid: u64, count: usize, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while inotify_watches(pid) != count {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {} inotify watches, not {count}",
+            inotify_watches(pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn only_the_folders_that_lead_to_session_files_are_watched_and_a_folder_made_again_is_followed() {
+    let sandbox = Sandbox::new();
+    let workspace = sandbox.workspace("depth");
+    let projects = sandbox.path().join("home/.claude/projects");
+    // Claude Code keeps its sub-agents' transcripts in a folder per session, below the
+    // project folder: no session of the root's, and no watch of the observers'.
+    for project in ["-ws-a", "-ws-b"] {
+        std::fs::create_dir_all(projects.join(project).join("s1/subagents/deeper")).unwrap();
+    }
+    let _daemon = sandbox.start_daemon(&[]);
+    let observer = Observer::start_with(&sandbox, &["--store", CLAUDE]);
+    mode_until(&sandbox, &projects, "watched");
+    let pid = stdout_json(&sandbox.run(&["status", "--json"]))["pid"]
+        .as_u64()
+        .unwrap();
+    let at_start = inotify_watches(pid);
+
+    // A project folder made after the start: one watch more, its session read at once.
+    let project = projects.join("-ws-c");
+    std::fs::create_dir_all(project.join("s2/subagents/deeper")).unwrap();
+    claude_turn(&project.join("c1.jsonl"), "c1", &workspace, "first", "One.");
+    let (seen, _) = next_of(&observer, CLAUDE, "prompt_seen", Duration::from_secs(2));
+    assert_eq!(seen["chat_id"], "c1");
+    watches_until(pid, at_start + 1, "after a project folder was made");
+    // More folders below a session's: still none watched.
+    std::fs::create_dir_all(project.join("s2/subagents/other/more")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(inotify_watches(pid), at_start + 1, "deeper folders are not watched");
+
+    // Deleted: its watch goes with it. Made again: watched and read again.
+    std::fs::remove_dir_all(&project).unwrap();
+    watches_until(pid, at_start, "after the project folder was deleted");
+    std::fs::create_dir_all(&project).unwrap();
+    claude_turn(&project.join("c2.jsonl"), "c2", &workspace, "second", "Two.");
+    let (seen, _) = next_of(&observer, CLAUDE, "prompt_seen", Duration::from_secs(2));
+    assert_eq!(seen["chat_id"], "c2");
+    watches_until(pid, at_start + 1, "after the project folder was made again");
+    // And followed as it grows.
+    claude_turn(&project.join("c2.jsonl"), "c2", &workspace, "third", "Three.");
+    let (seen, _) = next_of(&observer, CLAUDE, "prompt_seen", Duration::from_secs(2));
+    assert_eq!(seen["excerpt"], "third");
 }
 
 #[test]

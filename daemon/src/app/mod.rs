@@ -130,11 +130,11 @@ pub enum DaemonEvent {
         /// The store file they were read from (`None`: reported, e.g. by a hook).
         source: Option<std::path::PathBuf>,
     },
-    /// Chats of a store file the observers' summary cache vouched for at start-up, as
-    /// they stood when the file was last read (history, not published).
+    /// Chats of store files the observers' summary cache vouched for at start-up, as
+    /// they stood when each file was last read (history, not published), many files at a
+    /// time.
     ChatsRestored {
-        chats: Vec<koru_protocol::ChatInfo>,
-        source: std::path::PathBuf,
+        files: Vec<(std::path::PathBuf, Vec<koru_protocol::ChatInfo>)>,
     },
     /// The observers' view of their store roots changed (watches, files, problems).
     ObserverHealth {
@@ -464,7 +464,11 @@ impl<C: Clock> App<C> {
                 replay,
                 source,
             } => self.on_observed(events, replay, source),
-            DaemonEvent::ChatsRestored { chats, source } => self.on_chats_restored(chats, source),
+            DaemonEvent::ChatsRestored { files } => {
+                for (source, chats) in files {
+                    self.on_chats_restored(chats, source);
+                }
+            }
             DaemonEvent::ChatReadFinished { finished } => self.on_chat_read_finished(*finished),
             DaemonEvent::TerminalLook { finished } => self.on_terminal_look(*finished),
             DaemonEvent::TerminalTyped { typed } => self.on_typed(*typed),

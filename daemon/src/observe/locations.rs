@@ -95,10 +95,68 @@ impl Store {
         }
     }
 
-    /// Whether the root is watched recursively (a shallow store's root may be a busy
-    /// directory, like an IDE's `globalStorage`).
+    /// Whether session files lie in folders below the root (a shallow store's root may be
+    /// a busy directory, like an IDE's `globalStorage`, and is watched alone).
     pub fn recursive(self) -> bool {
         self.depth() > 0
+    }
+
+    /// Whether a folder `level`s below a root (0: the root itself) named `name` holds or
+    /// leads to this store's session files: the folders a root's watches cover, and no
+    /// others (an agent's own sub-folders beside its sessions, an extension's folders
+    /// beside `chatSessions`, are none of the observers' business).
+    pub fn leads_to_sessions(self, level: usize, name: &str) -> bool {
+        match level.cmp(&self.depth()) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Equal => level == 0 || self.folder_name().is_none_or(|f| f == name),
+            std::cmp::Ordering::Greater => false,
+        }
+    }
+
+    /// Whether the folder at `folder` is one that `root`'s watches cover
+    /// ([`Store::leads_to_sessions`]).
+    pub fn covers_folder(self, root: &Path, folder: &Path) -> bool {
+        let Ok(rest) = folder.strip_prefix(root) else {
+            return false;
+        };
+        let name = folder.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        self.leads_to_sessions(rest.components().count(), name)
+    }
+
+    /// The folders directly inside `dirs` that lead to session files, `level`s below the
+    /// root.
+    fn folders_in(self, dirs: &[PathBuf], level: usize) -> Vec<PathBuf> {
+        dirs.iter()
+            .flat_map(|dir| list_folder(dir))
+            .filter(|(path, folder)| {
+                *folder
+                    && self.leads_to_sessions(
+                        level,
+                        path.file_name().and_then(|n| n.to_str()).unwrap_or(""),
+                    )
+            })
+            .map(|(path, _)| path)
+            .collect()
+    }
+
+    /// `folder` (inside `root`) and the folders below it that lead to session files, down
+    /// to the store's depth: what must be watched for `root`'s notifications to reach every
+    /// session file there (one inotify watch each). Empty when `root` does not cover
+    /// `folder`.
+    pub fn session_folders(self, root: &Path, folder: &Path) -> Vec<PathBuf> {
+        let Ok(rest) = folder.strip_prefix(root) else {
+            return Vec::new();
+        };
+        if !self.covers_folder(root, folder) {
+            return Vec::new();
+        }
+        let mut found = vec![folder.to_path_buf()];
+        let mut current = found.clone();
+        for level in rest.components().count() + 1..=self.depth() {
+            current = self.folders_in(&current, level);
+            found.extend(current.iter().cloned());
+        }
+        found
     }
 
     /// The name the session file's folder must have, if any.
@@ -217,46 +275,13 @@ impl Store {
         if level > self.depth() {
             return Vec::new();
         }
-        // Each entry with whether it is a folder, from the listing's own type field (no
-        // `stat` per file: a root holds thousands); a link is followed, as before.
-        let list = |dir: &PathBuf| -> Vec<(PathBuf, bool)> {
-            std::fs::read_dir(dir)
-                .map(|entries| {
-                    entries
-                        .flatten()
-                        .filter_map(|entry| {
-                            let path = entry.path();
-                            let folder = match entry.file_type().ok()? {
-                                kind if kind.is_symlink() => {
-                                    let target = std::fs::metadata(&path).ok()?;
-                                    if !target.is_dir() && !target.is_file() {
-                                        return None;
-                                    }
-                                    target.is_dir()
-                                }
-                                kind if kind.is_dir() => true,
-                                kind if kind.is_file() => false,
-                                // Neither (a socket, a device): never a session file.
-                                _ => return None,
-                            };
-                            Some((path, folder))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
         let mut dirs = vec![folder.to_path_buf()];
-        for _ in level..self.depth() {
-            dirs = dirs
-                .iter()
-                .flat_map(list)
-                .filter(|(_, folder)| *folder)
-                .map(|(path, _)| path)
-                .collect();
+        for level in level + 1..=self.depth() {
+            dirs = self.folders_in(&dirs, level);
         }
         let mut found: Vec<PathBuf> = dirs
             .iter()
-            .flat_map(list)
+            .flat_map(|dir| list_folder(dir))
             .filter(|(path, folder)| !folder && self.is_session_under(root, path))
             .map(|(path, _)| path)
             .collect();
@@ -401,6 +426,35 @@ fn log_or_document(
             Box::new(move |bytes| parse(bytes, &stem, workspace.as_deref())),
         ))
     }
+}
+
+/// The entries of `dir`, each with whether it is a folder, from the listing's own type
+/// field (no `stat` per file: a root holds thousands); a link is followed. Neither a file
+/// nor a folder (a socket, a device): left out, never a session file.
+fn list_folder(dir: &Path) -> Vec<(PathBuf, bool)> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| {
+                    let path = entry.path();
+                    let folder = match entry.file_type().ok()? {
+                        kind if kind.is_symlink() => {
+                            let target = std::fs::metadata(&path).ok()?;
+                            if !target.is_dir() && !target.is_file() {
+                                return None;
+                            }
+                            target.is_dir()
+                        }
+                        kind if kind.is_dir() => true,
+                        kind if kind.is_file() => false,
+                        _ => return None,
+                    };
+                    Some((path, folder))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn file_stem(path: &Path) -> String {

@@ -10,6 +10,13 @@ pub mod tail;
 pub mod text;
 pub mod watcher;
 
+/// A map keyed by file path, with a hasher cheaper than the standard one (the keys are
+/// the user's own file names, read from their own folders).
+pub type PathMap<V> = std::collections::HashMap<std::path::PathBuf, V, foldhash::fast::RandomState>;
+
+/// A set of file paths ([`PathMap`]'s hasher).
+pub type PathSet = std::collections::HashSet<std::path::PathBuf, foldhash::fast::RandomState>;
+
 use koru_protocol::{ObservationBasis, ObservedKind};
 use sha2::{Digest, Sha256};
 

@@ -5,7 +5,6 @@
 //! changes: a cache from another generation is not trusted) and the SHA-256 of everything
 //! after the header line. docs/observers.md, "Restarts", describes it.
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -104,7 +103,7 @@ pub enum CacheRefused {
 /// ours; otherwise why not. The file is read a line at a time (its checksum computed on the
 /// way) and each entry parsed into its own types, so reading it holds the entries and not
 /// the file's bytes as well.
-pub fn load(path: &Path) -> Result<HashMap<PathBuf, CachedFile>, CacheRefused> {
+pub fn load(path: &Path) -> Result<super::PathMap<CachedFile>, CacheRefused> {
     let file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -145,7 +144,8 @@ pub fn load(path: &Path) -> Result<HashMap<PathBuf, CachedFile>, CacheRefused> {
     }
     // Never more room than the file could hold entries for (the header is not trusted yet).
     let most = (meta.len() / 64) as usize;
-    let mut files = HashMap::with_capacity(header.files.min(most));
+    let mut files =
+        super::PathMap::with_capacity_and_hasher(header.files.min(most), Default::default());
     let mut digest = Sha256::new();
     let mut index = 0usize;
     while read_line(&mut reader, &mut line)? > 0 {

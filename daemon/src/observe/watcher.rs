@@ -14,7 +14,7 @@ use std::time::Duration;
 use koru_protocol::{
     ChatInfo, ObservedEvent, ObserverMode, ObserverStatus, PollCost, StoreProblem, StoreProblemKind,
 };
-use notify::{RecursiveMode, Watcher};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -22,7 +22,7 @@ use super::announced::{self, AnnounceConfig, RootsChange};
 use super::follow::{Follower, ReadProblem};
 use super::locations::Store;
 use super::summary_cache::{self, CacheEntry, CachedFile};
-use super::Observation;
+use super::{Observation, PathMap, PathSet};
 use crate::appear_watch::AppearWatch;
 use crate::clock::{Clock, SystemClock};
 
@@ -39,11 +39,11 @@ pub enum ObserverReport {
     },
     /// The roots' status changed (watches, files, problems).
     Health { observers: Vec<ObserverStatus> },
-    /// The chats of a file the summary cache vouched for, as they stood when the daemon
-    /// last read it (history: applied to the chats table, not published).
+    /// The chats of files the summary cache vouched for, as they stood when the daemon
+    /// last read each (history: applied to the chats table, not published); many files
+    /// to a report, each with its chats.
     Restored {
-        chats: Vec<ChatInfo>,
-        source: PathBuf,
+        files: Vec<(PathBuf, Vec<ChatInfo>)>,
     },
 }
 
@@ -55,6 +55,10 @@ enum Notice {
     /// The kernel dropped notifications (its queue overflowed): list everything again.
     LostEvents,
 }
+
+/// Files restored from the summary cache reported to the daemon loop at a time (one
+/// message, one wake-up of the loop, for that many files).
+const RESTORED_PER_REPORT: usize = 512;
 
 /// Problems kept per root for `status` and doctor.
 const PROBLEMS_KEPT: usize = 20;
@@ -73,9 +77,6 @@ const POLL_DUTY_MAX: f64 = 0.001;
 
 /// How often the summary cache is written while something changed.
 const CACHE_SAVE_EVERY: Duration = Duration::from_secs(60);
-
-/// Folders counted at most when sizing the watches a refused root needs.
-const WATCHES_COUNTED_MAX: u64 = 1_000_000;
 
 /// What to watch and how.
 #[derive(Debug, Clone)]
@@ -241,27 +242,6 @@ impl FolderLookups {
     }
 }
 
-/// The folders under `root`, itself included (one inotify watch each when watched
-/// recursively), counted up to `WATCHES_COUNTED_MAX`.
-fn count_folders(root: &Path) -> u64 {
-    let mut count = 0u64;
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        count += 1;
-        if count >= WATCHES_COUNTED_MAX {
-            break;
-        }
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    stack.push(entry.path());
-                }
-            }
-        }
-    }
-    count
-}
-
 /// A sysctl value, when it can be read.
 fn sysctl(name: &str) -> Option<u64> {
     let path = format!("/proc/sys/{}", name.replace('.', "/"));
@@ -273,13 +253,22 @@ struct State<E> {
     roots: Vec<Root>,
     /// The daemon's user, who must own every announced folder.
     uid: u32,
-    files: HashMap<PathBuf, Followed>,
+    files: PathMap<Followed>,
     /// Files that could not be used at their last read, by path.
     problems: BTreeMap<PathBuf, (Store, PathBuf, StoreProblem)>,
     /// Roots notify refused to watch, with the reason.
     unwatched: HashMap<PathBuf, String>,
-    /// Roots that hold a notify watch of their own.
+    /// Files restored from the summary cache whose chats are not reported yet (sent
+    /// before anything else is, so the daemon loop sees them in order).
+    restored: Vec<(PathBuf, Vec<ChatInfo>)>,
+    /// Roots whose folders are all watched.
     watched: Vec<PathBuf>,
+    /// Every folder notify watches (not recursively) for the roots: each root and the
+    /// folders below it that lead to its store's session files, down to the store's depth
+    /// (`Store::session_folders`). A folder two roots cover is watched once and kept while
+    /// either needs it. Deeper folders (an agent's own sub-folders) are never watched:
+    /// no walk of a root's whole tree, at start or ever.
+    folder_watches: BTreeSet<PathBuf>,
     /// Folders watched (not recursively) only because a missing root lies below them:
     /// the root is read the moment it is created.
     ancestor_watches: BTreeSet<PathBuf>,
@@ -294,9 +283,9 @@ struct State<E> {
     events: mpsc::Sender<E>,
     /// Files whose turn is open or that changed within a quiet period: the only ones the
     /// passing of time can conclude something for.
-    quiet_pending: std::collections::HashSet<PathBuf>,
+    quiet_pending: PathSet,
     /// The summary cache's entries not claimed yet (consumed as files are first met).
-    cached: HashMap<PathBuf, CachedFile>,
+    cached: PathMap<CachedFile>,
     /// Something the summary cache records changed since it was written.
     cache_dirty: bool,
     /// Polling: time between passes, what the last pass cost and saw.
@@ -323,21 +312,93 @@ impl<E: From<ObserverReport> + Send> State<E> {
         })
     }
 
-    /// Whether change notifications reach `root`: its own watch, or the recursive watch
-    /// of a root it lies inside (inotify keeps one watch per directory, so a second one
-    /// would be the same watch, and removing it would blind the enclosing root).
+    /// Whether change notifications reach every session file of `root`.
     fn notified(&self, root: &Path) -> bool {
-        self.watched.iter().any(|w| w == root) || self.enclosing_watch(root).is_some()
+        self.watched.iter().any(|w| w == root)
     }
 
-    /// A recursively watched root that `path` lies strictly inside.
-    fn enclosing_watch(&self, path: &Path) -> Option<&Root> {
-        self.roots.iter().find(|r| {
-            r.store.recursive()
-                && r.path != path
-                && path.starts_with(&r.path)
+    /// Whether a watched root other than `store`'s `root` covers `folder` (inotify keeps
+    /// one watch per directory: removing it for one root would blind the other).
+    fn needed_by_other(&self, folder: &Path, store: Store, root: &Path) -> bool {
+        self.roots.iter().any(|r| {
+            !(r.store == store && r.path == root)
                 && self.watched.contains(&r.path)
+                && r.store.covers_folder(&r.path, folder)
         })
+    }
+
+    /// Watches `folders` (the first one again even when it is known: a folder deleted
+    /// and made again under the same name lost its watch with the old one).
+    fn watch_folders(
+        &mut self,
+        watcher: &mut RecommendedWatcher,
+        folders: &[PathBuf],
+    ) -> notify::Result<()> {
+        for (i, folder) in folders.iter().enumerate() {
+            if i > 0 && self.folder_watches.contains(folder) {
+                continue;
+            }
+            watcher.watch(folder, RecursiveMode::NonRecursive)?;
+            self.folder_watches.insert(folder.clone());
+        }
+        Ok(())
+    }
+
+    /// Removes the watches of `store`'s `root` (it is no longer watched) that no other
+    /// watched root needs.
+    fn release_folders(&mut self, watcher: &mut RecommendedWatcher, store: Store, root: &Path) {
+        let mine: Vec<PathBuf> = self
+            .folder_watches
+            .iter()
+            .filter(|f| store.covers_folder(root, f))
+            .cloned()
+            .collect();
+        for folder in mine {
+            if !self.needed_by_other(&folder, store, root) {
+                // Already gone when the folder was deleted: nothing to undo then.
+                let _ = watcher.unwatch(&folder);
+                self.folder_watches.remove(&folder);
+            }
+        }
+    }
+
+    /// `root` cannot be watched (`error`; `needed`: the watches it takes): it is polled
+    /// meanwhile, and the reason shown by status and doctor.
+    fn refuse_watch(&mut self, root: &Path, error: &notify::Error, needed: u64) {
+        let (reason, needed) = match &error.kind {
+            notify::ErrorKind::MaxFilesWatch => {
+                let raise = sysctl("fs.inotify.max_user_watches")
+                    .map(|limit| {
+                        format!(
+                            "; raise it with `sudo sysctl fs.inotify.max_user_watches={}`",
+                            limit.saturating_add(needed).max(limit.saturating_mul(2))
+                        )
+                    })
+                    .unwrap_or_default();
+                (
+                    format!(
+                        "the inotify watch limit (fs.inotify.max_user_watches) is reached: this folder needs {needed} watch(es){raise}; polled meanwhile (every {} s or more)",
+                        POLL_EVERY.as_secs()
+                    ),
+                    Some(needed),
+                )
+            }
+            _ => (
+                format!(
+                    "{error}; polled meanwhile (every {} s or more)",
+                    POLL_EVERY.as_secs()
+                ),
+                None,
+            ),
+        };
+        if self.unwatched.get(root) != Some(&reason) {
+            tracing::warn!(root = %root.display(), %reason, "cannot watch a chat store");
+        }
+        if let Some(r) = self.roots.iter_mut().find(|r| r.path == root) {
+            r.watches_needed = needed;
+        }
+        self.unwatched.insert(root.to_path_buf(), reason);
+        self.health_changed = true;
     }
 
     /// Reads what is new in `path` and forwards its observations. A file met for the first
@@ -387,13 +448,10 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 self.files.insert(path.clone(), followed);
                 self.start.restored += 1;
                 if !chats.is_empty() {
-                    let _ = self
-                        .events
-                        .send(E::from(ObserverReport::Restored {
-                            chats,
-                            source: path.clone(),
-                        }))
-                        .await;
+                    self.restored.push((path.clone(), chats));
+                    if self.restored.len() >= RESTORED_PER_REPORT {
+                        self.send_restored().await;
+                    }
                 }
                 if unchanged {
                     // Nothing to read: only what time concluded since it was cached.
@@ -588,14 +646,29 @@ impl<E: From<ObserverReport> + Send> State<E> {
             }
             self.cache_dirty = true;
         }
-        let _ = self
-            .events
-            .send(E::from(ObserverReport::Observed {
-                events,
-                replay,
-                source: source.to_path_buf(),
-            }))
-            .await;
+        self.report(ObserverReport::Observed {
+            events,
+            replay,
+            source: source.to_path_buf(),
+        })
+        .await;
+    }
+
+    /// Sends `report` to the daemon loop, after the restored files not reported yet.
+    async fn report(&mut self, report: ObserverReport) {
+        self.send_restored().await;
+        let _ = self.events.send(E::from(report)).await;
+    }
+
+    /// Reports the restored files not reported yet.
+    async fn send_restored(&mut self) {
+        if !self.restored.is_empty() {
+            let files = std::mem::take(&mut self.restored);
+            let _ = self
+                .events
+                .send(E::from(ObserverReport::Restored { files }))
+                .await;
+        }
     }
 
     /// Lists every root again, reading each session file that changed since it was read
@@ -608,7 +681,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
             .filter(|r| r.checked)
             .map(|r| (r.store, r.path.clone()))
             .collect();
-        let mut listed = std::collections::HashSet::new();
+        let mut listed = PathSet::default();
         for (store, root) in roots {
             for path in store.session_files(&root) {
                 self.follow(&path).await;
@@ -817,10 +890,10 @@ impl<E: From<ObserverReport> + Send> State<E> {
             .collect();
         if health != self.last_health {
             self.last_health = health.clone();
-            let _ = self
-                .events
-                .send(E::from(ObserverReport::Health { observers: health }))
+            self.report(ObserverReport::Health { observers: health })
                 .await;
+        } else {
+            self.send_restored().await;
         }
     }
 
@@ -871,20 +944,11 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 to_watch.push((root.store, path.clone()));
             }
             for (store, root) in to_watch {
-                // An enclosing root watched earlier in this pass covers it now.
-                if self.notified(&root) {
-                    armed.push((store, root));
-                    continue;
-                }
-                let mode = if store.recursive() {
-                    RecursiveMode::Recursive
-                } else {
-                    RecursiveMode::NonRecursive
-                };
                 let before = identity(&root);
-                match watcher.watch(&root, mode) {
+                let folders = store.session_folders(&root, &root);
+                match self.watch_folders(watcher, &folders) {
                     Ok(()) => {
-                        tracing::debug!(root = %root.display(), "watching a chat store");
+                        tracing::debug!(root = %root.display(), folders = folders.len(), "watching a chat store");
                         self.watched.push(root.clone());
                         self.unwatched.remove(&root);
                         if let Some(r) = self.roots.iter_mut().find(|r| r.path == root) {
@@ -894,45 +958,9 @@ impl<E: From<ObserverReport> + Send> State<E> {
                         armed.push((store, root));
                     }
                     Err(error) => {
-                        // A recursive watch that failed half-way leaves some watches behind.
-                        let _ = watcher.unwatch(&root);
-                        let (reason, needed) = match &error.kind {
-                            notify::ErrorKind::MaxFilesWatch => {
-                                let needed = if store.recursive() {
-                                    count_folders(&root)
-                                } else {
-                                    1
-                                };
-                                let raise = sysctl("fs.inotify.max_user_watches")
-                                    .map(|limit| format!(
-                                        "; raise it with `sudo sysctl fs.inotify.max_user_watches={}`",
-                                        limit.saturating_add(needed).max(limit.saturating_mul(2))
-                                    ))
-                                    .unwrap_or_default();
-                                (
-                                    format!(
-                                        "the inotify watch limit (fs.inotify.max_user_watches) is reached: this folder needs {needed} watch(es){raise}; polled meanwhile (every {} s or more)",
-                                        POLL_EVERY.as_secs()
-                                    ),
-                                    Some(needed),
-                                )
-                            }
-                            _ => (
-                                format!(
-                                    "{error}; polled meanwhile (every {} s or more)",
-                                    POLL_EVERY.as_secs()
-                                ),
-                                None,
-                            ),
-                        };
-                        if self.unwatched.get(&root) != Some(&reason) {
-                            tracing::warn!(root = %root.display(), %reason, "cannot watch a chat store");
-                        }
-                        if let Some(r) = self.roots.iter_mut().find(|r| r.path == root) {
-                            r.watches_needed = needed;
-                        }
-                        self.unwatched.insert(root, reason);
-                        self.health_changed = true;
+                        // The watches added before the refusal are of no use alone.
+                        self.release_folders(watcher, store, &root);
+                        self.refuse_watch(&root, &error, folders.len() as u64);
                     }
                 }
             }
@@ -960,7 +988,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
                     .then(|| nearest_existing_ancestor_in(&r.path, lookups))
                     .flatten()
             })
-            .filter(|a| !self.notified(a))
+            .filter(|a| !self.folder_watches.contains(a))
             .collect();
         let gone: Vec<PathBuf> = self.ancestor_watches.difference(&wanted).cloned().collect();
         for folder in gone {
@@ -1009,7 +1037,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 self.watched.remove(position);
             }
             if let Some(watcher) = watcher.as_mut() {
-                let _ = watcher.unwatch(path);
+                self.release_folders(watcher, *store, path);
             }
             self.files
                 .retain(|_, f| !(f.store == *store && f.root == *path));
@@ -1100,7 +1128,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
             return;
         }
         let started = std::time::Instant::now();
-        let mut listed = std::collections::HashSet::new();
+        let mut listed = PathSet::default();
         for (store, root) in &polled {
             for path in store.session_files(root) {
                 self.follow(&path).await;
@@ -1141,9 +1169,28 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 .map(|r| (r.store, r.path.clone()))
                 .collect();
             for (store, root) in inside {
+                // A folder created or moved in (with what it holds): watched before it is
+                // read, so a file written meanwhile is not missed.
+                if let (Some(w), true) = (watcher.as_mut(), self.notified(&root)) {
+                    let folders = store.session_folders(&root, path);
+                    if !folders.is_empty() {
+                        // Whatever was known below it went with the folder it replaced.
+                        self.folder_watches.retain(|f| !f.starts_with(path));
+                        if let Err(error) = self.watch_folders(w, &folders) {
+                            self.watched.retain(|r| *r != root);
+                            self.release_folders(w, store, &root);
+                            let needed = store.session_folders(&root, &root).len() as u64;
+                            self.refuse_watch(&root, &error, needed);
+                        }
+                    }
+                }
                 self.scan(store, &root, path).await;
             }
             return;
+        }
+        if self.folder_watches.contains(path) && !path.exists() {
+            // A watched folder deleted or moved away: notify dropped its watches with it.
+            self.folder_watches.retain(|f| !f.starts_with(path));
         }
         if !path.exists() {
             // A folder deleted or moved away takes its files with it (a file's own
@@ -1244,13 +1291,14 @@ impl<E: From<ObserverReport> + Send> State<E> {
             tracing::info!(session_id, store = store.id(), root = %path.display(), "no longer observing a chat-store folder: the session that announced it ended");
             let shared = self.roots.iter().any(|r| r.path == path);
             if let Some(position) = self.watched.iter().position(|w| *w == path) {
-                // A watch an enclosing root shares (it was armed later) stays for that root.
-                if !shared && self.enclosing_watch(&path).is_none() {
+                // Roots still observed at the same path keep it watched.
+                if !shared {
+                    self.watched.remove(position);
                     if let Some(watcher) = watcher.as_mut() {
-                        let _ = watcher.unwatch(&path);
+                        // Folders a root around it covers stay watched for that root.
+                        self.release_folders(watcher, store, &path);
                     }
                 }
-                self.watched.remove(position);
             }
             self.unwatched.remove(&path);
             self.files
@@ -1318,7 +1366,7 @@ pub async fn run<E: From<ObserverReport> + Send>(
         .collect();
     let mut start = StartCount::default();
     let cached = match config.cache.as_deref().map(summary_cache::load) {
-        None => HashMap::new(),
+        None => PathMap::default(),
         Some(Ok(files)) => {
             start.cache = format!("{} files in the summary cache", files.len());
             files
@@ -1328,7 +1376,7 @@ pub async fn run<E: From<ObserverReport> + Send>(
             if !matches!(refused, summary_cache::CacheRefused::Missing) {
                 tracing::info!(cache = ?config.cache, %refused, "not using the observers' summary cache; reading the history again and writing a new one");
             }
-            HashMap::new()
+            PathMap::default()
         }
     };
     let started = std::time::Instant::now();
@@ -1336,10 +1384,12 @@ pub async fn run<E: From<ObserverReport> + Send>(
         config,
         roots,
         uid: nix::unistd::getuid().as_raw(),
-        files: HashMap::new(),
+        files: PathMap::default(),
         problems: BTreeMap::new(),
         unwatched: HashMap::new(),
         watched: Vec::new(),
+        restored: Vec::new(),
+        folder_watches: BTreeSet::new(),
         ancestor_watches: BTreeSet::new(),
         appear: AppearWatch::new()
             .inspect_err(|error| tracing::debug!(%error, "cannot watch the folders missing chat stores would appear in; checked every second"))
@@ -1349,7 +1399,7 @@ pub async fn run<E: From<ObserverReport> + Send>(
         last_health: Vec::new(),
         health_changed: true,
         events,
-        quiet_pending: std::collections::HashSet::new(),
+        quiet_pending: PathSet::default(),
         cached,
         cache_dirty: false,
         poll_every: POLL_EVERY,
@@ -1372,7 +1422,7 @@ pub async fn run<E: From<ObserverReport> + Send>(
         // Entries for files that are gone: the cache is written again without them.
         state.cache_dirty = true;
     }
-    state.cached = HashMap::new();
+    state.cached = PathMap::default();
     state.log_start(started.elapsed());
     state.save_cache(false);
     crate::memory::return_freed_heap_pages();

@@ -573,9 +573,8 @@ mod tests {
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter(|name| {
                 name.ends_with(".json")
-                    && ![".messages.json", ".expect.json", ".turns.json"]
-                        .iter()
-                        .any(|ending| name.ends_with(ending))
+                    && !name.ends_with(".messages.json")
+                    && !corpus::is_expectation(name)
             })
             .collect();
         names.sort();

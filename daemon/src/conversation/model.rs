@@ -174,6 +174,11 @@ impl<'sink> TurnCollector<'sink> {
         }
     }
 
+    /// The record items come from now, when items are wanted.
+    pub fn source(&self) -> Option<&SourceRecord> {
+        self.items.as_ref()?.source.as_ref()
+    }
+
     /// `set_source` with a record made only when items are wanted.
     pub fn set_source_with(&mut self, source: impl FnOnce() -> SourceRecord) {
         if self.items.is_some() {

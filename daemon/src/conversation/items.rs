@@ -261,6 +261,22 @@ impl<'t> Item<'t> {
         }
     }
 
+    /// The result of the call `step` (its tool and outcome), `text` what it gave back.
+    pub fn step_result(
+        step: &'t koru_protocol::TurnStep,
+        call_id: Option<&'t str>,
+        text: Option<&'t str>,
+        at_ms: Option<u64>,
+    ) -> Self {
+        Item::tool_result(
+            Some(&step.tool),
+            call_id,
+            text,
+            ItemOutcome::of_step(step.outcome),
+            at_ms,
+        )
+    }
+
     /// The turn's end (`why`: the error of a failed turn, when recorded).
     pub fn turn_end(outcome: ItemOutcome, why: Option<&'t str>, at_ms: Option<u64>) -> Self {
         Item {

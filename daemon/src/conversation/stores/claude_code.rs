@@ -230,11 +230,10 @@ impl ClaudeCodeTurns {
             if let Some(call) = open.turn.steps.get_mut(index) {
                 apply_result(call, block, tool_use_result);
                 let text = out.wants_items().then(|| result_text(block));
-                out.item(Item::tool_result(
-                    Some(&call.tool),
+                out.item(Item::step_result(
+                    call,
                     block.get("tool_use_id").and_then(Value::as_str),
                     text.as_deref(),
-                    ItemOutcome::of_step(call.outcome),
                     at_ms,
                 ));
             }

@@ -328,13 +328,7 @@ impl CodexTurns {
             "function_call_output" | "custom_tool_call_output" => {
                 if let Some(call) = self.call(call_id) {
                     let text = output_result(call, payload.get("output").unwrap_or(&Value::Null));
-                    out.item(Item::tool_result(
-                        Some(&call.tool),
-                        call_id,
-                        Some(&text),
-                        ItemOutcome::of_step(call.outcome),
-                        at_ms,
-                    ));
+                    out.item(Item::step_result(call, call_id, Some(&text), at_ms));
                 }
                 self.touch(at_ms);
             }

@@ -258,13 +258,7 @@ fn add_message(turn: &mut Turn, message: &Value, out: &mut TurnCollector) {
         out.item(Item::tool_call(&step, call_id));
         if out.wants_items() {
             if let Some(text) = result_text(call) {
-                out.item(Item::tool_result(
-                    Some(&step.tool),
-                    call_id,
-                    Some(&text),
-                    ItemOutcome::of_step(step.outcome),
-                    step.at_ms,
-                ));
+                out.item(Item::step_result(&step, call_id, Some(&text), step.at_ms));
             }
             if call.get("status").and_then(Value::as_str) == Some("awaiting_approval") {
                 let what = format!("approve {}: {}", step.tool, step.summary);

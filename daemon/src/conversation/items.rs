@@ -334,6 +334,35 @@ pub fn offset_in(outer: &[u8], inner: &[u8]) -> u64 {
     offset.min(outer.len()) as u64
 }
 
+/// The elements of the JSON array in `document` — the document itself (`key` `None`), or
+/// its top-level field `key` — as sources (`/<i>` or `/<key>/<i>`); empty when the document
+/// has no such array.
+pub fn array_elements(document: &[u8], key: Option<&str>) -> Vec<SourceRecord> {
+    use serde_json::value::RawValue;
+    let array: &[u8] = match key {
+        None => document,
+        Some(key) => {
+            let fields: std::collections::HashMap<&str, &RawValue> =
+                serde_json::from_slice(document).unwrap_or_default();
+            match fields.get(key) {
+                Some(raw) => raw.get().as_bytes(),
+                None => return Vec::new(),
+            }
+        }
+    };
+    let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(array) else {
+        return Vec::new();
+    };
+    let prefix = key.map(|key| pointer(&[key])).unwrap_or_default();
+    elements
+        .iter()
+        .enumerate()
+        .map(|(index, raw)| {
+            SourceRecord::element(document, raw.get().as_bytes(), format!("{prefix}/{index}"))
+        })
+        .collect()
+}
+
 /// An RFC 6901 pointer to `path` (object keys and array indexes).
 pub fn pointer<S: std::fmt::Display>(path: &[S]) -> String {
     let mut out = String::new();

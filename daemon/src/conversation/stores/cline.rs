@@ -29,10 +29,9 @@
 //!   writes when a task is stopped or reopened do not extend a turn.
 
 use koru_protocol::{StepKind, StepOutcome, TurnStep, TurnUsage};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::conversation::items::{Item, ItemOutcome, SourceRecord};
+use crate::conversation::items::{array_elements, Item, ItemOutcome, SourceRecord};
 use crate::conversation::model::{
     set_state_from_snapshot, step, step_error, summarize_arguments, time_ms, Turn, TurnCollector,
 };
@@ -56,7 +55,7 @@ pub fn turns_from_task(ui_messages: &[u8], out: &mut TurnCollector) -> Result<()
         ));
     };
     let sources = if out.wants_items() {
-        message_elements(ui_messages)
+        array_elements(ui_messages, None)
     } else {
         Vec::new()
     };
@@ -71,20 +70,6 @@ pub fn turns_from_task(ui_messages: &[u8], out: &mut TurnCollector) -> Result<()
         out.push(turn);
     }
     Ok(())
-}
-
-/// Each message's element in `ui_messages.json` (`/<i>`).
-fn message_elements(ui_messages: &[u8]) -> Vec<SourceRecord> {
-    let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(ui_messages) else {
-        return Vec::new();
-    };
-    elements
-        .iter()
-        .enumerate()
-        .map(|(index, raw)| {
-            SourceRecord::element(ui_messages, raw.get().as_bytes(), format!("/{index}"))
-        })
-        .collect()
 }
 
 /// The fields of one message this reader uses.

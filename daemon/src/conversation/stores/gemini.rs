@@ -21,11 +21,10 @@
 use std::collections::HashMap;
 
 use koru_protocol::{StepKind, StepOutcome, TurnState, TurnStep, TurnUsage};
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::LineTurns;
-use crate::conversation::items::{Item, ItemOutcome, SourceRecord};
+use crate::conversation::items::{array_elements, Item, ItemOutcome, SourceRecord};
 use crate::conversation::model::{step, step_error, summarize_arguments, Turn, TurnCollector};
 use crate::observe::stores::gemini::{
     has_function_response, text_of, typed_prompt, GeminiLog, CANCELLED_NOTICE,
@@ -119,36 +118,15 @@ pub fn turns_from_document(bytes: &[u8], out: &mut TurnCollector) -> Result<(), 
         ));
     };
     let sources = if out.wants_items() {
-        message_elements(bytes)
+        array_elements(bytes, Some("messages"))
+            .into_iter()
+            .map(Some)
+            .collect()
     } else {
         Vec::new()
     };
     turns_from_messages(messages, &sources, out);
     Ok(())
-}
-
-/// Each message's element in a session document (`/messages/<i>`).
-fn message_elements(bytes: &[u8]) -> Vec<Option<SourceRecord>> {
-    #[derive(serde::Deserialize)]
-    struct Session<'a> {
-        #[serde(borrow)]
-        messages: Vec<&'a RawValue>,
-    }
-    let Ok(session) = serde_json::from_slice::<Session>(bytes) else {
-        return Vec::new();
-    };
-    session
-        .messages
-        .iter()
-        .enumerate()
-        .map(|(index, raw)| {
-            Some(SourceRecord::element(
-                bytes,
-                raw.get().as_bytes(),
-                format!("/messages/{index}"),
-            ))
-        })
-        .collect()
 }
 
 /// Pushes the turns of a session's messages, oldest first (the observer's `turns_of`

@@ -4,6 +4,8 @@ use std::collections::VecDeque;
 
 use koru_protocol::{StepKind, StepOutcome, TurnState, TurnStep, TurnUsage};
 
+use super::items::{ConversationItem, Item, SourceRecord};
+
 /// One turn as its store recorded it, texts whole (paging is the answer's business).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Turn {
@@ -106,20 +108,94 @@ pub enum Keep {
 }
 
 /// Receives a chat's turns in order as a reader closes them and keeps only those `Keep`
-/// asks for (with their indexes), counting all.
-#[derive(Debug)]
-pub struct TurnCollector {
+/// asks for (with their indexes), counting all; with a sink (`with_items`), also the
+/// conversation's items as the reader recognizes them, each from the source record the
+/// reader set last (`set_source`).
+pub struct TurnCollector<'sink> {
     keep: Keep,
     total: u64,
     kept: VecDeque<(u64, Turn)>,
+    items: Option<ItemSink<'sink>>,
 }
 
-impl TurnCollector {
+/// Where a read's items go, and the record they come from.
+struct ItemSink<'sink> {
+    sink: Box<dyn FnMut(ConversationItem) + 'sink>,
+    source: Option<SourceRecord>,
+    /// The next item's place in `source`.
+    part: u32,
+}
+
+impl std::fmt::Debug for TurnCollector<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnCollector")
+            .field("keep", &self.keep)
+            .field("total", &self.total)
+            .field("kept", &self.kept.len())
+            .field("items", &self.items.is_some())
+            .finish()
+    }
+}
+
+impl<'sink> TurnCollector<'sink> {
     pub fn new(keep: Keep) -> Self {
         TurnCollector {
             keep,
             total: 0,
             kept: VecDeque::new(),
+            items: None,
+        }
+    }
+
+    /// A collector that also hands every item of the conversation to `sink`, in the
+    /// order the reader recognizes them (keeping none of them).
+    pub fn with_items(keep: Keep, sink: impl FnMut(ConversationItem) + 'sink) -> Self {
+        TurnCollector {
+            items: Some(ItemSink {
+                sink: Box::new(sink),
+                source: None,
+                part: 0,
+            }),
+            ..TurnCollector::new(keep)
+        }
+    }
+
+    /// Whether the read reports items: a reader computes a record's source (digests)
+    /// only then.
+    pub fn wants_items(&self) -> bool {
+        self.items.is_some()
+    }
+
+    /// The record the next items come from (their `part`s counted from 0).
+    pub fn set_source(&mut self, source: SourceRecord) {
+        if let Some(items) = &mut self.items {
+            items.source = Some(source);
+            items.part = 0;
+        }
+    }
+
+    /// The record items come from now, when items are wanted.
+    pub fn source(&self) -> Option<&SourceRecord> {
+        self.items.as_ref()?.source.as_ref()
+    }
+
+    /// `set_source` with a record made only when items are wanted.
+    pub fn set_source_with(&mut self, source: impl FnOnce() -> SourceRecord) {
+        if self.items.is_some() {
+            self.set_source(source());
+        }
+    }
+
+    /// One item of the turn being read (the next one `push` gets), from the current
+    /// source record; nothing without a sink or before a source is set.
+    pub fn item(&mut self, item: Item<'_>) {
+        let turn = self.total;
+        if let Some(items) = &mut self.items {
+            if let Some(source) = &items.source {
+                let part = items.part;
+                items.part += 1;
+                (items.sink)(item.into_item(turn, source.clone(), part));
+            }
         }
     }
 
@@ -371,6 +447,14 @@ pub mod corpus {
     use serde_json::{json, Value};
     use std::path::PathBuf;
 
+    /// Whether a corpus file is an expectation file beside a transcript (`.expect.json`,
+    /// `.turns.json`, `.items.json`), not a transcript.
+    pub fn is_expectation(name: &str) -> bool {
+        [".expect.json", ".turns.json", ".items.json"]
+            .iter()
+            .any(|ending| name.ends_with(ending))
+    }
+
     /// The corpus folder `tests/corpus/<folder>`.
     pub fn folder(folder: &str) -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -387,14 +471,7 @@ pub mod corpus {
         read: impl Fn(&str, &[u8], &mut TurnCollector),
     ) {
         let dir = folder(folder_name);
-        let mut names: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
-            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-            .filter(|name| endings.iter().any(|ending| name.ends_with(ending)))
-            .filter(|name| !name.ends_with(".expect.json") && !name.ends_with(".turns.json"))
-            .collect();
-        names.sort();
-        assert!(!names.is_empty(), "no corpus files in {}", dir.display());
+        let names = transcripts(folder_name, endings);
         let mut differences = Vec::new();
         for name in &names {
             let bytes = std::fs::read(dir.join(name)).unwrap();
@@ -415,11 +492,176 @@ pub mod corpus {
                     .map(|difference| format!("{name}: {difference}")),
             );
         }
+        assert_none(
+            &differences,
+            &format!("corpus {folder_name} differs from its expectations"),
+        );
+    }
+
+    /// The transcripts of `tests/corpus/<folder>` whose names end with one of `endings`
+    /// (expectation files left out), sorted; panics when there is none.
+    pub fn transcripts(folder_name: &str, endings: &[&str]) -> Vec<String> {
+        let dir = folder(folder_name);
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| endings.iter().any(|ending| name.ends_with(ending)))
+            .filter(|name| !is_expectation(name))
+            .collect();
+        names.sort();
+        assert!(!names.is_empty(), "no corpus files in {}", dir.display());
+        names
+    }
+
+    /// `check_items` for every transcript of `folder` ending with one of `endings`, each a
+    /// chat of its own.
+    pub fn check_file_items(folder_name: &str, endings: &[&str], store: &str) {
+        let names = transcripts(folder_name, endings);
+        let chats: Vec<(&str, &str)> = names.iter().map(|name| (name.as_str(), "")).collect();
+        check_items(folder_name, store, &chats);
+    }
+
+    /// Reads the chats `chats` names — (corpus file, chat id) pairs of `tests/corpus/<folder>`
+    /// — with `read::read_items` as the store `store`, and compares their items with
+    /// `<file>.items.json` (an array of items; an object of arrays by chat id for a file of
+    /// several chats). With `UPDATE_ITEMS=1` it writes those files instead (review the diff
+    /// against the transcript). Panics listing every difference.
+    pub fn check_items(folder_name: &str, store: &str, chats: &[(&str, &str)]) {
+        let dir = folder(folder_name);
+        let update = std::env::var_os("UPDATE_ITEMS").is_some_and(|v| v == "1");
+        let mut files: Vec<&str> = chats.iter().map(|(file, _)| *file).collect();
+        files.dedup();
+        assert!(!files.is_empty(), "no corpus chats for {folder_name}");
+        let mut differences = Vec::new();
+        for file in files {
+            let ids: Vec<&str> = chats
+                .iter()
+                .filter(|(f, _)| *f == file)
+                .map(|(_, id)| *id)
+                .collect();
+            let mut read = serde_json::Map::new();
+            for id in &ids {
+                let mut items = Vec::new();
+                crate::conversation::read::read_items(store, &dir.join(file), id, |item| {
+                    items.push(serde_json::to_value(&item).unwrap());
+                })
+                .unwrap_or_else(|error| panic!("{file} {id}: {error}"));
+                read.insert((*id).to_string(), Value::Array(items));
+                // Reporting items changes nothing of the turns.
+                let request = crate::conversation::read::ReadRequest {
+                    store: store.to_string(),
+                    chat_id: (*id).to_string(),
+                    source: dir.join(file),
+                    keep: Keep::Last(usize::MAX),
+                    expect_reply: false,
+                };
+                let mut plain = TurnCollector::new(Keep::Last(usize::MAX));
+                let mut with_items = TurnCollector::with_items(Keep::Last(usize::MAX), |_| {});
+                crate::conversation::stores::read_store(&request, &mut plain).unwrap();
+                crate::conversation::stores::read_store(&request, &mut with_items).unwrap();
+                if plain.into_turns() != with_items.into_turns() {
+                    differences.push(format!(
+                        "{file} {id}: the turns differ when read with items"
+                    ));
+                }
+            }
+            let read = match ids.as_slice() {
+                [id] => read.remove(*id).unwrap_or_default(),
+                _ => Value::Object(read),
+            };
+            let expected_path = dir.join(format!("{file}.items.json"));
+            if update {
+                std::fs::write(&expected_path, items_file(&read)).unwrap();
+                continue;
+            }
+            let Ok(expected) = std::fs::read(&expected_path) else {
+                differences.push(format!("{file}: no {file}.items.json"));
+                continue;
+            };
+            let expected: Value = serde_json::from_slice(&expected)
+                .unwrap_or_else(|error| panic!("{}: {error}", expected_path.display()));
+            differences.extend(
+                compare_items(&expected, &read, "")
+                    .into_iter()
+                    .map(|difference| format!("{file}: {difference}")),
+            );
+        }
+        assert_none(
+            &differences,
+            &format!("corpus {folder_name} items differ from their expectations (UPDATE_ITEMS=1 rewrites them)"),
+        );
+    }
+
+    /// Panics with `heading` and every difference, when there is any.
+    fn assert_none(differences: &[String], heading: &str) {
         assert!(
             differences.is_empty(),
-            "corpus {folder_name} differs from its expectations:\n{}",
+            "{heading}:\n{}",
             differences.join("\n")
         );
+    }
+
+    /// An items file: one item per line, so a diff shows the items that changed.
+    fn items_file(items: &Value) -> String {
+        let array = |items: &[Value], indent: &str| -> String {
+            let lines: Vec<String> = items
+                .iter()
+                .map(|item| format!("{indent}  {item}"))
+                .collect();
+            format!("[\n{}\n{indent}]", lines.join(",\n"))
+        };
+        match items {
+            Value::Array(items) => format!("{}\n", array(items, "")),
+            Value::Object(chats) => {
+                let chats: Vec<String> = chats
+                    .iter()
+                    .map(|(id, items)| {
+                        let items = items.as_array().map(Vec::as_slice).unwrap_or_default();
+                        format!("  {}: {}", json!(id), array(items, "  "))
+                    })
+                    .collect();
+                format!("{{\n{}\n}}\n", chats.join(",\n"))
+            }
+            other => format!("{other}\n"),
+        }
+    }
+
+    /// The differences between expected and read items, item by item.
+    fn compare_items(expected: &Value, read: &Value, chat: &str) -> Vec<String> {
+        match (expected, read) {
+            (Value::Object(want), Value::Object(got)) => {
+                let mut differences = Vec::new();
+                for id in want
+                    .keys()
+                    .chain(got.keys().filter(|id| !want.contains_key(*id)))
+                {
+                    differences.extend(compare_items(
+                        want.get(id).unwrap_or(&Value::Null),
+                        got.get(id).unwrap_or(&Value::Null),
+                        &format!("chat {id} "),
+                    ));
+                }
+                differences
+            }
+            (Value::Array(want), Value::Array(got)) => {
+                let mut differences: Vec<String> = want
+                    .iter()
+                    .zip(got)
+                    .enumerate()
+                    .filter(|(_, (want, got))| want != got)
+                    .map(|(n, (want, got))| format!("{chat}item {n}: expected {want}, read {got}"))
+                    .collect();
+                if want.len() != got.len() {
+                    differences.push(format!(
+                        "{chat}expected {} items, read {}",
+                        want.len(),
+                        got.len()
+                    ));
+                }
+                differences
+            }
+            (want, got) => vec![format!("{chat}expected {want}, read {got}")],
+        }
     }
 
     fn time(ms: Option<u64>) -> Value {
@@ -536,10 +778,7 @@ pub mod corpus {
         let mut noise = Noise::new(seed);
         for entry in std::fs::read_dir(folder(folder_name)).unwrap().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if !name.ends_with(ending)
-                || name.ends_with(".turns.json")
-                || name.ends_with(".expect.json")
-            {
+            if !name.ends_with(ending) || is_expectation(&name) {
                 continue;
             }
             let bytes = std::fs::read(entry.path()).unwrap();

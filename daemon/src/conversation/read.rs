@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, Semaphore};
 
+use super::items::{ConversationItem, SourceRecord};
 use super::model::{Keep, Turn, TurnCollector};
 use super::stores::{self, LineTurns};
 use crate::observe::follow::MAX_DOCUMENT_BYTES;
@@ -86,6 +87,50 @@ pub fn read_chat(request: &ReadRequest) -> Result<ChatTurns, ReadError> {
     })
 }
 
+/// What reading a chat's items found, besides the items.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemsSummary {
+    /// How many turns the chat has.
+    pub turns: u64,
+    /// How many items were handed to the sink.
+    pub items: u64,
+    /// What the store does not record.
+    pub not_recorded: &'static [&'static str],
+}
+
+/// Reads the chat `chat_id` of the store `store` (a registry interface id) from `source`,
+/// handing every item of the conversation to `sink` in order, with its source record;
+/// keeps nothing (a JSONL file is streamed line by line, a document read whole within
+/// `MAX_DOCUMENT_BYTES`, a database through its read-only readers). Blocking I/O: call it
+/// off the event loop.
+pub fn read_items(
+    store: &str,
+    source: &Path,
+    chat_id: &str,
+    mut sink: impl FnMut(ConversationItem),
+) -> Result<ItemsSummary, ReadError> {
+    let request = ReadRequest {
+        store: store.to_string(),
+        chat_id: chat_id.to_string(),
+        source: source.to_path_buf(),
+        keep: Keep::Last(0),
+        expect_reply: false,
+    };
+    let mut items = 0u64;
+    let mut out = TurnCollector::with_items(Keep::Last(0), |item| {
+        items += 1;
+        sink(item);
+    });
+    let not_recorded = stores::read_store(&request, &mut out)?;
+    let turns = out.total();
+    drop(out);
+    Ok(ItemsSummary {
+        turns,
+        items,
+        not_recorded,
+    })
+}
+
 /// `path` as text, for errors.
 pub(crate) fn shown(path: &Path) -> String {
     path.display().to_string()
@@ -113,6 +158,10 @@ pub(crate) fn feed_lines(
     let mut line = Vec::new();
     let mut records = 0u64;
     let mut first_problem: Option<ParseError> = None;
+    // Where the next line starts (1-based number, byte offset): blank and skipped lines
+    // count too, so an item's source names the file's own line.
+    let mut number = 0u64;
+    let mut offset = 0u64;
     loop {
         line.clear();
         let read = reader
@@ -121,10 +170,14 @@ pub(crate) fn feed_lines(
         if read == 0 || line.last() != Some(&b'\n') {
             break;
         }
+        number += 1;
+        let start = offset;
+        offset += read as u64;
         let body = line.trim_ascii();
         if body.is_empty() {
             continue;
         }
+        out.set_source_with(|| SourceRecord::line(number, start, &line[..line.len() - 1]));
         match turns.feed_line(body, out) {
             Ok(()) => records += 1,
             Err(problem) => {
@@ -261,5 +314,106 @@ impl ChatReader for RecordingChatReader {
         if let Ok(mut started) = self.started.lock() {
             started.push((ticket, request));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::items::{ItemKind, SourceRecord};
+    use crate::conversation::stores::claude_code::ClaudeCodeTurns;
+
+    const PROMPT: &str = r#"{"type":"user","timestamp":"2026-02-11T10:00:00.000Z","message":{"role":"user","content":"hello"}}"#;
+    const ANSWER: &str = r#"{"type":"assistant","timestamp":"2026-02-11T10:00:01.000Z","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"Two calls."},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}},{"type":"tool_use","id":"t2","name":"Read","input":{"file_path":"/w/a"}}]}}"#;
+
+    /// The items `feed_lines` reports for `file`, read as Claude Code's.
+    fn items_of(file: &[u8]) -> (Vec<ConversationItem>, Vec<(u64, Turn)>) {
+        let mut items = Vec::new();
+        let mut out = TurnCollector::with_items(Keep::Last(usize::MAX), |item| items.push(item));
+        feed_lines(
+            Path::new("f"),
+            "s",
+            file,
+            &mut ClaudeCodeTurns::new(),
+            &mut out,
+        )
+        .unwrap();
+        let turns = out.into_turns();
+        (items, turns)
+    }
+
+    fn line_of(item: &ConversationItem) -> (u64, u64, u64, &str) {
+        match &item.source {
+            SourceRecord::Line {
+                line,
+                offset,
+                bytes,
+                sha256,
+                ..
+            } => (*line, *offset, *bytes, sha256),
+            other => panic!("not a line: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn line_sources_count_every_line_and_keep_a_carriage_return() {
+        let first = format!("{PROMPT}\r\n");
+        let file = format!("{first}\n  \nnot json\n{ANSWER}\n{PROMPT}");
+        let (items, turns) = items_of(file.as_bytes());
+        assert_eq!(turns.len(), 1, "the cut last line is not read");
+        let kinds: Vec<(ItemKind, u32)> = items.iter().map(|i| (i.kind, i.part)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (ItemKind::Prompt, 0),
+                (ItemKind::AssistantText, 0),
+                (ItemKind::ToolCall, 1),
+                (ItemKind::ToolCall, 2),
+            ]
+        );
+        let prompt_bytes = format!("{PROMPT}\r");
+        assert_eq!(
+            line_of(&items[0]),
+            (
+                1,
+                0,
+                prompt_bytes.len() as u64,
+                crate::journal::canonical::sha256_hex(prompt_bytes.as_bytes()).as_str()
+            ),
+            "the \\r is part of the line's bytes"
+        );
+        // Line 2 is empty, 3 blank, 4 not JSON: the answer is line 5.
+        let answer_at = (first.len() + 1 + 3 + "not json\n".len()) as u64;
+        let (line, offset, bytes, sha256) = line_of(&items[1]);
+        assert_eq!((line, offset, bytes), (5, answer_at, ANSWER.len() as u64));
+        let range = offset as usize..(offset + bytes) as usize;
+        assert_eq!(
+            sha256,
+            crate::journal::canonical::sha256_hex(&file.as_bytes()[range])
+        );
+        assert!(items[1..].iter().all(|item| item.source == items[1].source));
+        assert_eq!(items[2].tool.as_deref(), Some("Bash"));
+        assert_eq!(items[3].call_id.as_deref(), Some("t2"));
+        assert_eq!(
+            items[0].text_sha256.as_deref(),
+            Some(crate::journal::canonical::sha256_hex(b"hello").as_str())
+        );
+    }
+
+    #[test]
+    fn a_read_with_items_keeps_the_same_turns_as_one_without() {
+        let file = format!("{PROMPT}\n{ANSWER}\n");
+        let (_, with_items) = items_of(file.as_bytes());
+        let mut out = TurnCollector::new(Keep::Last(usize::MAX));
+        feed_lines(
+            Path::new("f"),
+            "s",
+            file.as_bytes(),
+            &mut ClaudeCodeTurns::new(),
+            &mut out,
+        )
+        .unwrap();
+        assert!(!out.wants_items());
+        assert_eq!(out.into_turns(), with_items);
     }
 }

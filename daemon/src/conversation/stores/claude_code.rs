@@ -29,6 +29,7 @@ use koru_protocol::{StepKind, StepOutcome, TurnState, TurnStep, TurnUsage};
 use serde_json::{Map, Value};
 
 use super::LineTurns;
+use crate::conversation::items::{Item, ItemOutcome};
 use crate::conversation::model::{step, step_error, summarize_arguments, Turn, TurnCollector};
 use crate::observe::stores::claude_code::{user_record, UserRecord};
 use crate::observe::text::parse_ts;
@@ -118,6 +119,11 @@ impl ClaudeCodeTurns {
             let open = self.answering(at_ms, out);
             open.turn.fail(&texts(content).join("\n"), "API error");
             open.turn.touch(at_ms);
+            out.item(Item::turn_end(
+                ItemOutcome::Failed,
+                open.turn.error.as_deref(),
+                at_ms,
+            ));
             return;
         }
         let message_id = message.get("id").and_then(Value::as_str);
@@ -158,6 +164,7 @@ impl ClaudeCodeTurns {
         let text = texts(content).join("\n");
         let has_text = !text.trim().is_empty();
         if has_text {
+            out.item(Item::assistant_text(&text, at_ms));
             let same_message = message_id.is_some() && open.reply_message.as_deref() == message_id;
             match (&mut open.turn.reply, same_message) {
                 (Some(reply), true) => {
@@ -177,7 +184,9 @@ impl ClaudeCodeTurns {
             let name = block.get("name").and_then(Value::as_str).unwrap_or("");
             let mut call = tool_step(name, block.get("input").unwrap_or(&Value::Null));
             call.at_ms = at_ms;
-            if let Some(id) = block.get("id").and_then(Value::as_str) {
+            let call_id = block.get("id").and_then(Value::as_str);
+            out.item(Item::tool_call(&call, call_id));
+            if let Some(id) = call_id {
                 open.pending.insert(id.to_string(), open.turn.steps.len());
             }
             open.turn.steps.push(call);
@@ -187,10 +196,16 @@ impl ClaudeCodeTurns {
             // The model ended its turn with this text (observer: `ended_message`).
             open.turn.state = TurnState::Complete;
             open.ended_message = message_id.map(str::to_string);
+            out.item(Item::turn_end(ItemOutcome::Complete, None, at_ms));
         }
     }
 
-    fn tool_results(&mut self, record: &Map<String, Value>, at_ms: Option<u64>) {
+    fn tool_results(
+        &mut self,
+        record: &Map<String, Value>,
+        at_ms: Option<u64>,
+        out: &mut TurnCollector,
+    ) {
         let Some(open) = self.open.as_mut() else {
             return;
         };
@@ -214,6 +229,13 @@ impl ClaudeCodeTurns {
             };
             if let Some(call) = open.turn.steps.get_mut(index) {
                 apply_result(call, block, tool_use_result);
+                let text = out.wants_items().then(|| result_text(block));
+                out.item(Item::step_result(
+                    call,
+                    block.get("tool_use_id").and_then(Value::as_str),
+                    text.as_deref(),
+                    at_ms,
+                ));
             }
         }
         if !open.ended() {
@@ -235,12 +257,19 @@ impl LineTurns for ClaudeCodeTurns {
             .and_then(parse_ts);
         match record.get("type").and_then(Value::as_str).unwrap_or("") {
             "user" => match user_record(&record) {
-                UserRecord::Prompt(text) => self.start(OpenTurn::new(Some(text), at_ms), out),
-                UserRecord::ToolResults => self.tool_results(&record, at_ms),
+                UserRecord::Prompt(text) => {
+                    self.start(OpenTurn::new(Some(text), at_ms), out);
+                    if let Some(prompt) = self.open.as_ref().and_then(|o| o.turn.prompt.as_deref())
+                    {
+                        out.item(Item::prompt(prompt, at_ms));
+                    }
+                }
+                UserRecord::ToolResults => self.tool_results(&record, at_ms, out),
                 UserRecord::Interrupted => {
                     if let Some(open) = self.open.as_mut().filter(|open| !open.ended()) {
                         open.turn.cancel();
                         open.turn.touch(at_ms);
+                        out.item(Item::turn_end(ItemOutcome::Cancelled, None, at_ms));
                     }
                 }
                 UserRecord::NotAPrompt => {}
@@ -252,6 +281,7 @@ impl LineTurns for ClaudeCodeTurns {
                     if let Some(open) = self.open.as_mut() {
                         if open.turn.state == TurnState::InProgress {
                             open.turn.state = TurnState::Complete;
+                            out.item(Item::turn_end(ItemOutcome::Complete, None, at_ms));
                         }
                         // The end record (after an `end_turn` text too) is the turn's last.
                         open.turn.touch(at_ms);
@@ -710,6 +740,15 @@ mod tests {
         corpus::check("claude_code", &[".jsonl"], |_, bytes, out| {
             corpus::feed_all(&mut ClaudeCodeTurns::new(), bytes, out);
         });
+    }
+
+    #[test]
+    fn the_corpus_items_are_as_expected() {
+        corpus::check_file_items(
+            "claude_code",
+            &[".jsonl"],
+            crate::observe::stores::claude_code::STORE,
+        );
     }
 
     #[test]

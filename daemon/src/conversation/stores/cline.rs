@@ -31,6 +31,7 @@
 use koru_protocol::{StepKind, StepOutcome, TurnStep, TurnUsage};
 use serde_json::{Map, Value};
 
+use crate::conversation::items::{array_elements, Item, ItemOutcome, SourceRecord};
 use crate::conversation::model::{
     set_state_from_snapshot, step, step_error, summarize_arguments, time_ms, Turn, TurnCollector,
 };
@@ -53,13 +54,20 @@ pub fn turns_from_task(ui_messages: &[u8], out: &mut TurnCollector) -> Result<()
             "ui_messages.json is not a JSON array".into(),
         ));
     };
+    let sources = if out.wants_items() {
+        array_elements(ui_messages, None)
+    } else {
+        Vec::new()
+    };
     let turns = task_turns(&messages);
     for (position, (start, observed)) in turns.iter().enumerate() {
         let end = turns
             .get(position + 1)
             .map_or(messages.len(), |(next, _)| *next);
-        let slice = messages.get(*start..end.max(*start)).unwrap_or_default();
-        out.push(read_turn(slice, observed));
+        let range = *start..end.max(*start);
+        let slice = messages.get(range.clone()).unwrap_or_default();
+        let turn = read_turn(slice, sources.get(range).unwrap_or_default(), observed, out);
+        out.push(turn);
     }
     Ok(())
 }
@@ -92,22 +100,36 @@ impl<'a> Message<'a> {
     }
 }
 
-/// One turn's messages (the first opens it) → the turn.
-fn read_turn(messages: &[Value], observed: &TurnSnapshot) -> Turn {
-    let objects: Vec<Message> = messages
+/// One turn's messages (the first opens it) → the turn, its items reported from `sources`
+/// (the messages' elements; empty when no items are wanted).
+fn read_turn(
+    messages: &[Value],
+    sources: &[SourceRecord],
+    observed: &TurnSnapshot,
+    out: &mut TurnCollector,
+) -> Turn {
+    let objects: Vec<(Option<&SourceRecord>, Message)> = messages
         .iter()
-        .filter_map(Value::as_object)
-        .map(Message::read)
+        .enumerate()
+        .filter_map(|(index, message)| {
+            Some((sources.get(index), Message::read(message.as_object()?)))
+        })
         .collect();
-    let started = objects.first().and_then(|message| message.ts);
+    let started = objects.first().and_then(|(_, message)| message.ts);
     let mut turn = Turn::new(observed.prompt.clone(), started);
     // The prompt's own message is not the agent's (Roo writes it as `say: text`).
     let skip = usize::from(observed.prompt.is_some());
+    if let (Some(prompt), Some((source, first))) = (&observed.prompt, objects.first()) {
+        if let Some(source) = source {
+            out.set_source((*source).clone());
+        }
+        out.item(Item::prompt(prompt, first.ts));
+    }
     let mut result: Option<String> = None;
     let mut last_text: Option<String> = None;
     // Steps from here on have not had their results reported by an API request yet.
     let mut awaiting = 0;
-    for message in objects.iter() {
+    for (_, message) in objects.iter() {
         let resume = message.kind == "ask"
             && matches!(message.name, "resume_task" | "resume_completed_task");
         if !resume {
@@ -123,7 +145,10 @@ fn read_turn(messages: &[Value], observed: &TurnSnapshot) -> Turn {
             turn.model = Some(model.to_string());
         }
     }
-    for message in objects.iter().skip(skip) {
+    for (source, message) in objects.iter().skip(skip) {
+        if let Some(source) = source {
+            out.set_source((*source).clone());
+        }
         match (message.kind, message.name) {
             ("say", "api_req_started") => {
                 let Ok(info) = serde_json::from_str::<Value>(message.text) else {
@@ -138,8 +163,22 @@ fn read_turn(messages: &[Value], observed: &TurnSnapshot) -> Turn {
                         let pending = turn.steps.get_mut(awaiting..).unwrap_or_default();
                         for (call, result) in pending.iter_mut().zip(results) {
                             apply_result(call, &result);
+                            out.item(Item::step_result(call, None, Some(&result), message.ts));
                         }
                     }
+                }
+                match info.get("cancelReason").and_then(Value::as_str) {
+                    Some("user_cancelled") => {
+                        out.item(Item::turn_end(ItemOutcome::Cancelled, None, message.ts));
+                    }
+                    Some(reason) => {
+                        let why = info
+                            .get("streamingFailedMessage")
+                            .and_then(Value::as_str)
+                            .unwrap_or(reason);
+                        out.item(Item::turn_end(ItemOutcome::Failed, Some(why), message.ts));
+                    }
+                    None => {}
                 }
                 awaiting = turn.steps.len();
             }
@@ -149,17 +188,26 @@ fn read_turn(messages: &[Value], observed: &TurnSnapshot) -> Turn {
                     .strip_suffix("HAS_CHANGES")
                     .unwrap_or(message.text);
                 if !message.partial && !text.trim().is_empty() {
+                    out.item(Item::assistant_text(text, message.ts));
+                    out.item(Item::turn_end(ItemOutcome::Complete, None, message.ts));
                     result = Some(text.to_string());
                 }
             }
             ("say", "text") if !message.text.trim().is_empty() => {
+                if !message.partial {
+                    out.item(Item::assistant_text(message.text, message.ts));
+                }
                 last_text = Some(message.text.to_string());
             }
             (_, _) if message.partial => {}
             ("say" | "ask", name) => {
                 if let Some(mut call) = tool_step(name, message.text) {
                     call.at_ms = message.ts;
+                    out.item(Item::tool_call(&call, None));
                     turn.steps.push(call);
+                }
+                if message.kind == "ask" {
+                    ask_item(name, message, out);
                 }
             }
             _ => {}
@@ -170,6 +218,50 @@ fn read_turn(messages: &[Value], observed: &TurnSnapshot) -> Turn {
         .or_else(|| Some(observed.reply.clone()).filter(|reply| !reply.trim().is_empty()));
     set_state_from_snapshot(&mut turn, &observed.state);
     turn
+}
+
+/// The item a blocking ask is: the turn's failure, or the chat waiting for the user (a
+/// question, an approval, a spent budget); the observer's reading of the same asks
+/// (`observe::stores::cline`). Its `completion_result` ask follows the `say` that ended the
+/// turn (which is the end's item); the CLI writes no such ask.
+fn ask_item(ask: &str, message: &Message, out: &mut TurnCollector) {
+    match ask {
+        "api_req_failed" | "mistake_limit_reached" => {
+            let why = if message.text.trim().is_empty() {
+                ask
+            } else {
+                message.text
+            };
+            out.item(Item::turn_end(ItemOutcome::Failed, Some(why), message.ts));
+        }
+        "followup" | "plan_mode_respond" => {
+            let asked: Option<String> =
+                serde_json::from_str::<Value>(message.text)
+                    .ok()
+                    .and_then(|info| {
+                        let text = info.get("question").or_else(|| info.get("response"))?;
+                        text.as_str().map(str::to_string)
+                    });
+            out.item(Item::needs_input(
+                asked.as_deref().unwrap_or(message.text),
+                message.ts,
+            ));
+        }
+        "command"
+        | "tool"
+        | "use_mcp_server"
+        | "browser_action_launch"
+        | "use_subagents"
+        | "new_task"
+        | "condense"
+        | "summarize_task"
+        | "report_bug"
+        | "auto_approval_max_req_reached" => {
+            let what = format!("approve {ask}");
+            out.item(Item::needs_input(&what, message.ts));
+        }
+        _ => {}
+    }
 }
 
 /// An `api_req_started` JSON's token counts; `None` when it has none yet.
@@ -559,6 +651,15 @@ mod tests {
         corpus::check("cline_tasks", &[".ui_messages.json"], |name, bytes, out| {
             turns_from_task(bytes, out).unwrap_or_else(|e| panic!("{name}: {e}"));
         });
+    }
+
+    #[test]
+    fn the_corpus_items_are_as_expected() {
+        corpus::check_file_items(
+            "cline_tasks",
+            &[".ui_messages.json"],
+            crate::observe::stores::cline::STORE,
+        );
     }
 
     #[test]

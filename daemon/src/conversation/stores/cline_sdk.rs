@@ -27,8 +27,10 @@
 use std::collections::HashMap;
 
 use koru_protocol::{StepKind, StepOutcome, TurnStep, TurnUsage};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::conversation::items::{array_elements, Item, ItemOutcome, SourceRecord};
 use crate::conversation::model::{
     set_state_from_snapshot, step, step_error, summarize_arguments, time_ms, Turn, TurnCollector,
 };
@@ -47,8 +49,25 @@ pub fn turns_from_sdk_session(
     messages: Option<&[u8]>,
     out: &mut TurnCollector,
 ) -> Result<(), ParseError> {
-    let session = read_session(manifest, messages, "")?;
-    let manifest: Value = serde_json::from_slice(manifest).unwrap_or(Value::Null);
+    read_sdk_session(manifest, messages.map(|bytes| ("", bytes)), out)
+}
+
+/// `turns_from_sdk_session`, with the messages file's name (the items' sources name it: it
+/// is not the manifest, the chat's own file).
+pub fn read_sdk_session(
+    manifest_bytes: &[u8],
+    messages: Option<(&str, &[u8])>,
+    out: &mut TurnCollector,
+) -> Result<(), ParseError> {
+    let session = read_session(manifest_bytes, messages.map(|(_, bytes)| bytes), "")?;
+    let sources = match messages {
+        Some((name, bytes)) if out.wants_items() => array_elements(bytes, Some("messages"))
+            .into_iter()
+            .map(|source| source.in_file(name.to_string()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let manifest: Value = serde_json::from_slice(manifest_bytes).unwrap_or(Value::Null);
     let manifest_model = manifest
         .get("model")
         .and_then(Value::as_str)
@@ -56,11 +75,19 @@ pub fn turns_from_sdk_session(
     let started_at = manifest.get("started_at").and_then(time_ms);
     let starts = &session.starts;
     for (position, observed) in session.snapshot.turns.iter().enumerate() {
+        let last = position + 1 == session.snapshot.turns.len();
         let Some(start) = starts.get(position).copied().flatten() else {
             // Only the manifest's prompt shows this turn yet.
             let mut turn = Turn::new(observed.prompt.clone(), started_at);
             turn.model = manifest_model.map(str::to_string);
             set_state_from_snapshot(&mut turn, &observed.state);
+            if let Some(prompt) = observed.prompt.as_deref() {
+                out.set_source_with(|| manifest_field(manifest_bytes, "prompt"));
+                out.item(Item::prompt(prompt, started_at));
+            }
+            if last {
+                status_item(manifest_bytes, &observed.state, out);
+            }
             out.push(turn);
             continue;
         };
@@ -73,24 +100,69 @@ pub fn turns_from_sdk_session(
             .messages
             .get(start..end.max(start))
             .unwrap_or_default();
-        let mut turn = read_turn(slice, observed);
+        let slice_sources = sources.get(start..end.max(start)).unwrap_or_default();
+        let mut turn = read_turn(slice, slice_sources, observed, out);
         if turn.model.is_none() {
             turn.model = manifest_model.map(str::to_string);
+        }
+        if last {
+            status_item(manifest_bytes, &observed.state, out);
         }
         out.push(turn);
     }
     Ok(())
 }
 
-/// One turn's messages (the first opens it) → the turn.
-fn read_turn(messages: &[Value], observed: &TurnSnapshot) -> Turn {
+/// The manifest's field `key` as a source (the whole manifest when it has none).
+fn manifest_field(manifest: &[u8], key: &str) -> SourceRecord {
+    let fields: HashMap<&str, &RawValue> = serde_json::from_slice(manifest).unwrap_or_default();
+    match fields.get(key) {
+        Some(raw) => SourceRecord::element(manifest, raw.get().as_bytes(), format!("/{key}")),
+        None => SourceRecord::element(manifest, manifest, String::new()),
+    }
+}
+
+/// The last turn's end or wait as the manifest's `status` records it.
+fn status_item(
+    manifest: &[u8],
+    state: &crate::observe::snapshot::TurnState,
+    out: &mut TurnCollector,
+) {
+    use crate::observe::snapshot::TurnState as Observed;
+    let item = match state {
+        Observed::Completed => Item::turn_end(ItemOutcome::Complete, None, None),
+        Observed::Cancelled => Item::turn_end(ItemOutcome::Cancelled, None, None),
+        Observed::Failed(why) => Item::turn_end(ItemOutcome::Failed, Some(why), None),
+        Observed::NeedsInput(_) => Item::needs_input("the session waits for the user", None),
+        _ => return,
+    };
+    out.set_source_with(|| manifest_field(manifest, "status"));
+    out.item(item);
+}
+
+/// One turn's messages (the first opens it) → the turn, its items reported from `sources`
+/// (the messages' elements; empty when no items are wanted).
+fn read_turn(
+    messages: &[Value],
+    sources: &[SourceRecord],
+    observed: &TurnSnapshot,
+    out: &mut TurnCollector,
+) -> Turn {
     let started = messages.first().and_then(|m| m.get("ts")).and_then(time_ms);
     let mut turn = Turn::new(observed.prompt.clone(), started);
     turn.reply = Some(observed.reply.clone()).filter(|reply| !reply.trim().is_empty());
     // `tool_use` id → its step's index, until its result comes.
     let mut pending: HashMap<String, usize> = HashMap::new();
-    for message in messages {
+    for (index, message) in messages.iter().enumerate() {
         let at_ms = message.get("ts").and_then(time_ms);
+        if let Some(source) = sources.get(index) {
+            out.set_source(source.clone());
+        }
+        if index == 0 {
+            if let Some(prompt) = observed.prompt.as_deref() {
+                out.item(Item::prompt(prompt, at_ms));
+            }
+        }
         turn.touch(at_ms);
         let blocks = message
             .get("content")
@@ -110,6 +182,23 @@ fn read_turn(messages: &[Value], observed: &TurnSnapshot) -> Turn {
                 if let Some(usage) = message.get("metrics").and_then(metrics_usage) {
                     turn.add_usage(&usage);
                 }
+                if out.wants_items() {
+                    // The message's text: a string, or its `text` blocks.
+                    let text = match message.get("content") {
+                        Some(Value::String(text)) => text.clone(),
+                        _ => blocks
+                            .iter()
+                            .filter(|block| {
+                                block.get("type").and_then(Value::as_str) == Some("text")
+                            })
+                            .filter_map(|block| block.get("text").and_then(Value::as_str))
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                    };
+                    if !text.trim().is_empty() {
+                        out.item(Item::assistant_text(&text, at_ms));
+                    }
+                }
                 for block in blocks {
                     if block.get("type").and_then(Value::as_str) != Some("tool_use") {
                         continue;
@@ -117,6 +206,10 @@ fn read_turn(messages: &[Value], observed: &TurnSnapshot) -> Turn {
                     let name = block.get("name").and_then(Value::as_str).unwrap_or("");
                     let mut call = tool_step(name, block.get("input").unwrap_or(&Value::Null));
                     call.at_ms = at_ms;
+                    out.item(Item::tool_call(
+                        &call,
+                        block.get("id").and_then(Value::as_str),
+                    ));
                     if let Some(id) = block.get("id").and_then(Value::as_str) {
                         pending.insert(id.to_string(), turn.steps.len());
                     }
@@ -137,6 +230,15 @@ fn read_turn(messages: &[Value], observed: &TurnSnapshot) -> Turn {
                         .and_then(|id| pending.remove(id));
                     if let Some(call) = index.and_then(|index| turn.steps.get_mut(index)) {
                         apply_result(call, block);
+                        let text = out
+                            .wants_items()
+                            .then(|| content_text(block.get("content")));
+                        out.item(Item::step_result(
+                            call,
+                            block.get("tool_use_id").and_then(Value::as_str),
+                            text.as_deref(),
+                            at_ms,
+                        ));
                     }
                 }
             }
@@ -563,6 +665,20 @@ mod tests {
         .is_err());
     }
 
+    #[test]
+    fn the_corpus_items_are_as_expected() {
+        let names: Vec<String> = corpus::transcripts("cline_sessions", &[".json"])
+            .into_iter()
+            .filter(|name| !name.ends_with(".messages.json"))
+            .collect();
+        let chats: Vec<(&str, &str)> = names.iter().map(|name| (name.as_str(), "")).collect();
+        corpus::check_items(
+            "cline_sessions",
+            crate::observe::stores::cline_sdk::STORE,
+            &chats,
+        );
+    }
+
     /// The corpus files are `<id>.json` (the manifest) beside `<id>.messages.json`; each
     /// manifest's expectations are `<id>.json.turns.json`.
     #[test]
@@ -573,9 +689,8 @@ mod tests {
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter(|name| {
                 name.ends_with(".json")
-                    && ![".messages.json", ".expect.json", ".turns.json"]
-                        .iter()
-                        .any(|ending| name.ends_with(ending))
+                    && !name.ends_with(".messages.json")
+                    && !corpus::is_expectation(name)
             })
             .collect();
         names.sort();

@@ -30,6 +30,7 @@ use koru_protocol::{StepKind, StepOutcome, TurnState, TurnStep, TurnUsage};
 use serde_json::Value;
 
 use super::LineTurns;
+use crate::conversation::items::{Item, ItemOutcome};
 use crate::conversation::model::{step, step_error, summarize_arguments, Turn, TurnCollector};
 use crate::observe::stores::codex::item_text;
 use crate::observe::text::parse_ts;
@@ -127,12 +128,28 @@ impl CodexTurns {
     fn agent_text(&mut self, text: String, at_ms: Option<u64>, out: &mut TurnCollector) {
         let open = self.active(at_ms, out);
         if !text.is_empty() {
+            out.item(Item::assistant_text(&text, at_ms));
             open.turn.reply = Some(text);
+        }
+    }
+
+    /// A prompt: the open turn is pushed, the prompt's opens.
+    fn prompt(
+        &mut self,
+        prompt: String,
+        at_ms: Option<u64>,
+        turn_id: Option<String>,
+        out: &mut TurnCollector,
+    ) {
+        let open = self.start(Some(prompt), at_ms, turn_id, out);
+        if let Some(prompt) = open.turn.prompt.as_deref() {
+            out.item(Item::prompt(prompt, at_ms));
         }
     }
 
     fn add_step(&mut self, call: TurnStep, call_id: Option<&str>, out: &mut TurnCollector) {
         let open = self.active(call.at_ms, out);
+        out.item(Item::tool_call(&call, call_id));
         if let Some(id) = call_id {
             open.calls.insert(id.to_string(), open.turn.steps.len());
         }
@@ -149,7 +166,7 @@ impl CodexTurns {
                         .get("turn_id")
                         .and_then(Value::as_str)
                         .map(str::to_string);
-                    self.start(Some(prompt.to_string()), at_ms, turn_id, out);
+                    self.prompt(prompt.to_string(), at_ms, turn_id, out);
                 }
             }
             "item_completed" => {
@@ -162,7 +179,7 @@ impl CodexTurns {
                                 .get("turn_id")
                                 .and_then(Value::as_str)
                                 .map(str::to_string);
-                            self.start(Some(prompt), at_ms, turn_id, out);
+                            self.prompt(prompt, at_ms, turn_id, out);
                         }
                     }
                     "AgentMessage" => self.agent_text(item_text(item), at_ms, out),
@@ -203,8 +220,16 @@ impl CodexTurns {
                             let message =
                                 error.get("message").and_then(Value::as_str).unwrap_or("");
                             open.turn.fail(message, "the turn failed");
+                            out.item(Item::turn_end(
+                                ItemOutcome::Failed,
+                                open.turn.error.as_deref(),
+                                at_ms,
+                            ));
                         }
-                        None => open.turn.state = TurnState::Complete,
+                        None => {
+                            open.turn.state = TurnState::Complete;
+                            out.item(Item::turn_end(ItemOutcome::Complete, None, at_ms));
+                        }
                     }
                     open.turn.touch(at_ms);
                 }
@@ -213,6 +238,7 @@ impl CodexTurns {
                 if let Some(open) = self.running() {
                     open.turn.cancel();
                     open.turn.touch(at_ms);
+                    out.item(Item::turn_end(ItemOutcome::Cancelled, None, at_ms));
                 }
             }
             "token_count" => {
@@ -301,7 +327,8 @@ impl CodexTurns {
             }
             "function_call_output" | "custom_tool_call_output" => {
                 if let Some(call) = self.call(call_id) {
-                    output_result(call, payload.get("output").unwrap_or(&Value::Null));
+                    let text = output_result(call, payload.get("output").unwrap_or(&Value::Null));
+                    out.item(Item::step_result(call, call_id, Some(&text), at_ms));
                 }
                 self.touch(at_ms);
             }
@@ -567,7 +594,7 @@ fn structured_result(call: &mut TurnStep, result: &Value) {
 /// A `function_call_output` / `custom_tool_call_output`: its text, and the exit code it
 /// records (JSON `metadata.exit_code`, or an `Exit code: N` / `Process exited with code N`
 /// header line). A structured result read before keeps its outcome.
-fn output_result(call: &mut TurnStep, output: &Value) {
+fn output_result(call: &mut TurnStep, output: &Value) -> String {
     let (text, success) = match output {
         Value::String(text) => (text.clone(), None),
         Value::Array(items) => (
@@ -607,7 +634,7 @@ fn output_result(call: &mut TurnStep, output: &Value) {
         call.exit_code = exit_code;
     }
     if call.outcome != StepOutcome::Unknown {
-        return;
+        return text;
     }
     let trimmed = text.trim();
     let refused = trimmed == "aborted" || trimmed.contains("rejected by user");
@@ -621,6 +648,7 @@ fn output_result(call: &mut TurnStep, output: &Value) {
     if call.outcome != StepOutcome::Ok {
         call.error = step_error(&text);
     }
+    text
 }
 
 /// The exit code in a command output's header (the lines before `Output:`).
@@ -924,6 +952,11 @@ mod tests {
         corpus::check("codex", &[".jsonl"], |_, bytes, out| {
             corpus::feed_all(&mut CodexTurns::new(), bytes, out);
         });
+    }
+
+    #[test]
+    fn the_corpus_items_are_as_expected() {
+        corpus::check_file_items("codex", &[".jsonl"], crate::observe::stores::codex::STORE);
     }
 
     #[test]

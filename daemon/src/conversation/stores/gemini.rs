@@ -18,10 +18,13 @@
 //! `Exit Code: N` into its output only when N is not 0 (a non-zero exit is still status
 //! `success`): that is the only exit status recorded.
 
+use std::collections::HashMap;
+
 use koru_protocol::{StepKind, StepOutcome, TurnState, TurnStep, TurnUsage};
 use serde_json::Value;
 
 use super::LineTurns;
+use crate::conversation::items::{array_elements, Item, ItemOutcome, SourceRecord};
 use crate::conversation::model::{step, step_error, summarize_arguments, Turn, TurnCollector};
 use crate::observe::stores::gemini::{
     has_function_response, text_of, typed_prompt, GeminiLog, CANCELLED_NOTICE,
@@ -36,6 +39,9 @@ pub const NOT_RECORDED: &[&str] = &["exit_status"];
 #[derive(Debug, Default)]
 pub struct GeminiTurns {
     log: GeminiLog,
+    /// When items are wanted: the record that last wrote each message, by message id (a
+    /// message written again, or by a `$set` of them all, comes from its latest line).
+    sources: HashMap<String, SourceRecord>,
 }
 
 impl GeminiTurns {
@@ -45,13 +51,58 @@ impl GeminiTurns {
 }
 
 impl LineTurns for GeminiTurns {
-    fn feed_line(&mut self, line: &[u8], _out: &mut TurnCollector) -> Result<(), ParseError> {
-        self.log.apply_line(line)
+    fn feed_line(&mut self, line: &[u8], out: &mut TurnCollector) -> Result<(), ParseError> {
+        self.log.apply_line(line)?;
+        if let Some(source) = out.source() {
+            note_sources(line, source, &mut self.sources);
+        }
+        Ok(())
     }
 
     fn finish(&mut self, out: &mut TurnCollector) {
-        turns_from_messages(self.log.messages(), out);
+        let sources: Vec<Option<SourceRecord>> = if out.wants_items() {
+            self.log
+                .messages()
+                .iter()
+                .map(|message| {
+                    let id = message.get("id").and_then(Value::as_str)?;
+                    self.sources.get(id).cloned()
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        turns_from_messages(self.log.messages(), &sources, out);
         self.log.reset();
+        self.sources.clear();
+    }
+}
+
+/// The messages a log line (from `source`) writes, noted as coming from it: a message
+/// record, or each message of a `$set` of them all (or of a legacy session record).
+fn note_sources(line: &[u8], source: &SourceRecord, sources: &mut HashMap<String, SourceRecord>) {
+    let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line) else {
+        return;
+    };
+    if let Some(Value::String(id)) = record.get("id") {
+        sources.insert(id.clone(), source.clone());
+        return;
+    }
+    let (messages, path) = match record.get("$set").and_then(|set| set.get("messages")) {
+        Some(messages) => (messages, "/$set/messages"),
+        None => match record.get("messages") {
+            Some(messages) => (messages, "/messages"),
+            None => return,
+        },
+    };
+    if path == "/$set/messages" {
+        // A checkpoint: the messages are exactly these.
+        sources.clear();
+    }
+    for (index, message) in messages.as_array().into_iter().flatten().enumerate() {
+        if let Some(id) = message.get("id").and_then(Value::as_str) {
+            sources.insert(id.to_string(), source.clone().at(format!("{path}/{index}")));
+        }
     }
 }
 
@@ -66,15 +117,31 @@ pub fn turns_from_document(bytes: &[u8], out: &mut TurnCollector) -> Result<(), 
             "session file is not an object with a `messages` array".into(),
         ));
     };
-    turns_from_messages(messages, out);
+    let sources = if out.wants_items() {
+        array_elements(bytes, Some("messages"))
+            .into_iter()
+            .map(Some)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    turns_from_messages(messages, &sources, out);
     Ok(())
 }
 
 /// Pushes the turns of a session's messages, oldest first (the observer's `turns_of`
-/// rules, with the whole texts and the steps).
-fn turns_from_messages(messages: &[Value], out: &mut TurnCollector) {
+/// rules, with the whole texts and the steps), and their items, each message's from its
+/// record in `sources` (by position; empty when no items are wanted).
+fn turns_from_messages(
+    messages: &[Value],
+    sources: &[Option<SourceRecord>],
+    out: &mut TurnCollector,
+) {
     let mut open: Option<Turn> = None;
-    for message in messages {
+    for (position, message) in messages.iter().enumerate() {
+        if let Some(Some(source)) = sources.get(position) {
+            out.set_source(source.clone());
+        }
         let content = message.get("content").unwrap_or(&Value::Null);
         let at_ms = message
             .get("timestamp")
@@ -89,6 +156,7 @@ fn turns_from_messages(messages: &[Value], out: &mut TurnCollector) {
                 previous.supersede();
                 out.push(previous);
             }
+            out.item(Item::prompt(&typed, at_ms));
             open = Some(Turn::new(Some(typed), at_ms));
             continue;
         }
@@ -101,6 +169,7 @@ fn turns_from_messages(messages: &[Value], out: &mut TurnCollector) {
             "gemini" => {
                 let text = text_of(content);
                 if !text.trim().is_empty() {
+                    out.item(Item::assistant_text(&text, at_ms));
                     // New text reopens a cancelled or failed turn (the observer's rule).
                     turn.reply = Some(text);
                     if ended {
@@ -108,7 +177,7 @@ fn turns_from_messages(messages: &[Value], out: &mut TurnCollector) {
                         turn.error = None;
                     }
                 }
-                add_message(turn, message);
+                add_message(turn, message, out);
                 if !matches!(turn.state, TurnState::Cancelled | TurnState::Failed) {
                     turn.state = if awaiting_approval(message) {
                         TurnState::NeedsInput
@@ -117,8 +186,18 @@ fn turns_from_messages(messages: &[Value], out: &mut TurnCollector) {
                     };
                 }
             }
-            "info" if !ended && text_of(content).trim() == CANCELLED_NOTICE => turn.cancel(),
-            "error" if !ended => turn.fail(&text_of(content), "error"),
+            "info" if !ended && text_of(content).trim() == CANCELLED_NOTICE => {
+                turn.cancel();
+                out.item(Item::turn_end(ItemOutcome::Cancelled, None, at_ms));
+            }
+            "error" if !ended => {
+                turn.fail(&text_of(content), "error");
+                out.item(Item::turn_end(
+                    ItemOutcome::Failed,
+                    turn.error.as_deref(),
+                    at_ms,
+                ));
+            }
             _ => {}
         }
         turn.touch(at_ms);
@@ -128,8 +207,9 @@ fn turns_from_messages(messages: &[Value], out: &mut TurnCollector) {
     }
 }
 
-/// A `gemini` message's model, tokens and tool calls, added to its turn.
-fn add_message(turn: &mut Turn, message: &Value) {
+/// A `gemini` message's model, tokens and tool calls, added to its turn (each call an item,
+/// with its result when it has one, and the chat's wait when it awaits approval).
+fn add_message(turn: &mut Turn, message: &Value, out: &mut TurnCollector) {
     if let Some(model) = message.get("model").and_then(Value::as_str) {
         if !model.is_empty() {
             turn.model = Some(model.to_string());
@@ -151,8 +231,49 @@ fn add_message(turn: &mut Turn, message: &Value) {
         .into_iter()
         .flatten()
     {
-        turn.steps.push(tool_step(call));
+        let step = tool_step(call);
+        let call_id = call.get("id").and_then(Value::as_str);
+        out.item(Item::tool_call(&step, call_id));
+        if out.wants_items() {
+            if let Some(text) = result_text(call) {
+                out.item(Item::step_result(&step, call_id, Some(&text), step.at_ms));
+            }
+            if call.get("status").and_then(Value::as_str) == Some("awaiting_approval") {
+                let what = format!("approve {}: {}", step.tool, step.summary);
+                out.item(Item::needs_input(&what, step.at_ms));
+            }
+        }
+        turn.steps.push(step);
     }
+}
+
+/// A tool call's `result[].functionResponse.response` objects.
+fn responses(call: &Value) -> Vec<&Value> {
+    call.get("result")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|part| part.get("functionResponse")?.get("response"))
+        .collect()
+}
+
+/// What a tool call gave back (its responses' `output` or `error` texts); `None` before it
+/// has a result.
+fn result_text(call: &Value) -> Option<String> {
+    let responses = responses(call);
+    if responses.is_empty() {
+        return None;
+    }
+    let texts: Vec<&str> = responses
+        .iter()
+        .filter_map(|response| {
+            response
+                .get("output")
+                .or_else(|| response.get("error"))
+                .and_then(Value::as_str)
+        })
+        .collect();
+    Some(texts.join("\n"))
 }
 
 fn awaiting_approval(message: &Value) -> bool {
@@ -223,13 +344,7 @@ fn tool_step(call: &Value) -> TurnStep {
         .get("timestamp")
         .and_then(Value::as_str)
         .and_then(parse_ts);
-    let responses: Vec<&Value> = call
-        .get("result")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|part| part.get("functionResponse")?.get("response"))
-        .collect();
+    let responses = responses(call);
     let response_text = |key: &str| {
         responses
             .iter()
@@ -289,6 +404,7 @@ fn exit_code(output: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::items::ItemKind;
     use crate::conversation::model::{corpus, Keep};
 
     fn read_log(lines: &[&str]) -> (u64, Vec<Turn>) {
@@ -471,6 +587,59 @@ mod tests {
     }
 
     #[test]
+    fn a_session_documents_items_are_its_messages_bytes() {
+        let answer = gemini(
+            "m2",
+            "2026-05-01T09:00:06.000Z",
+            "Reading.",
+            serde_json::json!([call(
+                "read_file",
+                serde_json::json!({"file_path": "/w/a"}),
+                "success",
+                serde_json::json!({"output": "fn main() {}"})
+            )]),
+        );
+        let document =
+            format!("{{\"sessionId\": \"s1\",\r\n \"messages\": [\n  {PROMPT},\n  {answer}\n]}}");
+        let mut items = Vec::new();
+        let mut out = TurnCollector::with_items(Keep::Last(0), |item| items.push(item));
+        turns_from_document(document.as_bytes(), &mut out).unwrap();
+        drop(out);
+        let kinds: Vec<(ItemKind, u32)> = items.iter().map(|item| (item.kind, item.part)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (ItemKind::Prompt, 0),
+                (ItemKind::AssistantText, 0),
+                (ItemKind::ToolCall, 1),
+                (ItemKind::ToolResult, 2)
+            ]
+        );
+        let whole: Value = serde_json::from_str(&document).unwrap();
+        for item in &items {
+            let SourceRecord::Element {
+                offset,
+                bytes,
+                sha256,
+                pointer,
+                ..
+            } = &item.source
+            else {
+                panic!("{item:?}");
+            };
+            let range = *offset as usize..(*offset + *bytes) as usize;
+            let element = &document.as_bytes()[range];
+            assert_eq!(sha256, &crate::journal::canonical::sha256_hex(element));
+            let parsed: Value = serde_json::from_slice(element).unwrap();
+            assert_eq!(Some(&parsed), whole.pointer(pointer), "{pointer}");
+        }
+        assert_eq!(
+            items[0].source.sha256(),
+            crate::journal::canonical::sha256_hex(PROMPT.as_bytes())
+        );
+    }
+
+    #[test]
     fn the_turn_boundaries_are_the_observers_prompts() {
         for entry in std::fs::read_dir(corpus::folder("gemini"))
             .unwrap()
@@ -514,6 +683,11 @@ mod tests {
             }
             corpus::feed_all(&mut GeminiTurns::new(), bytes, out);
         });
+    }
+
+    #[test]
+    fn the_corpus_items_are_as_expected() {
+        corpus::check_file_items("gemini", &[".jsonl"], crate::observe::stores::gemini::STORE);
     }
 
     #[test]

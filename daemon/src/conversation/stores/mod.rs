@@ -96,8 +96,15 @@ pub fn read_store(
                 Err(ReadError::Unreadable { .. }) if !messages_path.exists() => None,
                 Err(error) => return Err(error),
             };
-            cline_sdk::turns_from_sdk_session(&manifest, messages.as_deref(), out)
-                .map_err(|e| malformed(path, store, e))?;
+            let messages_name = format!("{stem}.messages.json");
+            cline_sdk::read_sdk_session(
+                &manifest,
+                messages
+                    .as_deref()
+                    .map(|bytes| (messages_name.as_str(), bytes)),
+                out,
+            )
+            .map_err(|e| malformed(path, store, e))?;
             Ok(cline_sdk::NOT_RECORDED)
         }
         observed::cursor::STORE | observed::cursor::LEGACY_STORE => {

@@ -383,7 +383,11 @@ fn inotify_watches(pid: u64) -> usize {
         .unwrap()
         .flatten()
         .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
-        .map(|info| info.lines().filter(|l| l.starts_with("inotify wd:")).count())
+        .map(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count()
+        })
         .sum()
 }
 
@@ -428,18 +432,34 @@ fn only_the_folders_that_lead_to_session_files_are_watched_and_a_folder_made_aga
     // More folders below a session's: still none watched.
     std::fs::create_dir_all(project.join("s2/subagents/other/more")).unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(inotify_watches(pid), at_start + 1, "deeper folders are not watched");
+    assert_eq!(
+        inotify_watches(pid),
+        at_start + 1,
+        "deeper folders are not watched"
+    );
 
     // Deleted: its watch goes with it. Made again: watched and read again.
     std::fs::remove_dir_all(&project).unwrap();
     watches_until(pid, at_start, "after the project folder was deleted");
     std::fs::create_dir_all(&project).unwrap();
-    claude_turn(&project.join("c2.jsonl"), "c2", &workspace, "second", "Two.");
+    claude_turn(
+        &project.join("c2.jsonl"),
+        "c2",
+        &workspace,
+        "second",
+        "Two.",
+    );
     let (seen, _) = next_of(&observer, CLAUDE, "prompt_seen", Duration::from_secs(2));
     assert_eq!(seen["chat_id"], "c2");
     watches_until(pid, at_start + 1, "after the project folder was made again");
     // And followed as it grows.
-    claude_turn(&project.join("c2.jsonl"), "c2", &workspace, "third", "Three.");
+    claude_turn(
+        &project.join("c2.jsonl"),
+        "c2",
+        &workspace,
+        "third",
+        "Three.",
+    );
     let (seen, _) = next_of(&observer, CLAUDE, "prompt_seen", Duration::from_secs(2));
     assert_eq!(seen["excerpt"], "third");
 }

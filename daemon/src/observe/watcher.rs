@@ -327,21 +327,34 @@ impl<E: From<ObserverReport> + Send> State<E> {
         })
     }
 
-    /// Watches `folders` (the first one again even when it is known: a folder deleted
-    /// and made again under the same name lost its watch with the old one).
-    fn watch_folders(
+    /// Watches `top` (inside `store`'s `root`) and the folders below it that lead to
+    /// session files (`top` again even when it is known: a folder deleted and made again
+    /// under the same name lost its watch with the old one). A folder made between the
+    /// listing and its parent's watch (`mkdir -p` of a project and its transcript) tells
+    /// nothing: the folders are listed again until a listing finds none unwatched.
+    fn watch_tree(
         &mut self,
         watcher: &mut RecommendedWatcher,
-        folders: &[PathBuf],
+        store: Store,
+        root: &Path,
+        top: &Path,
     ) -> notify::Result<()> {
-        for (i, folder) in folders.iter().enumerate() {
-            if i > 0 && self.folder_watches.contains(folder) {
-                continue;
+        let mut first = true;
+        loop {
+            let mut added = false;
+            for (i, folder) in store.session_folders(root, top).iter().enumerate() {
+                if (i > 0 || !first) && self.folder_watches.contains(folder) {
+                    continue;
+                }
+                watcher.watch(folder, RecursiveMode::NonRecursive)?;
+                self.folder_watches.insert(folder.clone());
+                added = true;
             }
-            watcher.watch(folder, RecursiveMode::NonRecursive)?;
-            self.folder_watches.insert(folder.clone());
+            if !added || !store.recursive() {
+                return Ok(());
+            }
+            first = false;
         }
-        Ok(())
     }
 
     /// Removes the watches of `store`'s `root` (it is no longer watched) that no other
@@ -945,10 +958,9 @@ impl<E: From<ObserverReport> + Send> State<E> {
             }
             for (store, root) in to_watch {
                 let before = identity(&root);
-                let folders = store.session_folders(&root, &root);
-                match self.watch_folders(watcher, &folders) {
+                match self.watch_tree(watcher, store, &root, &root) {
                     Ok(()) => {
-                        tracing::debug!(root = %root.display(), folders = folders.len(), "watching a chat store");
+                        tracing::debug!(root = %root.display(), "watching a chat store");
                         self.watched.push(root.clone());
                         self.unwatched.remove(&root);
                         if let Some(r) = self.roots.iter_mut().find(|r| r.path == root) {
@@ -960,7 +972,8 @@ impl<E: From<ObserverReport> + Send> State<E> {
                     Err(error) => {
                         // The watches added before the refusal are of no use alone.
                         self.release_folders(watcher, store, &root);
-                        self.refuse_watch(&root, &error, folders.len() as u64);
+                        let needed = store.session_folders(&root, &root).len() as u64;
+                        self.refuse_watch(&root, &error, needed);
                     }
                 }
             }
@@ -1172,11 +1185,10 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 // A folder created or moved in (with what it holds): watched before it is
                 // read, so a file written meanwhile is not missed.
                 if let (Some(w), true) = (watcher.as_mut(), self.notified(&root)) {
-                    let folders = store.session_folders(&root, path);
-                    if !folders.is_empty() {
+                    if store.covers_folder(&root, path) {
                         // Whatever was known below it went with the folder it replaced.
                         self.folder_watches.retain(|f| !f.starts_with(path));
-                        if let Err(error) = self.watch_folders(w, &folders) {
+                        if let Err(error) = self.watch_tree(w, store, &root, path) {
                             self.watched.retain(|r| *r != root);
                             self.release_folders(w, store, &root);
                             let needed = store.session_folders(&root, &root).len() as u64;

@@ -22,14 +22,27 @@
 //! - `textEditGroup` (`{uri, edits, done?}`): an edit of the file `uri`, done when `done`.
 //!
 //! Steps carry no time of their own. VS Code records no token usage in the session.
+//!
+//! Items (`conversation::items`): a request's prompt, each run of markdown parts between
+//! other parts (one assistant text), each tool invocation (a call; its `resultDetails`, when
+//! written, as its result), each edit group (a call), each part that asks the user
+//! (`confirmation`, `questionCarousel`, `elicitationSerialized`, or a tool invocation still
+//! awaiting approval in a request that waits for input) and the request's end from its
+//! state. Their source is the request: in a `.json` file its element `/requests/<i>`; in a
+//! `.jsonl` log the last line that touched `requests[i]` (its push, a set of one of its
+//! fields, the snapshot that holds it), with the request's place in the line as `pointer`
+//! when the line holds the request whole (`/v/<j>` of a push, `/v` of a set of the request,
+//! `/v/requests/<i>` of a snapshot).
 
 use koru_protocol::{StepKind, StepOutcome, TurnStep};
 use serde_json::Value;
 
+use crate::conversation::items::{array_elements, Item, ItemOutcome, SourceRecord};
 use crate::conversation::model::{
     set_state_from_snapshot, step, step_error, time_ms, uri_path, Turn, TurnCollector,
 };
-use crate::observe::stores::copilot::{request_turn, MutationLog};
+use crate::observe::snapshot::TurnState as Observed;
+use crate::observe::stores::copilot::{markdown_of, request_turn, MutationLog};
 use crate::observe::ParseError;
 
 /// What Copilot sessions do not record: token usage, and a command's exit status outside
@@ -55,22 +68,43 @@ pub fn document_from_json(bytes: &[u8]) -> Result<Value, ParseError> {
 /// progress, an entry that does not apply) are skipped, as the observer skips them. `Err`
 /// when no line is the log's snapshot entry.
 pub fn document_from_log(bytes: &[u8]) -> Result<Value, ParseError> {
-    let mut log = MutationLog::new();
-    for line in bytes.split(|&byte| byte == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let _ = log.apply_line(line);
-    }
-    log.document()
-        .cloned()
-        .ok_or_else(|| ParseError::Shape("a session log without a snapshot entry".into()))
+    replay_log(bytes, false).map(|(document, _)| document)
+}
+
+/// A session file's bytes (`log`: a `.jsonl` mutation log, else a `.json` session) → its
+/// turns, and its items when `out` wants them.
+pub fn read_session_file(
+    bytes: &[u8],
+    log: bool,
+    out: &mut TurnCollector,
+) -> Result<(), ParseError> {
+    let (document, sources) = if log {
+        replay_log(bytes, out.wants_items())?
+    } else {
+        let document = document_from_json(bytes)?;
+        let sources = if out.wants_items() {
+            request_elements(bytes).into_iter().map(Some).collect()
+        } else {
+            Vec::new()
+        };
+        (document, sources)
+    };
+    read_session(&document, &sources, out)
 }
 
 /// A session document (`document_from_json` / `document_from_log`) → its turns, one per
 /// request, oldest first. `Err` for a document without a `requests` array.
 pub fn turns_from_session(document: &Value, out: &mut TurnCollector) -> Result<(), ParseError> {
+    read_session(document, &[], out)
+}
+
+/// `turns_from_session`, each request's items reported from `sources[i]` (by position in
+/// `requests`; empty when no items are wanted).
+fn read_session(
+    document: &Value,
+    sources: &[Option<SourceRecord>],
+    out: &mut TurnCollector,
+) -> Result<(), ParseError> {
     let Some(requests) = document.get("requests").and_then(Value::as_array) else {
         return Err(ParseError::Shape(
             "a session document without a `requests` array".into(),
@@ -82,13 +116,130 @@ pub fn turns_from_session(document: &Value, out: &mut TurnCollector) -> Result<(
         .enumerate()
         .filter(|(_, request)| request.is_object())
     {
-        out.push(request_turn_read(position, request));
+        if let Some(Some(source)) = sources.get(position) {
+            out.set_source(source.clone());
+        }
+        let turn = request_turn_read(position, request, out);
+        out.push(turn);
     }
     Ok(())
 }
 
-/// One request → one turn.
-fn request_turn_read(position: usize, request: &Value) -> Turn {
+/// Each request's element (`/requests/<i>`) in a `.json` session file, at its offset in the
+/// file as written (after a byte order mark, when there is one).
+fn request_elements(bytes: &[u8]) -> Vec<SourceRecord> {
+    let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let skipped = (bytes.len() - body.len()) as u64;
+    array_elements(body, Some("requests"))
+        .into_iter()
+        .map(|mut source| {
+            if let SourceRecord::Element { offset, .. } = &mut source {
+                *offset += skipped;
+            }
+            source
+        })
+        .collect()
+}
+
+/// Replays a mutation log (`document_from_log`) and, with `sources`, notes for each request
+/// the last line that touched it: the source of its items.
+fn replay_log(
+    bytes: &[u8],
+    sources: bool,
+) -> Result<(Value, Vec<Option<SourceRecord>>), ParseError> {
+    let mut log = MutationLog::new();
+    let mut touched: Vec<Option<SourceRecord>> = Vec::new();
+    let mut offset = 0u64;
+    // Lines as `feed_lines` counts them: 1-based, blank ones too, a `\r` kept in the bytes.
+    for (index, raw) in bytes.split(|&byte| byte == b'\n').enumerate() {
+        let start = offset;
+        offset += raw.len() as u64 + 1;
+        let line = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if log.apply_line(line).is_err() || !sources {
+            continue;
+        }
+        let requests = log
+            .document()
+            .and_then(|document| document.get("requests"))
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        let record = SourceRecord::line(index as u64 + 1, start, raw);
+        note_touches(line, record, requests, &mut touched);
+    }
+    let document = log
+        .document()
+        .cloned()
+        .ok_or_else(|| ParseError::Shape("a session log without a snapshot entry".into()))?;
+    Ok((document, touched))
+}
+
+/// The requests an applied log line (from `record`) touched, noted in `touched` (by
+/// position); `requests` is how many the document has after it.
+fn note_touches(
+    line: &[u8],
+    record: SourceRecord,
+    requests: usize,
+    touched: &mut Vec<Option<SourceRecord>>,
+) {
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        kind: u64,
+        #[serde(default)]
+        k: Vec<Value>,
+        #[serde(default)]
+        i: Option<usize>,
+    }
+    let Ok(entry) = serde_json::from_slice::<Entry>(line) else {
+        return;
+    };
+    let index = |segment: &Value| match segment {
+        Value::Number(number) => number.as_u64().and_then(|n| usize::try_from(n).ok()),
+        Value::String(text) => text.parse().ok(),
+        _ => None,
+    };
+    let all = |prefix: &str| -> Vec<Option<SourceRecord>> {
+        (0..requests)
+            .map(|position| Some(record.clone().at(format!("{prefix}/{position}"))))
+            .collect()
+    };
+    match (entry.kind, entry.k.as_slice()) {
+        // The whole document: a snapshot, or a set of the root.
+        (0, _) | (1, []) => *touched = all("/v/requests"),
+        (_, [key, rest @ ..]) if key == "requests" => match (entry.kind, rest) {
+            (1, []) => *touched = all("/v"),
+            (2, []) => {
+                let kept = entry.i.unwrap_or(touched.len()).min(touched.len());
+                touched.truncate(kept);
+                let base = touched.len();
+                touched
+                    .extend((base..requests).map(|position| {
+                        Some(record.clone().at(format!("/v/{}", position - base)))
+                    }));
+            }
+            (_, []) => touched.clear(),
+            (kind, [position, inner @ ..]) => {
+                if let Some(position) = index(position).filter(|p| *p < requests) {
+                    if touched.len() <= position {
+                        touched.resize(position + 1, None);
+                    }
+                    touched[position] = Some(if kind == 1 && inner.is_empty() {
+                        record.at("/v".into())
+                    } else {
+                        record
+                    });
+                }
+            }
+        },
+        _ => {}
+    }
+    touched.resize(requests, None);
+}
+
+/// One request → one turn, its items reported from the source `out` has.
+fn request_turn_read(position: usize, request: &Value, out: &mut TurnCollector) -> Turn {
     let observed = request_turn(position, request);
     let started = request.get("timestamp").and_then(time_ms);
     let mut turn = Turn::new(observed.prompt.clone(), started);
@@ -107,26 +258,107 @@ fn request_turn_read(position: usize, request: &Value) -> Turn {
             started.map(|started| started.saturating_add(elapsed))
         });
     turn.touch(completed);
+    if let Some(prompt) = observed.prompt.as_deref() {
+        out.item(Item::prompt(prompt, started));
+    }
+    let waits = matches!(observed.state, Observed::NeedsInput(_));
+    // Whether a part that asks the user was reported (the request's own wait is then not).
+    let mut asked = false;
+    // The markdown parts since the last other part: one assistant text.
+    let mut text = String::new();
     for part in request
         .get("response")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
     {
+        if out.wants_items() {
+            if let Some(markdown) = markdown_of(part) {
+                text.push_str(markdown);
+                continue;
+            }
+            text_item(&mut text, out);
+        }
         match part.get("kind").and_then(Value::as_str) {
             Some("toolInvocationSerialized" | "toolInvocation") => {
-                turn.steps.push(tool_step(part));
+                let call = tool_step(part);
+                let call_id = part.get("toolCallId").and_then(Value::as_str);
+                out.item(Item::tool_call(&call, call_id));
+                if let Some(details) = part.get("resultDetails").filter(|d| !d.is_null()) {
+                    let output = details.get("output").and_then(error_text);
+                    out.item(Item::step_result(&call, call_id, output.as_deref(), None));
+                }
+                if waits && call.outcome == StepOutcome::Unknown && awaits_approval(part) {
+                    asked = true;
+                    let what = format!("approve {}: {}", call.tool, call.summary);
+                    out.item(Item::needs_input(&what, None));
+                }
+                turn.steps.push(call);
             }
             Some("textEditGroup" | "notebookEditGroup") => {
                 if let Some(edit) = edit_step(part) {
+                    out.item(Item::tool_call(&edit, None));
                     turn.steps.push(edit);
+                }
+            }
+            Some(kind @ ("confirmation" | "questionCarousel" | "elicitationSerialized")) => {
+                asked = true;
+                if out.wants_items() {
+                    let what = question(part).unwrap_or_else(|| kind.to_string());
+                    out.item(Item::needs_input(&what, None));
                 }
             }
             _ => {}
         }
     }
+    text_item(&mut text, out);
+    match &observed.state {
+        Observed::Completed => out.item(Item::turn_end(ItemOutcome::Complete, None, completed)),
+        Observed::Cancelled => out.item(Item::turn_end(ItemOutcome::Cancelled, None, completed)),
+        Observed::Failed(why) => {
+            out.item(Item::turn_end(ItemOutcome::Failed, Some(why), completed));
+        }
+        Observed::NeedsInput(_) if !asked => {
+            out.item(Item::needs_input("the request waits for the user", None));
+        }
+        _ => {}
+    }
     set_state_from_snapshot(&mut turn, &observed.state);
     turn
+}
+
+/// The markdown parts gathered in `text`, as one assistant text (when not blank); emptied.
+fn text_item(text: &mut String, out: &mut TurnCollector) {
+    if !text.trim().is_empty() {
+        out.item(Item::assistant_text(text, None));
+    }
+    text.clear();
+}
+
+/// Whether a tool invocation has not been confirmed or declined yet.
+fn awaits_approval(part: &Value) -> bool {
+    part.get("isConfirmed").is_none_or(Value::is_null)
+        && part.get("isComplete").and_then(Value::as_bool) != Some(true)
+}
+
+/// What a part that asks the user says: its title and message, or its questions' titles.
+fn question(part: &Value) -> Option<String> {
+    let mut texts: Vec<String> = ["title", "message"]
+        .iter()
+        .filter_map(|key| markdown(part.get(*key)))
+        .map(plain)
+        .collect();
+    for asked in part
+        .get("questions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(title) = markdown(asked.get("title")) {
+            texts.push(plain(title));
+        }
+    }
+    (!texts.is_empty()).then(|| texts.join(": "))
 }
 
 /// A markdown string as VS Code serializes it: plain text, or `{value}`.
@@ -395,6 +627,7 @@ fn edit_step(part: &Value) -> Option<TurnStep> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::items::{ConversationItem, ItemKind};
     use crate::conversation::model::corpus;
     use crate::conversation::Keep;
     use koru_protocol::TurnState;
@@ -600,6 +833,176 @@ mod tests {
         });
     }
 
+    /// The items of a session file's bytes (`log`: a mutation log).
+    fn items_of(bytes: &[u8], log: bool) -> Vec<ConversationItem> {
+        let mut items = Vec::new();
+        let mut out = TurnCollector::with_items(Keep::Last(0), |item| items.push(item));
+        read_session_file(bytes, log, &mut out).unwrap();
+        drop(out);
+        items
+    }
+
+    #[test]
+    fn a_session_files_items_are_its_requests_bytes() {
+        let bytes = [b"\xEF\xBB\xBF".as_slice(), SESSION.as_bytes()].concat();
+        let items = items_of(&bytes, false);
+        let first: Vec<(ItemKind, &str, u32)> = items
+            .iter()
+            .filter(|item| item.turn == 0)
+            .map(|item| (item.kind, item.summary.as_str(), item.part))
+            .collect();
+        assert_eq!(
+            first,
+            [
+                (ItemKind::Prompt, "fix the build", 0),
+                (ItemKind::AssistantText, "Let me look.", 1),
+                (ItemKind::ToolCall, "Read /home/u/app/src/main.rs", 2),
+                (ItemKind::ToolCall, "cargo build", 3),
+                (ItemKind::ToolCall, "/home/u/app/src/main.rs", 4),
+                (ItemKind::ToolCall, "Creating /home/u/app/NOTES.md", 5),
+                (ItemKind::AssistantText, "Fixed the missing `use`.", 6),
+                (ItemKind::TurnEnd, "complete", 7),
+            ]
+        );
+        assert_eq!(items[3].outcome, Some(ItemOutcome::Error), "exit code 101");
+        assert_eq!(items[3].call_id.as_deref(), Some("t2"));
+        let ends: Vec<(u64, ItemKind, &str)> = items
+            .iter()
+            .filter(|item| matches!(item.kind, ItemKind::TurnEnd | ItemKind::NeedsInput))
+            .map(|item| (item.turn, item.kind, item.summary.as_str()))
+            .collect();
+        assert_eq!(
+            ends,
+            [
+                (0, ItemKind::TurnEnd, "complete"),
+                (1, ItemKind::TurnEnd, "cancelled"),
+                (2, ItemKind::TurnEnd, "Rate limit exceeded"),
+                (
+                    3,
+                    ItemKind::NeedsInput,
+                    "approve run_in_terminal: rm -rf logs"
+                ),
+            ]
+        );
+        let result = items
+            .iter()
+            .find(|item| item.kind == ItemKind::ToolResult)
+            .unwrap();
+        assert_eq!((result.turn, result.outcome), (4, Some(ItemOutcome::Error)));
+        assert_eq!(
+            result.text_sha256.as_deref(),
+            Some(crate::journal::canonical::sha256_hex(b"ripgrep crashed").as_str())
+        );
+        let whole: Value = serde_json::from_slice(&bytes[3..]).unwrap();
+        for item in &items {
+            let SourceRecord::Element {
+                offset,
+                bytes: length,
+                sha256,
+                pointer,
+                ..
+            } = &item.source
+            else {
+                panic!("{item:?}");
+            };
+            let element = &bytes[*offset as usize..(*offset + *length) as usize];
+            assert_eq!(sha256, &crate::journal::canonical::sha256_hex(element));
+            let parsed: Value = serde_json::from_slice(element).unwrap();
+            assert_eq!(Some(&parsed), whole.pointer(pointer), "{pointer}");
+        }
+        // The string in `requests` is position 3: the fourth turn is `/requests/4`.
+        let waiting = items.iter().find(|item| item.turn == 3).unwrap();
+        assert!(
+            matches!(&waiting.source, SourceRecord::Element { pointer, .. } if pointer == "/requests/4")
+        );
+    }
+
+    #[test]
+    fn a_logs_items_come_from_the_last_line_that_touched_their_request() {
+        let lines = [
+            r#"{"kind":0,"v":{"version":3,"sessionId":"s2","requests":[{"requestId":"r0","message":{"text":"old"},"response":[],"modelState":{"value":1}}]}}"#,
+            r#"{"kind":2,"k":["requests"],"v":[{"requestId":"r1","timestamp":5,"message":{"text":"one"},"response":[],"modelState":{"value":0}},{"requestId":"r2","message":{"text":"two"},"response":[],"modelState":{"value":0}}]}"#,
+            "",
+            r#"{"kind":1,"k":["requests",1,"modelState"],"v":{"value":1,"completedAt":9}}"#,
+            r#"{"kind":1,"k":["requests",9,"modelState"],"v":{"value":1}}"#,
+            r#"{"kind":1,"k":["requests",2],"v":{"requestId":"r2","message":{"text":"two again"},"response":[{"value":"ok"}],"modelState":{"value":1}}}"#,
+            r#"{"kind":1,"k":["inputState"],"v":{}}"#,
+        ];
+        let log = format!("{}\r\n{}\n", lines[0], lines[1..].join("\n"));
+        let items = items_of(log.as_bytes(), true);
+        let sources: Vec<(u64, ItemKind, u64, Option<&str>)> = items
+            .iter()
+            .map(|item| match &item.source {
+                SourceRecord::Line { line, pointer, .. } => {
+                    (item.turn, item.kind, *line, pointer.as_deref())
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            sources,
+            [
+                (0, ItemKind::Prompt, 1, Some("/v/requests/0")),
+                (0, ItemKind::TurnEnd, 1, Some("/v/requests/0")),
+                (1, ItemKind::Prompt, 4, None),
+                (1, ItemKind::TurnEnd, 4, None),
+                (2, ItemKind::Prompt, 6, Some("/v")),
+                (2, ItemKind::AssistantText, 6, Some("/v")),
+                (2, ItemKind::TurnEnd, 6, Some("/v")),
+            ]
+        );
+        let mut offset = 0;
+        for (number, line) in log.split('\n').enumerate() {
+            for item in &items {
+                if let SourceRecord::Line {
+                    line: at,
+                    offset: from,
+                    bytes,
+                    sha256,
+                    ..
+                } = &item.source
+                {
+                    if *at == number as u64 + 1 {
+                        assert_eq!((*from, *bytes), (offset, line.len() as u64));
+                        assert_eq!(
+                            sha256,
+                            &crate::journal::canonical::sha256_hex(line.as_bytes())
+                        );
+                    }
+                }
+            }
+            offset += line.len() as u64 + 1;
+        }
+        assert!(
+            log.split('\n').next().unwrap().ends_with('\r'),
+            "kept in the bytes"
+        );
+        // A push that truncates: the requests from its index come from it.
+        let truncated = format!(
+            "{log}{}\n",
+            r#"{"kind":2,"k":["requests"],"i":1,"v":[{"requestId":"r3","message":{"text":"three"},"response":[]}]}"#
+        );
+        let items = items_of(truncated.as_bytes(), true);
+        let last: Vec<(u64, u64, Option<&str>)> = items
+            .iter()
+            .filter(|item| item.kind == ItemKind::Prompt)
+            .map(|item| match &item.source {
+                SourceRecord::Line { line, pointer, .. } => (item.turn, *line, pointer.as_deref()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(last, [(0, 1, Some("/v/requests/0")), (1, 8, Some("/v/0"))]);
+    }
+
+    #[test]
+    fn the_corpus_items_are_as_expected() {
+        corpus::check_file_items(
+            "copilot",
+            &[".jsonl"],
+            crate::observe::stores::copilot::STORE,
+        );
+    }
+
     #[test]
     fn turn_boundaries_and_prompts_agree_with_the_observer() {
         let dir = corpus::folder("copilot");
@@ -638,7 +1041,15 @@ mod tests {
                 let _ = turns_from_session(&document, &mut out);
             }
             let _ = document_from_log(&bytes);
+            for log in [false, true] {
+                let mut out = TurnCollector::with_items(Keep::Last(3), |_| {});
+                let _ = read_session_file(&bytes, log, &mut out);
+            }
         }
+        corpus::each_mangled("copilot", ".jsonl", 0x0c0f_1107, |lines| {
+            let mut out = TurnCollector::with_items(Keep::Last(3), |_| {});
+            let _ = read_session_file(&lines.join(&b'\n'), true, &mut out);
+        });
         let mut out = TurnCollector::new(Keep::Last(3));
         for document in [
             serde_json::json!({"requests": [{"response": 3, "modelState": "x", "timestamp": -1}]}),

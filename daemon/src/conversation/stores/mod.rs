@@ -69,13 +69,8 @@ pub fn read_store(
         }
         observed::copilot::STORE => {
             let bytes = read_document(path)?;
-            let document = if path.extension().is_some_and(|e| e == "jsonl") {
-                copilot::document_from_log(&bytes)
-            } else {
-                copilot::document_from_json(&bytes)
-            }
-            .map_err(|e| malformed(path, store, e))?;
-            copilot::turns_from_session(&document, out).map_err(|e| malformed(path, store, e))?;
+            let log = path.extension().is_some_and(|e| e == "jsonl");
+            copilot::read_session_file(&bytes, log, out).map_err(|e| malformed(path, store, e))?;
             Ok(copilot::NOT_RECORDED)
         }
         observed::cline::STORE => {

@@ -539,8 +539,9 @@ pub fn request_turn(position: usize, request: &Value) -> TurnSnapshot {
 
 /// The markdown text of a response part: a plain MarkdownString `{value}` (how the log
 /// writes `markdownContent`), or `{kind:"markdownContent"|"markdownVuln", content:{value}}`.
-/// `None` for every other part.
-fn markdown_of(part: &Value) -> Option<&str> {
+/// `None` for every other part (the one rule for what the reply is made of, shared with the
+/// conversation reader).
+pub fn markdown_of(part: &Value) -> Option<&str> {
     match part.get("kind") {
         None | Some(Value::Null) => part.get("value").and_then(Value::as_str),
         Some(Value::String(kind)) if kind == "markdownContent" || kind == "markdownVuln" => {

@@ -1,7 +1,8 @@
 //! Cursor's chats read back as turns from the JSON of its SQLite rows: a composer (`composerData:<id>` and its `bubbleId:<id>:<bubble>` rows, or a 2024 per-workspace composer with its bubbles inline) or a tab of the legacy chat panel, with the prompt, the final answer whole, the agent's tool calls and proposed edits, times, model and token counts where Cursor keeps them.
 //!
 //! The rows are fetched by `observe::stores::cursor::CursorDb` (`composer_rows`,
-//! `item_value`), read-only the careful way; these functions are pure. Where turns begin,
+//! `item_value`, and with their bytes as stored `composer_rows_as_stored`, `item_bytes`),
+//! read-only the careful way; these functions are pure. Where turns begin,
 //! the prompt, the reply (the last assistant bubble with text) and the state (the composer's
 //! `status` for the last turn) are the observer's own rules (`composer_turns`,
 //! `legacy_tab_turns` in `observe::stores::cursor`), so a drive's prompt digest finds its
@@ -27,18 +28,132 @@
 //! A turn's times are its bubbles' `createdAt`; when none has one, the last turn of a
 //! composer ends at its `lastUpdatedAt`, and the last turn of a legacy tab starts at its
 //! `lastSendTime`. Earlier turns are then undated rather than dated wrongly.
+//!
+//! Items (`conversation::items`): a turn's prompt bubble, each assistant bubble's text, its
+//! tool call (`toolFormerData`, with its `result` as the call's result when written) or
+//! proposed edits (`codeBlocks`), and the last turn's end from the composer's `status`
+//! (`completed`, `error`, `aborted`). Each comes from the row that holds it, its digest that
+//! of the row's value bytes as stored: a `bubbleId:<id>:<bubble>` row of `cursorDiskKV`, or
+//! the `composerData:<id>` row (its `status`, bubbles it keeps inline) with the element as
+//! `pointer`; for the per-workspace chats, the `ItemTable` row of the composer list
+//! (`/allComposers/<i>/conversation/<j>`) or of the legacy panel (`/tabs/<t>/bubbles/<j>`).
 
 use std::collections::HashMap;
 
 use koru_protocol::{StepKind, StepOutcome, TurnStep, TurnUsage};
 use serde_json::Value;
 
+use crate::conversation::items::{pointer, Item, ItemOutcome, SourceRecord};
 use crate::conversation::model::{
     set_state_from_snapshot, step, step_error, summarize_arguments, time_ms, uri_path, Turn,
     TurnCollector,
 };
-use crate::observe::stores::cursor::{composer_turns, legacy_tab_turns};
+use crate::observe::snapshot::TurnState as Observed;
+use crate::observe::stores::cursor::{composer_turns, legacy_tab_turns, StoredRows};
 use crate::observe::ParseError;
+
+/// The table of the global database's composer and bubble rows.
+pub const ROWS_TABLE: &str = "cursorDiskKV";
+
+/// The table of the per-workspace databases' values (the composer list, the legacy panel).
+pub const ITEM_TABLE: &str = "ItemTable";
+
+/// Where a composer's records are, for its items (empty for a read without items).
+#[derive(Debug, Clone, Default)]
+pub struct ComposerSources {
+    /// The record that holds the composer: its own `composerData:<id>` row, or the
+    /// per-workspace composer list's row.
+    pub record: Option<SourceRecord>,
+    /// The composer's place in that record's value (RFC 6901): empty for a row of its own,
+    /// `/allComposers/<i>` in the list.
+    pub at: String,
+    /// Its bubble rows, by bubble id.
+    pub bubbles: HashMap<String, SourceRecord>,
+}
+
+impl ComposerSources {
+    /// A composer's own rows (`CursorDb::composer_rows_as_stored`), from their bytes as
+    /// stored.
+    pub fn of_rows(stored: &StoredRows) -> Self {
+        let row = |stored: &crate::observe::stores::cursor::StoredRow| {
+            SourceRecord::row(ROWS_TABLE, &stored.key, &stored.value)
+        };
+        ComposerSources {
+            record: Some(row(&stored.composer)),
+            at: String::new(),
+            bubbles: stored
+                .bubbles
+                .iter()
+                .map(|(id, stored)| (id.clone(), row(stored)))
+                .collect(),
+        }
+    }
+
+    /// The same rows, in the database `file` (not the chat's own source file).
+    pub fn in_file(mut self, file: &str) -> Self {
+        self.record = self.record.map(|record| record.in_file(file.to_string()));
+        for record in self.bubbles.values_mut() {
+            *record = record.clone().in_file(file.to_string());
+        }
+        self
+    }
+
+    /// The composer's record, at `inner` below the composer.
+    fn composer_at(&self, inner: &str) -> Option<SourceRecord> {
+        let at = &self.at;
+        self.record
+            .clone()
+            .map(|record| record.at(format!("{at}{inner}")))
+    }
+
+    /// Each bubble's record, by the bubble's address in `composer` or `bubbles` (the values
+    /// the observer's `composer_turns` groups by turn).
+    fn of_bubbles(
+        &self,
+        composer: &Value,
+        bubbles: &HashMap<String, Value>,
+    ) -> HashMap<*const Value, SourceRecord> {
+        let mut found = HashMap::new();
+        for (id, bubble) in bubbles {
+            if let Some(record) = self.bubbles.get(id) {
+                found.insert(bubble as *const Value, record.clone());
+            }
+        }
+        for (index, bubble) in composer
+            .get("conversation")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if let Some(record) = self.composer_at(&format!("/conversation/{index}")) {
+                found.insert(bubble as *const Value, record);
+            }
+        }
+        for (id, bubble) in composer
+            .get("conversationMap")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(record) = self.composer_at(&pointer(&["conversationMap", id])) {
+                found.insert(bubble as *const Value, record);
+            }
+        }
+        found
+    }
+}
+
+/// Sets `bubble`'s record (from `records`) as the source of the next items.
+fn bubble_source(
+    records: &HashMap<*const Value, SourceRecord>,
+    bubble: &Value,
+    out: &mut TurnCollector,
+) {
+    if let Some(record) = records.get(&(bubble as *const Value)) {
+        out.set_source(record.clone());
+    }
+}
 
 /// What Cursor's composers do not record reliably: times (2024 bubbles have none, later
 /// ones often miss them), the model (2024), token counts (rarely filled) and exit statuses.
@@ -64,6 +179,16 @@ pub fn turns_from_composer(
     bubbles: &HashMap<String, Value>,
     out: &mut TurnCollector,
 ) -> Result<(), ParseError> {
+    read_composer(composer, bubbles, &ComposerSources::default(), out)
+}
+
+/// `turns_from_composer`, its items reported from `sources`.
+pub fn read_composer(
+    composer: &Value,
+    bubbles: &HashMap<String, Value>,
+    sources: &ComposerSources,
+    out: &mut TurnCollector,
+) -> Result<(), ParseError> {
     let Some((snapshot, groups)) = composer_turns(composer, bubbles) else {
         return Err(ParseError::Shape(
             "not a composer with a conversation (no composerId, or an empty draft)".into(),
@@ -78,6 +203,11 @@ pub fn turns_from_composer(
     let updated_ms = composer.get("lastUpdatedAt").and_then(time_ms);
     let created = created_files(composer);
     let count = snapshot.turns.len();
+    let records = if out.wants_items() {
+        sources.of_bubbles(composer, bubbles)
+    } else {
+        HashMap::new()
+    };
     for (position, (observed, group)) in snapshot.turns.iter().zip(groups).enumerate() {
         let mut turn = Turn::new(observed.prompt.clone(), None);
         let (prompt_bubble, answers) = match observed.prompt {
@@ -97,14 +227,33 @@ pub fn turns_from_composer(
         }
         turn.reply = Some(observed.reply.clone()).filter(|reply| !reply.trim().is_empty());
         turn.model = model.clone();
+        if let (Some(bubble), Some(prompt)) = (prompt_bubble, observed.prompt.as_deref()) {
+            bubble_source(&records, bubble, out);
+            out.item(Item::prompt(prompt, turn.started_ms));
+        }
         for bubble in answers {
             let at_ms = bubble.get("createdAt").and_then(time_ms);
+            bubble_source(&records, bubble, out);
+            if let Some(text) = bubble
+                .get("text")
+                .and_then(Value::as_str)
+                .filter(|text| !text.trim().is_empty())
+            {
+                out.item(Item::assistant_text(text, at_ms));
+            }
             if let Some(usage) = bubble.get("tokenCount").and_then(token_usage) {
                 turn.add_usage(&usage);
             }
             if let Some(data) = bubble.get("toolFormerData").filter(|data| data.is_object()) {
                 let mut call = tool_step(data);
                 call.at_ms = at_ms;
+                let call_id = data.get("toolCallId").and_then(Value::as_str);
+                out.item(Item::tool_call(&call, call_id));
+                if out.wants_items() {
+                    if let Some(result) = tool_result(data) {
+                        out.item(Item::step_result(&call, call_id, Some(&result), at_ms));
+                    }
+                }
                 turn.steps.push(call);
                 continue;
             }
@@ -116,14 +265,53 @@ pub fn turns_from_composer(
             {
                 if let Some(mut edit) = code_block_step(composer, block, &created) {
                     edit.at_ms = at_ms;
+                    out.item(Item::tool_call(&edit, None));
                     turn.steps.push(edit);
                 }
+            }
+        }
+        if position + 1 == count && out.wants_items() {
+            if let (Some(end), Some(record)) = (
+                composer_end(composer, &observed.state),
+                sources.composer_at("/status"),
+            ) {
+                out.set_source(record);
+                out.item(end);
             }
         }
         set_state_from_snapshot(&mut turn, &observed.state);
         out.push(turn);
     }
     Ok(())
+}
+
+/// The last turn's end as the composer's `status` records it (only a status that says so,
+/// not an end the observer infers).
+fn composer_end<'a>(composer: &Value, state: &'a Observed) -> Option<Item<'a>> {
+    let status = composer.get("status").and_then(Value::as_str)?;
+    match (status, state) {
+        ("completed", Observed::Completed) => {
+            Some(Item::turn_end(ItemOutcome::Complete, None, None))
+        }
+        ("error", Observed::Failed(why)) => {
+            Some(Item::turn_end(ItemOutcome::Failed, Some(why), None))
+        }
+        ("aborted" | "cancelled" | "canceled", Observed::Cancelled) => {
+            Some(Item::turn_end(ItemOutcome::Cancelled, None, None))
+        }
+        _ => None,
+    }
+}
+
+/// What a tool call gave back (`toolFormerData.result`: JSON text, or a value); `None`
+/// before it has one.
+fn tool_result(data: &Value) -> Option<String> {
+    match data.get("result")? {
+        Value::Null => None,
+        Value::String(text) if text.is_empty() => None,
+        Value::String(text) => Some(text.clone()),
+        other => Some(other.to_string()),
+    }
 }
 
 /// The per-workspace composer list (`ItemTable` `composer.composerData`, Cursor 2024) → the
@@ -134,20 +322,39 @@ pub fn turns_from_inline_composer(
     composer_id: &str,
     out: &mut TurnCollector,
 ) -> Result<(), ParseError> {
+    read_inline_composer(composers, composer_id, None, out)
+}
+
+/// `turns_from_inline_composer`, its items reported from `record` (the composer list's row,
+/// when items are wanted).
+pub fn read_inline_composer(
+    composers: &Value,
+    composer_id: &str,
+    record: Option<SourceRecord>,
+    out: &mut TurnCollector,
+) -> Result<(), ParseError> {
     // The observer lists the first composer of an id that has a `conversation` array.
-    let composer = composers
+    let (index, composer) = composers
         .get("allComposers")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|composer| composer.get("conversation").is_some_and(Value::is_array))
-        .find(|composer| composer.get("composerId").and_then(Value::as_str) == Some(composer_id))
+        .enumerate()
+        .filter(|(_, composer)| composer.get("conversation").is_some_and(Value::is_array))
+        .find(|(_, composer)| {
+            composer.get("composerId").and_then(Value::as_str) == Some(composer_id)
+        })
         .ok_or_else(|| {
             ParseError::Shape(format!(
                 "no composer {composer_id} with an inline conversation"
             ))
         })?;
-    turns_from_composer(composer, &HashMap::new(), out)
+    let sources = ComposerSources {
+        record,
+        at: format!("/allComposers/{index}"),
+        bubbles: HashMap::new(),
+    };
+    read_composer(composer, &HashMap::new(), &sources, out)
 }
 
 /// The legacy chat panel (`ItemTable` `workbench.panel.aichat.view.aichat.chatdata`) → the
@@ -157,21 +364,56 @@ pub fn turns_from_legacy_tab(
     tab_id: &str,
     out: &mut TurnCollector,
 ) -> Result<(), ParseError> {
-    let tab = chatdata
+    read_legacy_tab(chatdata, tab_id, None, out)
+}
+
+/// `turns_from_legacy_tab`, its items reported from `record` (the panel's row, when items
+/// are wanted): each turn's prompt bubble and the texts of its `ai` bubbles.
+pub fn read_legacy_tab(
+    chatdata: &Value,
+    tab_id: &str,
+    record: Option<SourceRecord>,
+    out: &mut TurnCollector,
+) -> Result<(), ParseError> {
+    let (index, tab) = chatdata
         .get("tabs")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .find(|tab| tab.get("tabId").and_then(Value::as_str) == Some(tab_id))
+        .enumerate()
+        .find(|(_, tab)| tab.get("tabId").and_then(Value::as_str) == Some(tab_id))
         .ok_or_else(|| ParseError::Shape(format!("no chat panel tab {tab_id}")))?;
     let (snapshot, groups) = legacy_tab_turns(tab, None)
         .ok_or_else(|| ParseError::Shape(format!("chat panel tab {tab_id} has no tabId")))?;
+    let records: HashMap<*const Value, SourceRecord> = match (&record, out.wants_items()) {
+        (Some(record), true) => tab
+            .get("bubbles")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(at, bubble)| {
+                let inner = format!("/tabs/{index}/bubbles/{at}");
+                (bubble as *const Value, record.clone().at(inner))
+            })
+            .collect(),
+        _ => HashMap::new(),
+    };
     let sent_ms = tab.get("lastSendTime").and_then(time_ms);
     let count = snapshot.turns.len();
     for (position, (observed, group)) in snapshot.turns.iter().zip(groups).enumerate() {
         let last = position + 1 == count;
         let mut turn = Turn::new(observed.prompt.clone(), if last { sent_ms } else { None });
         turn.reply = Some(observed.reply.clone()).filter(|reply| !reply.trim().is_empty());
+        for (at, bubble) in group.iter().enumerate() {
+            bubble_source(&records, bubble, out);
+            let text = bubble.get("text").and_then(Value::as_str).unwrap_or("");
+            match (at, observed.prompt.as_deref()) {
+                (0, Some(prompt)) => out.item(Item::prompt(prompt, turn.started_ms)),
+                _ if !text.trim().is_empty() => out.item(Item::assistant_text(text, None)),
+                _ => {}
+            }
+        }
         turn.model = group
             .iter()
             .filter_map(|bubble| bubble.get("modelType").and_then(Value::as_str))
@@ -337,6 +579,7 @@ fn tool_step(data: &Value) -> TurnStep {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::items::{ConversationItem, ItemKind};
     use crate::conversation::model::corpus;
     use crate::conversation::Keep;
     use crate::observe::stores::cursor::{CursorDb, INLINE_COMPOSERS_KEY, LEGACY_CHAT_KEY};
@@ -569,6 +812,146 @@ mod tests {
         assert_eq!(names, ["state.vscdb"], "nothing written beside it");
     }
 
+    /// Writes `global_composer(status)` as Cursor 2025 does into a new database at `path`
+    /// (the composer's `toolFormerData` results filled in); returns each row's value bytes
+    /// by key.
+    fn write_global_database(path: &std::path::Path, status: &str) -> HashMap<String, Vec<u8>> {
+        let db = rusqlite::Connection::open(path).unwrap();
+        db.execute_batch(
+            "CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);
+             CREATE TABLE cursorDiskKV (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB)",
+        )
+        .unwrap();
+        let (composer, mut bubbles) = global_composer(status);
+        bubbles.get_mut("a1").unwrap()["toolFormerData"]["result"] =
+            json!("{\"output\":\"12 passed\"}");
+        bubbles.get_mut("a1").unwrap()["toolFormerData"]["toolCallId"] = json!("toolu_1");
+        let mut rows = vec![("composerData:c1".to_string(), composer.to_string())];
+        for (id, bubble) in &bubbles {
+            // Pretty-printed, so the bytes as stored are not what re-serializing gives.
+            rows.push((
+                format!("bubbleId:c1:{id}"),
+                serde_json::to_string_pretty(bubble).unwrap(),
+            ));
+        }
+        let mut insert = db
+            .prepare("INSERT INTO cursorDiskKV VALUES (?1, ?2)")
+            .unwrap();
+        for (key, value) in &rows {
+            // Bubbles as BLOBs, the composer as TEXT: Cursor writes both.
+            if key.starts_with("bubbleId:") {
+                insert
+                    .execute(rusqlite::params![key, value.as_bytes()])
+                    .unwrap();
+            } else {
+                insert.execute(rusqlite::params![key, value]).unwrap();
+            }
+        }
+        rows.into_iter()
+            .map(|(key, value)| (key, value.into_bytes()))
+            .collect()
+    }
+
+    /// The items `read_items` reports for `chat` of `path` as the store `store`.
+    fn read_items_of(store: &str, path: &std::path::Path, chat: &str) -> Vec<ConversationItem> {
+        let mut items = Vec::new();
+        crate::conversation::read::read_items(store, path, chat, |item| items.push(item)).unwrap();
+        items
+    }
+
+    #[test]
+    fn a_global_composers_items_are_its_rows_as_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.vscdb");
+        let values = write_global_database(&path, "error");
+        let items = read_items_of(crate::observe::stores::cursor::STORE, &path, "c1");
+        let digest = crate::journal::canonical::sha256_hex;
+        let read: Vec<(u64, ItemKind, &str, Option<&str>)> = items
+            .iter()
+            .map(|item| match &item.source {
+                SourceRecord::Row {
+                    table,
+                    row,
+                    bytes,
+                    sha256,
+                    pointer,
+                    file,
+                } => {
+                    assert_eq!(table, ROWS_TABLE);
+                    assert_eq!(file, &None);
+                    let value = &values[row];
+                    assert_eq!((*bytes, sha256), (value.len() as u64, &digest(value)));
+                    (item.turn, item.kind, row.as_str(), pointer.as_deref())
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            read,
+            [
+                (0, ItemKind::Prompt, "bubbleId:c1:u1", None),
+                (0, ItemKind::ToolCall, "bubbleId:c1:a1", None),
+                (0, ItemKind::ToolResult, "bubbleId:c1:a1", None),
+                (0, ItemKind::ToolCall, "bubbleId:c1:a2", None),
+                (0, ItemKind::ToolCall, "bubbleId:c1:a3", None),
+                (0, ItemKind::ToolResult, "bubbleId:c1:a3", None),
+                (0, ItemKind::AssistantText, "bubbleId:c1:a4", None),
+                (1, ItemKind::Prompt, "bubbleId:c1:u2", None),
+                (1, ItemKind::AssistantText, "bubbleId:c1:a5", None),
+                (1, ItemKind::ToolCall, "bubbleId:c1:a5", None),
+                (1, ItemKind::TurnEnd, "composerData:c1", Some("/status")),
+            ]
+        );
+        assert_eq!(items[1].call_id.as_deref(), Some("toolu_1"));
+        assert_eq!(items[2].outcome, Some(ItemOutcome::Ok));
+        assert_eq!(
+            items[2].text_sha256.as_deref(),
+            Some(digest(b"{\"output\":\"12 passed\"}").as_str())
+        );
+        assert_eq!(items[4].outcome, Some(ItemOutcome::Error));
+        assert_eq!(
+            items[5].text_sha256.as_deref(),
+            Some(digest(b"{\"error\":\"file is read-only\"}").as_str())
+        );
+        assert_eq!(items[9].part, 1, "the text and the call of one bubble");
+        assert_eq!(items[10].outcome, Some(ItemOutcome::Failed));
+        assert_eq!(items[0].at_ms, Some(1_766_743_200_000));
+
+        // A composer still generating records no end.
+        let path = dir.path().join("generating.vscdb");
+        write_global_database(&path, "generating");
+        let items = read_items_of(crate::observe::stores::cursor::STORE, &path, "c1");
+        assert_eq!(items.last().unwrap().kind, ItemKind::ToolCall);
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "nothing written beside them: {names:?}");
+    }
+
+    #[test]
+    fn a_workspace_composer_in_the_global_database_names_that_file() {
+        let user = tempfile::tempdir().unwrap();
+        let workspace = user.path().join("workspaceStorage").join("h1");
+        let global = user.path().join("globalStorage");
+        std::fs::create_dir_all(&workspace).unwrap();
+        std::fs::create_dir_all(&global).unwrap();
+        let global = global.join("state.vscdb");
+        write_global_database(&global, "completed");
+        let local = workspace.join("state.vscdb");
+        rusqlite::Connection::open(&local)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB)",
+            )
+            .unwrap();
+        let items = read_items_of(crate::observe::stores::cursor::LEGACY_STORE, &local, "c1");
+        assert_eq!(items.len(), 11);
+        let shown = global.display().to_string();
+        assert!(items.iter().all(|item| matches!(&item.source,
+            SourceRecord::Row { file: Some(file), .. } if *file == shown)));
+    }
+
     /// `state.vscdb.turns.json` lists every chat of the corpus database by id — the inline
     /// composers of `composer.composerData` and the tabs of the legacy chat panel — as
     /// `{"chats": {"<chat id>": {"turns_total": N, "turns": {"<index>": {…}}}}}`, each chat's
@@ -622,6 +1005,27 @@ mod tests {
         assert_eq!(names, ["state.vscdb"], "read without writing");
     }
 
+    /// The items of every chat of the corpus database (`state.vscdb.turns.json` lists them),
+    /// as the per-workspace store reads them: rows of `ItemTable` with the element as pointer.
+    #[test]
+    fn the_corpus_items_are_as_expected() {
+        let dir = corpus::folder("cursor");
+        let expected: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("state.vscdb.turns.json")).unwrap())
+                .unwrap();
+        let chats: Vec<(&str, &str)> = expected["chats"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|id| ("state.vscdb", id.as_str()))
+            .collect();
+        corpus::check_items(
+            "cursor",
+            crate::observe::stores::cursor::LEGACY_STORE,
+            &chats,
+        );
+    }
+
     #[test]
     fn mangled_composers_never_panic() {
         let (composer, bubbles) = global_composer("completed");
@@ -639,6 +1043,12 @@ mod tests {
                 .unwrap_or_default();
             let mut out = TurnCollector::new(Keep::Last(2));
             let _ = turns_from_composer(&value["c"], &bubbles, &mut out);
+            let sources = ComposerSources {
+                record: Some(SourceRecord::row(ROWS_TABLE, "composerData:c1", &bytes)),
+                ..ComposerSources::default()
+            };
+            let mut out = TurnCollector::with_items(Keep::Last(2), |_| {});
+            let _ = read_composer(&value["c"], &bubbles, &sources, &mut out);
         }
         let odd = json!({"composerId": "x", "status": "completed", "codeBlockData": 1, "newlyCreatedFiles": [1],
             "conversation": [{"type": 2, "codeBlocks": [{"uri": 1}, {"uri": {"external": 2}}], "toolFormerData": {"rawArgs": "[", "params": 3}},

@@ -1,5 +1,6 @@
 //! One pure turn reader per store format (bytes in, turns out, no I/O): the line stores (Claude Code, Codex, Gemini CLI's `.jsonl`) feed a `TurnCollector` line by line as each turn closes; the document stores (Copilot, Cline/Roo/Kilo tasks, Cline 4 sessions, Gemini CLI's `.json`, Cursor's rows) build a whole chat's turns at once. Each module also says what its store does not record (`NOT_RECORDED`).
 
+use super::items::SourceRecord;
 use super::model::TurnCollector;
 use super::read::{feed_lines, malformed, read_document, ReadError, ReadRequest};
 use crate::observe::ParseError;
@@ -132,7 +133,8 @@ pub fn read_store(
 /// A Cursor chat from the database the observers read it from: a composer of the global
 /// database (its `composerData` and bubble rows), else — in a per-workspace database — a
 /// composer kept inline in the 2024 composer list, a tab of the legacy chat panel, or a
-/// composer whose rows are in the global database beside it.
+/// composer whose rows are in the global database beside it. With items, the rows' value
+/// bytes as stored are their sources.
 fn read_cursor(
     path: &std::path::Path,
     store: &str,
@@ -145,29 +147,34 @@ fn read_cursor(
         reason: error.to_string(),
     };
     let db = rows::CursorDb::open(path).map_err(|e| unreadable(path, e))?;
-    if let Some((composer, bubbles)) = db.composer_rows(chat_id).map_err(|e| unreadable(path, e))? {
-        cursor::turns_from_composer(&composer, &bubbles, out)
-            .map_err(|e| malformed(path, store, e))?;
+    let wants_items = out.wants_items();
+    if read_cursor_composer(&db, path, None, store, chat_id, out)? {
         return Ok(cursor::NOT_RECORDED);
     }
-    if let Some(composers) = db
-        .item_value(rows::INLINE_COMPOSERS_KEY)
-        .map_err(|e| unreadable(path, e))?
-    {
+    // An `ItemTable` value that holds this chat: its JSON, and its row as a source.
+    let item_value =
+        |key: &str| -> Result<Option<(serde_json::Value, Option<SourceRecord>)>, ReadError> {
+            let Some(bytes) = db.item_bytes(key).map_err(|e| unreadable(path, e))? else {
+                return Ok(None);
+            };
+            let Ok(value) = serde_json::from_slice(&bytes) else {
+                return Ok(None);
+            };
+            let record = wants_items.then(|| SourceRecord::row(cursor::ITEM_TABLE, key, &bytes));
+            Ok(Some((value, record)))
+        };
+    if let Some((composers, record)) = item_value(rows::INLINE_COMPOSERS_KEY)? {
         let mut found = TurnCollector::new(super::model::Keep::Last(0));
         if cursor::turns_from_inline_composer(&composers, chat_id, &mut found).is_ok() {
-            cursor::turns_from_inline_composer(&composers, chat_id, out)
+            cursor::read_inline_composer(&composers, chat_id, record, out)
                 .map_err(|e| malformed(path, store, e))?;
             return Ok(cursor::NOT_RECORDED);
         }
     }
-    if let Some(chatdata) = db
-        .item_value(rows::LEGACY_CHAT_KEY)
-        .map_err(|e| unreadable(path, e))?
-    {
+    if let Some((chatdata, record)) = item_value(rows::LEGACY_CHAT_KEY)? {
         let mut found = TurnCollector::new(super::model::Keep::Last(0));
         if cursor::turns_from_legacy_tab(&chatdata, chat_id, &mut found).is_ok() {
-            cursor::turns_from_legacy_tab(&chatdata, chat_id, out)
+            cursor::read_legacy_tab(&chatdata, chat_id, record, out)
                 .map_err(|e| malformed(path, store, e))?;
             return Ok(cursor::LEGACY_NOT_RECORDED);
         }
@@ -182,12 +189,7 @@ fn read_cursor(
             .filter(|global| global.is_file())
         {
             let db = rows::CursorDb::open(&global).map_err(|e| unreadable(&global, e))?;
-            if let Some((composer, bubbles)) = db
-                .composer_rows(chat_id)
-                .map_err(|e| unreadable(&global, e))?
-            {
-                cursor::turns_from_composer(&composer, &bubbles, out)
-                    .map_err(|e| malformed(&global, store, e))?;
+            if read_cursor_composer(&db, &global, Some(&global), store, chat_id, out)? {
                 return Ok(cursor::NOT_RECORDED);
             }
         }
@@ -196,6 +198,42 @@ fn read_cursor(
         path: super::read::shown(path),
         chat_id: chat_id.to_string(),
     })
+}
+
+/// The composer `chat_id` from its rows in `db` (at `path`; `file`: the database, when it
+/// is not the chat's own source file), when it has them.
+fn read_cursor_composer(
+    db: &crate::observe::stores::cursor::CursorDb,
+    path: &std::path::Path,
+    file: Option<&std::path::Path>,
+    store: &str,
+    chat_id: &str,
+    out: &mut TurnCollector,
+) -> Result<bool, ReadError> {
+    let unreadable = |error: crate::observe::stores::cursor::CursorError| ReadError::Unreadable {
+        path: super::read::shown(path),
+        reason: error.to_string(),
+    };
+    let (composer, bubbles, sources) = if out.wants_items() {
+        let Some(((composer, bubbles), stored)) =
+            db.composer_rows_as_stored(chat_id).map_err(unreadable)?
+        else {
+            return Ok(false);
+        };
+        let mut sources = cursor::ComposerSources::of_rows(&stored);
+        if let Some(file) = file {
+            sources = sources.in_file(&super::read::shown(file));
+        }
+        (composer, bubbles, sources)
+    } else {
+        let Some((composer, bubbles)) = db.composer_rows(chat_id).map_err(unreadable)? else {
+            return Ok(false);
+        };
+        (composer, bubbles, cursor::ComposerSources::default())
+    };
+    cursor::read_composer(&composer, &bubbles, &sources, out)
+        .map_err(|e| malformed(path, store, e))?;
+    Ok(true)
 }
 
 fn open(path: &std::path::Path) -> Result<std::fs::File, ReadError> {

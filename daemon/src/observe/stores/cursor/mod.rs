@@ -34,7 +34,9 @@ use serde_json::Value;
 use crate::observe::snapshot::{ChatSnapshot, TurnSnapshot, TurnState};
 use crate::observe::text::parse_ts;
 
-pub use sqlite::{ComposerRows, CursorDb, CursorError, BUSY_TIMEOUT, RECHECK_WINDOW};
+pub use sqlite::{
+    ComposerRows, CursorDb, CursorError, StoredRow, StoredRows, BUSY_TIMEOUT, RECHECK_WINDOW,
+};
 
 /// The registry interface id of this store.
 pub const STORE: &str = "chat_history_cursor_sqlite";

@@ -78,6 +78,24 @@ pub const RECHECK_WINDOW: Duration = Duration::from_secs(600);
 /// (`CursorDb::composer_rows`).
 pub type ComposerRows = (Value, HashMap<String, Value>);
 
+/// The value bytes of a composer's rows as stored (`CursorDb::composer_rows_as_stored`):
+/// what a digest of them is computed from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredRows {
+    /// The `composerData:<id>` row.
+    pub composer: StoredRow,
+    /// The `bubbleId:<id>:<bubble>` rows, by bubble id (the rows read: those the composer
+    /// lists that hold JSON).
+    pub bubbles: HashMap<String, StoredRow>,
+}
+
+/// One `cursorDiskKV` row: its key and its value's bytes as stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredRow {
+    pub key: String,
+    pub value: Vec<u8>,
+}
+
 /// A row value's length and hash.
 type RowDigest = (usize, u64);
 
@@ -235,6 +253,26 @@ impl CursorDb {
     /// not JSON. Read the same read-only way as every read (`ReadPlan`), in one read
     /// transaction.
     pub fn composer_rows(&self, composer_id: &str) -> Result<Option<ComposerRows>, CursorError> {
+        self.read_composer_rows(composer_id, None)
+    }
+
+    /// `composer_rows`, with the rows' value bytes as stored, read in the same transaction
+    /// (for the digests of a chat's items).
+    pub fn composer_rows_as_stored(
+        &self,
+        composer_id: &str,
+    ) -> Result<Option<(ComposerRows, StoredRows)>, CursorError> {
+        let mut stored = StoredRows::default();
+        let rows = self.read_composer_rows(composer_id, Some(&mut stored))?;
+        Ok(rows.map(|rows| (rows, stored)))
+    }
+
+    /// `composer_rows`, keeping the value bytes in `stored` when given.
+    fn read_composer_rows(
+        &self,
+        composer_id: &str,
+        mut stored: Option<&mut StoredRows>,
+    ) -> Result<Option<ComposerRows>, CursorError> {
         let key = format!("composerData:{composer_id}");
         self.read(|connection| {
             if !has_table(connection, "cursorDiskKV")? {
@@ -248,10 +286,20 @@ impl CursorDb {
                 )
                 .optional()?
                 .flatten();
-            let Some(composer) = bytes.and_then(|bytes| composer_value(&key, &bytes)) else {
+            let Some(bytes) = bytes else {
                 return Ok(None);
             };
-            let bubbles = fetch_bubbles(connection, &composer)?;
+            let Some(composer) = composer_value(&key, &bytes) else {
+                return Ok(None);
+            };
+            let bubbles = fetch_bubbles(
+                connection,
+                &composer,
+                stored.as_deref_mut().map(|stored| &mut stored.bubbles),
+            )?;
+            if let Some(stored) = stored {
+                stored.composer = StoredRow { key, value: bytes };
+            }
             Ok(Some((composer, bubbles)))
         })
     }
@@ -260,17 +308,25 @@ impl CursorDb {
     /// and legacy chat panel): `None` when the key (or the table) is absent or the value is
     /// not JSON. Read the same read-only way as every read.
     pub fn item_value(&self, key: &str) -> Result<Option<Value>, CursorError> {
+        Ok(self
+            .item_bytes(key)?
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok()))
+    }
+
+    /// One `ItemTable` value's bytes as stored: `None` when the key (or the table) is
+    /// absent or the value is neither text nor a blob. Read the same read-only way as every
+    /// read.
+    pub fn item_bytes(&self, key: &str) -> Result<Option<Vec<u8>>, CursorError> {
         self.read(|connection| {
             if !has_table(connection, "ItemTable")? {
                 return Ok(None);
             }
-            let bytes: Option<Vec<u8>> = connection
+            Ok(connection
                 .query_row("SELECT value FROM ItemTable WHERE key = ?1", [key], |row| {
                     Ok(bytes_of(row.get_ref(0)?).map(<[u8]>::to_vec))
                 })
                 .optional()?
-                .flatten();
-            Ok(bytes.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
+                .flatten())
         })
     }
 
@@ -364,7 +420,7 @@ fn collect_changes(
         }
         let mut recheck_next = None;
         if let Some(composer) = composer_value(&key, bytes) {
-            let bubbles = fetch_bubbles(connection, &composer)?;
+            let bubbles = fetch_bubbles(connection, &composer, None)?;
             if let Some(reading) = read_composer(&composer, &bubbles, None) {
                 let report = row_changed || recheck != Some(&reading.snapshot);
                 if (row_changed && !first_read) || reading.in_flight {
@@ -400,10 +456,12 @@ fn composer_value(key: &str, bytes: &[u8]) -> Option<Value> {
 }
 
 /// The bubble rows a composer lists in `fullConversationHeadersOnly`, by bubble id; rows
-/// not written yet, and values that are not JSON, are left out.
+/// not written yet, and values that are not JSON, are left out. With `stored`, the values'
+/// bytes of the rows kept are put there too, by bubble id.
 fn fetch_bubbles(
     connection: &Connection,
     composer: &Value,
+    mut stored: Option<&mut HashMap<String, StoredRow>>,
 ) -> Result<HashMap<String, Value>, rusqlite::Error> {
     let mut bubbles = HashMap::new();
     let Some(composer_id) = composer.get("composerId").and_then(Value::as_str) else {
@@ -425,13 +483,20 @@ fn fetch_bubbles(
             continue;
         }
         let key = format!("bubbleId:{composer_id}:{bubble_id}");
+        let keep = stored.is_some();
         let bubble = statement
             .query_row([&key], |row| {
-                Ok(bytes_of(row.get_ref(0)?).and_then(|bytes| serde_json::from_slice(bytes).ok()))
+                Ok(bytes_of(row.get_ref(0)?).and_then(|bytes| {
+                    let bubble: Value = serde_json::from_slice(bytes).ok()?;
+                    Some((bubble, keep.then(|| bytes.to_vec())))
+                }))
             })
             .optional()?
             .flatten();
-        if let Some(bubble) = bubble {
+        if let Some((bubble, bytes)) = bubble {
+            if let (Some(stored), Some(value)) = (stored.as_deref_mut(), bytes) {
+                stored.insert(bubble_id.to_string(), StoredRow { key, value });
+            }
             bubbles.insert(bubble_id.to_string(), bubble);
         }
     }

@@ -107,13 +107,15 @@ pub fn read_store(
             read_cursor(path, store, &request.chat_id, out)
         }
         crate::observe::stores::opencode::STORE => {
-            let (messages, parts) =
-                opencode::read_rows(path, &request.chat_id).map_err(|error| {
-                    ReadError::Unreadable {
-                        path: super::read::shown(path),
-                        reason: error.to_string(),
-                    }
-                })?;
+            let rows = if out.wants_items() {
+                opencode::read_rows_as_stored(path, &request.chat_id)
+            } else {
+                opencode::read_rows(path, &request.chat_id)
+            };
+            let (messages, parts) = rows.map_err(|error| ReadError::Unreadable {
+                path: super::read::shown(path),
+                reason: error.to_string(),
+            })?;
             if messages.is_empty() {
                 return Err(ReadError::NoSuchChat {
                     path: super::read::shown(path),

@@ -1,8 +1,16 @@
 //! opencode's sessions as turns, from its database (`opencode.db`, tables `message` and `part`, each row's `data` JSON, 1.18.33): a user message opens a turn (its text parts are the prompt), the assistant messages after it give the steps (tool parts) and the reply (the last assistant message's text), its `time.completed`, `finish`, `error`, model and tokens the end and the usage.
+//!
+//! Items (`conversation::items`): the prompt (from its first text part's row; its text is
+//! the whole prompt), each assistant text part, each tool part (a call, and its result once
+//! its `state.status` is `completed` or `error`, from the same row), and an assistant
+//! message's end (`time.completed` with a `finish` other than `tool-calls`, or its `error`)
+//! from the message's row. Their source is the row: `{table: "message" | "part", row: <id>}`
+//! and the SHA-256 of its `data` column's bytes as stored.
 
 use koru_protocol::{StepKind, StepOutcome, TurnStep, TurnUsage};
 use serde_json::Value;
 
+use crate::conversation::items::{Item, ItemOutcome, SourceRecord};
 use crate::conversation::model::{step, step_error, Turn, TurnCollector};
 use crate::observe::ParseError;
 
@@ -15,16 +23,22 @@ pub struct MessageRow {
     pub id: String,
     pub created_ms: u64,
     pub data: Value,
+    /// The row as an item's source (`read_rows_as_stored`; `None` otherwise).
+    pub source: Option<SourceRecord>,
 }
 
-/// One row of `part`: the message it belongs to and its `data`.
+/// One row of `part`: its id, the message it belongs to and its `data`.
 #[derive(Debug, Clone)]
 pub struct PartRow {
+    pub id: String,
     pub message_id: String,
     pub data: Value,
+    /// The row as an item's source (`read_rows_as_stored`; `None` otherwise).
+    pub source: Option<SourceRecord>,
 }
 
-/// A session's rows → its turns, oldest first. Rows come ordered by creation time.
+/// A session's rows → its turns, oldest first, and their items from the rows' sources.
+/// Rows come ordered by creation time.
 pub fn turns_from_rows(
     messages: &[MessageRow],
     parts: &[PartRow],
@@ -40,15 +54,28 @@ pub fn turns_from_rows(
                     turn.supersede();
                     out.push(turn);
                 }
-                let prompt: Vec<&str> = own_parts
+                let texts: Vec<&PartRow> = own_parts
                     .filter(|p| p.data["type"] == "text" && p.data["synthetic"] != true)
-                    .filter_map(|p| p.data["text"].as_str())
+                    .filter(|p| p.data["text"].is_string())
                     .collect();
-                open = Some(Turn::new(Some(prompt.join("\n")), created));
+                let prompt = texts
+                    .iter()
+                    .filter_map(|p| p.data["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if let Some(source) = texts
+                    .first()
+                    .and_then(|p| p.source.as_ref())
+                    .or(message.source.as_ref())
+                {
+                    out.set_source(source.clone());
+                }
+                out.item(Item::prompt(&prompt, created));
+                open = Some(Turn::new(Some(prompt), created));
             }
             Some("assistant") => {
                 let turn = open.get_or_insert_with(|| Turn::new(None, created));
-                assistant_message(turn, &message.data, own_parts);
+                assistant_message(turn, message, own_parts, out);
             }
             Some(other) => {
                 return Err(ParseError::Shape(format!(
@@ -70,18 +97,44 @@ pub fn turns_from_rows(
     Ok(())
 }
 
-fn assistant_message<'a>(turn: &mut Turn, data: &Value, parts: impl Iterator<Item = &'a PartRow>) {
+fn assistant_message<'a>(
+    turn: &mut Turn,
+    message: &MessageRow,
+    parts: impl Iterator<Item = &'a PartRow>,
+    out: &mut TurnCollector,
+) {
+    let data = &message.data;
+    let at_ms = data["time"]["created"].as_u64();
     let mut text = Vec::new();
     for part in parts {
+        if let Some(source) = &part.source {
+            out.set_source(source.clone());
+        }
         match part.data["type"].as_str() {
             Some("text") if part.data["synthetic"] != true => {
                 if let Some(t) = part.data["text"].as_str().filter(|t| !t.is_empty()) {
+                    let started = part.data["time"]["start"].as_u64().or(at_ms);
+                    out.item(Item::assistant_text(t, started));
                     text.push(t.to_string());
                 }
             }
-            Some("tool") => turn.steps.push(tool_step(&part.data)),
+            Some("tool") => {
+                let call = tool_step(&part.data);
+                let call_id = part.data["callID"].as_str();
+                out.item(Item::tool_call(&call, call_id));
+                let state = &part.data["state"];
+                if matches!(state["status"].as_str(), Some("completed" | "error")) {
+                    let result = state["output"].as_str().or(state["error"].as_str());
+                    let ended = state["time"]["end"].as_u64();
+                    out.item(Item::step_result(&call, call_id, result, ended));
+                }
+                turn.steps.push(call);
+            }
             _ => {}
         }
+    }
+    if let Some(source) = &message.source {
+        out.set_source(source.clone());
     }
     if !text.is_empty() {
         turn.reply = Some(text.join("\n"));
@@ -105,9 +158,11 @@ fn assistant_message<'a>(turn: &mut Turn, data: &Value, parts: impl Iterator<Ite
             .or(data["time"]["created"].as_u64()),
     );
     let error = &data["error"];
+    let ended = data["time"]["completed"].as_u64();
     if error.is_object() {
         if error["name"] == "MessageAbortedError" {
             turn.cancel();
+            out.item(Item::turn_end(ItemOutcome::Cancelled, None, ended));
         } else {
             let message = error["data"]["message"].as_str().unwrap_or("");
             turn.fail(
@@ -116,13 +171,18 @@ fn assistant_message<'a>(turn: &mut Turn, data: &Value, parts: impl Iterator<Ite
                     .as_str()
                     .unwrap_or("opencode reported an error"),
             );
+            out.item(Item::turn_end(
+                ItemOutcome::Failed,
+                turn.error.as_deref(),
+                ended,
+            ));
         }
         return;
     }
     // A message that ended asking for tools is followed by the next one of the same turn.
-    let completed = data["time"]["completed"].is_u64();
     let finish = data["finish"].as_str().unwrap_or("");
-    turn.state = if completed && finish != "tool-calls" && finish != "unknown" {
+    turn.state = if ended.is_some() && finish != "tool-calls" && finish != "unknown" {
+        out.item(Item::turn_end(ItemOutcome::Complete, None, ended));
         koru_protocol::TurnState::Complete
     } else {
         koru_protocol::TurnState::InProgress
@@ -192,34 +252,70 @@ pub fn read_rows(
     path: &std::path::Path,
     session: &str,
 ) -> Result<(Vec<MessageRow>, Vec<PartRow>), rusqlite::Error> {
+    read_session_rows(path, session, false)
+}
+
+/// `read_rows`, each row with its source: its table and id, and the SHA-256 of its `data`
+/// as stored (for the items' digests).
+pub fn read_rows_as_stored(
+    path: &std::path::Path,
+    session: &str,
+) -> Result<(Vec<MessageRow>, Vec<PartRow>), rusqlite::Error> {
+    read_session_rows(path, session, true)
+}
+
+fn read_session_rows(
+    path: &std::path::Path,
+    session: &str,
+    sources: bool,
+) -> Result<(Vec<MessageRow>, Vec<PartRow>), rusqlite::Error> {
+    use rusqlite::types::ValueRef;
     use rusqlite::OpenFlags;
     let db = rusqlite::Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     db.busy_timeout(std::time::Duration::from_millis(500))?;
-    let json = |text: String| serde_json::from_str(&text).unwrap_or(Value::Null);
-    let messages = db
+    // The message and part rows of one snapshot of the database.
+    let read = db.unchecked_transaction()?;
+    // A `data` column's JSON and, with `sources`, the row as a source.
+    let data = |table: &str, id: &str, value: ValueRef<'_>| {
+        let bytes = match value {
+            ValueRef::Text(bytes) | ValueRef::Blob(bytes) => bytes,
+            _ => b"",
+        };
+        let json = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+        (json, sources.then(|| SourceRecord::row(table, id, bytes)))
+    };
+    let messages = read
         .prepare("SELECT id, time_created, data FROM message WHERE session_id = ?1 ORDER BY time_created, id")?
         .query_map([session], |row| {
+            let id: String = row.get(0)?;
+            let (data, source) = data("message", &id, row.get_ref(2)?);
             Ok(MessageRow {
-                id: row.get(0)?,
                 created_ms: row.get::<_, i64>(1)?.max(0) as u64,
-                data: json(row.get(2)?),
+                data,
+                source,
+                id,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    let parts = db
+    let parts = read
         .prepare(
-            "SELECT message_id, data FROM part WHERE session_id = ?1 ORDER BY time_created, id",
+            "SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY time_created, id",
         )?
         .query_map([session], |row| {
+            let id: String = row.get(0)?;
+            let (data, source) = data("part", &id, row.get_ref(2)?);
             Ok(PartRow {
-                message_id: row.get(0)?,
-                data: json(row.get(1)?),
+                message_id: row.get(1)?,
+                data,
+                source,
+                id,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
+    drop(read);
     Ok((messages, parts))
 }
 
@@ -344,5 +440,116 @@ mod tests {
             "its last message is still open"
         );
         assert!(read_rows(&path, "ses_other").unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn a_sessions_items_are_its_rows_data_as_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = database(dir.path());
+        {
+            // A turn the user interrupted, in a session of its own, its data as opencode
+            // might space it (bytes as stored are not what re-serializing gives).
+            let db = rusqlite::Connection::open(&path).unwrap();
+            db.execute_batch(
+                r#"INSERT INTO message VALUES ('msg_6', 'ses_2', 300, 300, '{"role": "user", "time": {"created": 300}}');
+                   INSERT INTO part VALUES ('prt_7', 'msg_6', 'ses_2', 301, 301, '{"type": "text", "text": "stop me"}');
+                   INSERT INTO message VALUES ('msg_7', 'ses_2', 310, 310, '{"role": "assistant", "time": {"created": 310, "completed": 320}, "error": {"name": "MessageAbortedError", "data": {"message": "aborted"}}}');
+                   INSERT INTO part VALUES ('prt_8', 'msg_7', 'ses_2', 311, 311, '{"type": "tool", "tool": "bash", "callID": "call_2", "state": {"status": "error", "input": {"command": "sleep 100"}, "error": "Tool execution aborted", "time": {"start": 312, "end": 319}}}');"#,
+            )
+            .unwrap();
+        }
+        let stored = |table: &str, id: &str| -> Vec<u8> {
+            let db = rusqlite::Connection::open(&path).unwrap();
+            db.query_row(
+                &format!("SELECT CAST(data AS BLOB) FROM {table} WHERE id = ?1"),
+                [id],
+                |row| row.get(0),
+            )
+            .unwrap()
+        };
+        let items_of = |session: &str| {
+            let mut items = Vec::new();
+            crate::conversation::read::read_items(
+                crate::observe::stores::opencode::STORE,
+                &path,
+                session,
+                |item| items.push(item),
+            )
+            .unwrap();
+            items
+        };
+        let mut read = Vec::new();
+        for session in ["ses_1", "ses_2"] {
+            for item in items_of(session) {
+                let SourceRecord::Row {
+                    table,
+                    row,
+                    bytes,
+                    sha256,
+                    pointer: None,
+                    file: None,
+                } = &item.source
+                else {
+                    panic!("{item:?}");
+                };
+                let value = stored(table, row);
+                assert_eq!(bytes, &(value.len() as u64));
+                assert_eq!(sha256, &crate::journal::canonical::sha256_hex(&value));
+                read.push((
+                    item.turn,
+                    item.kind,
+                    format!("{table}/{row}"),
+                    item.outcome,
+                    item.part,
+                ));
+            }
+        }
+        use crate::conversation::items::ItemKind::*;
+        let rows = |s: &str| s.to_string();
+        assert_eq!(
+            read,
+            [
+                (0, Prompt, rows("part/prt_1"), None, 0),
+                (0, AssistantText, rows("part/prt_3"), None, 0),
+                (
+                    0,
+                    TurnEnd,
+                    rows("message/msg_2"),
+                    Some(ItemOutcome::Complete),
+                    0
+                ),
+                (1, Prompt, rows("part/prt_4"), None, 0),
+                (1, AssistantText, rows("part/prt_5"), None, 0),
+                (1, ToolCall, rows("part/prt_6"), Some(ItemOutcome::Ok), 0),
+                (1, ToolResult, rows("part/prt_6"), Some(ItemOutcome::Ok), 1),
+                (0, Prompt, rows("part/prt_7"), None, 0),
+                (0, ToolCall, rows("part/prt_8"), Some(ItemOutcome::Error), 0),
+                (
+                    0,
+                    ToolResult,
+                    rows("part/prt_8"),
+                    Some(ItemOutcome::Error),
+                    1
+                ),
+                (
+                    0,
+                    TurnEnd,
+                    rows("message/msg_7"),
+                    Some(ItemOutcome::Cancelled),
+                    0
+                ),
+            ]
+        );
+        let items = items_of("ses_2");
+        assert_eq!(
+            items[0].text_sha256.as_deref(),
+            Some(crate::journal::canonical::sha256_hex(b"stop me").as_str())
+        );
+        assert_eq!(items[1].call_id.as_deref(), Some("call_2"));
+        assert_eq!((items[2].at_ms, items[3].at_ms), (Some(319), Some(320)));
+        assert_eq!(
+            items[2].text_sha256.as_deref(),
+            Some(crate::journal::canonical::sha256_hex(b"Tool execution aborted").as_str())
+        );
     }
 }

@@ -442,6 +442,47 @@ mod tests {
         assert!(read_rows(&path, "ses_other").unwrap().0.is_empty());
     }
 
+    /// The session opencode 1.18.33 recorded in `tests/corpus/opencode/opencode.db`
+    /// (PROVENANCE.md): a text answer, then a turn that ran `ls`.
+    const CORPUS_SESSION: &str = "ses_daf089fc7ffebgMQewxN9P5YPj";
+
+    #[test]
+    fn the_corpus_database_reads_as_two_whole_turns() {
+        let path = crate::conversation::model::corpus::folder("opencode").join("opencode.db");
+        let (messages, parts) = read_rows(&path, CORPUS_SESSION).unwrap();
+        let mut out = TurnCollector::new(Keep::Last(10));
+        turns_from_rows(&messages, &parts, &mut out).unwrap();
+        let turns: Vec<Turn> = out.into_turns().into_iter().map(|(_, t)| t).collect();
+        assert_eq!(turns.len(), 2);
+        assert_eq!(
+            turns[0].prompt.as_deref(),
+            Some("\"hello from the corpus ✓\""),
+            "as `opencode run` stored it"
+        );
+        assert_eq!(turns[0].state, koru_protocol::TurnState::Complete);
+        assert_eq!(turns[1].reply.as_deref(), Some("`ls` printed: notes.txt."));
+        assert_eq!(turns[1].state, koru_protocol::TurnState::Complete);
+        let step = &turns[1].steps[0];
+        assert_eq!(
+            (step.command.as_deref(), step.exit_code, step.outcome),
+            (Some("ls"), Some(0), StepOutcome::Ok)
+        );
+        assert_eq!(turns[1].model.as_deref(), Some("fake/fake-model"));
+    }
+
+    #[test]
+    fn the_corpus_items_are_as_expected() {
+        crate::conversation::model::corpus::check_items(
+            "opencode",
+            crate::observe::stores::opencode::STORE,
+            &[("opencode.db", CORPUS_SESSION)],
+        );
+        let folder = crate::conversation::model::corpus::folder("opencode");
+        for side in ["opencode.db-journal", "opencode.db-wal", "opencode.db-shm"] {
+            assert!(!folder.join(side).exists(), "a read wrote {side}");
+        }
+    }
+
     #[test]
     fn a_sessions_items_are_its_rows_data_as_stored() {
         let dir = tempfile::tempdir().unwrap();

@@ -665,9 +665,8 @@ fn terminal_problem(interface: &Interface) -> Option<String> {
         ("busy", &screen.busy),
     ] {
         for pattern in patterns {
-            if let Err(err) = regex::Regex::new(pattern) {
-                let why = err.to_string();
-                let why = why.lines().last().unwrap_or_default().trim().to_string();
+            if let Err(err) = check_pattern(pattern) {
+                let why = err.lines().last().unwrap_or_default().trim().to_string();
                 return Some(format!(
                     "`terminal.screen.{field}`: {pattern:?} is not a valid regular expression ({why})"
                 ));
@@ -675,13 +674,25 @@ fn terminal_problem(interface: &Interface) -> Option<String> {
         }
     }
     for pattern in &screen.input {
-        if regex::Regex::new(pattern).is_ok_and(|re| re.captures_len() < 2) {
+        if check_pattern(pattern).is_ok_and(|groups| groups < 1) {
             return Some(format!(
                 "`terminal.screen.input`: {pattern:?} needs a capture group for what is typed"
             ));
         }
     }
     None
+}
+
+/// Whether `pattern` is a regular expression the `regex` crate accepts, and how many
+/// capture groups it names or numbers; otherwise the parser's message. Parsed, not
+/// compiled: the registry is checked at every start and compiling its ~100 patterns into
+/// automata was a fifth of the daemon's start-up instructions. What uses a pattern
+/// compiles it when it is needed.
+fn check_pattern(pattern: &str) -> Result<usize, String> {
+    regex_syntax::Parser::new()
+        .parse(pattern)
+        .map(|hir| hir.properties().explicit_captures_len())
+        .map_err(|err| err.to_string())
 }
 
 /// What is wrong with an interface's `submit_key`, if anything: the key is pressed after
@@ -887,7 +898,7 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
         resolved_policy.paste_chord_by_class =
             serde_json::from_value(map.clone()).unwrap_or_default();
         for pattern in resolved_policy.paste_chord_by_class.keys() {
-            if let Err(err) = regex::Regex::new(pattern) {
+            if let Err(err) = check_pattern(pattern) {
                 let origin = policy_origins.get("paste_chord_by_class").cloned();
                 diagnostics.push(diagnostic_from(origin.as_ref(), format!("`policy.paste_chord_by_class`: {pattern:?} is not a valid regular expression: {err}")));
             }
@@ -952,7 +963,7 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
     }
     for (product, rules) in &resolved_policy.products {
         for pattern in rules.window_class.iter().chain(rules.window_title.iter()) {
-            if let Err(err) = regex::Regex::new(pattern) {
+            if let Err(err) = check_pattern(pattern) {
                 let origin = policy_origins.get(&format!("products.{product}")).cloned();
                 diagnostics.push(diagnostic_from(origin.as_ref(), format!("policy for `{product}`: {pattern:?} is not a valid regular expression: {err}")));
             }

@@ -275,3 +275,60 @@ fn a_restart_over_unchanged_history_opens_no_session_file_and_lists_the_same_cha
         daemon.log_text()
     );
 }
+
+#[test]
+fn a_file_the_cache_vouched_for_is_followed_from_where_it_stopped_when_it_changes_later() {
+    let sandbox = Sandbox::new();
+    let (files, folders) = corpus(&sandbox);
+    let total = files.len();
+    let mut daemon = sandbox.start_daemon(&[]);
+    let first = listed(&sandbox, total);
+    assert!(daemon.terminate(Duration::from_secs(10)).is_some());
+
+    // Restarted over unchanged history: the files' followers wait for a change (nothing
+    // opened), then one file gets a new prompt while the daemon runs.
+    let opens = Opens::watch(&folders);
+    let daemon = sandbox.start_daemon(&[]);
+    assert_eq!(listed(&sandbox, total), first);
+    let id = "00000000-0000-4000-8000-000000000004";
+    let now = chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    append_line(
+        &files[4],
+        &json!({"type": "user", "sessionId": id, "cwd": "/home/user/proj-0",
+            "version": "2.1.39", "timestamp": now,
+            "message": {"role": "user", "content": "and now the docs"}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let seen = loop {
+        let chats = listed(&sandbox, total);
+        let seen = chat(&chats, id).clone();
+        if seen["last_prompt"] == "and now the docs" {
+            break seen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new prompt is not listed: {seen}\n{}",
+            daemon.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        seen["state"], "replying",
+        "a prompt written now is news: the chat works on it"
+    );
+    let name = |p: &PathBuf| p.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(
+        opens.names(),
+        BTreeSet::from([name(&files[4])]),
+        "only the file that changed is opened"
+    );
+    // Read from where it stopped: the rest of the chat is as it was.
+    let before = chat(&first, id);
+    assert_eq!(seen["workspace"], before["workspace"]);
+    for other in listed(&sandbox, total) {
+        if other["chat_id"] != id {
+            assert!(first.contains(&other), "unchanged: {other}");
+        }
+    }
+}

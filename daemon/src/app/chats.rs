@@ -75,19 +75,27 @@ impl<C: Clock> App<C> {
         source: std::path::PathBuf,
     ) {
         let source: std::sync::Arc<std::path::Path> = std::sync::Arc::from(source.as_path());
+        self.chats.reserve(chats.len());
+        self.chat_sources.reserve(chats.len());
         for chat in chats {
             let key = (chat.store.clone(), chat.chat_id.clone());
-            self.chat_sources.insert(key.clone(), source.clone());
-            match self.chats.get_mut(&key) {
-                Some(known) if known.last_activity_ms > chat.last_activity_ms => {
+            match self.chats.entry(key.clone()) {
+                std::collections::hash_map::Entry::Occupied(mut known)
+                    if known.get().last_activity_ms > chat.last_activity_ms =>
+                {
+                    let known = known.get_mut();
                     if known.workspace.is_none() {
                         known.workspace = chat.workspace;
                     }
                 }
-                _ => {
-                    self.chats.insert(key, chat);
+                std::collections::hash_map::Entry::Occupied(mut known) => {
+                    known.insert(chat);
+                }
+                std::collections::hash_map::Entry::Vacant(vacant) => {
+                    vacant.insert(chat);
                 }
             }
+            self.chat_sources.insert(key, source.clone());
         }
     }
 

@@ -106,11 +106,12 @@ impl<C: Clock> App<C> {
                 "chat.read needs `chat_id` (`koru chats` lists them) or `drive_id`".into(),
             ));
         };
-        let found: Vec<&(String, String)> = self
+        let mut found: Vec<&(String, String)> = self
             .chats
             .keys()
             .filter(|(store, id)| id == chat_id && read.store.as_ref().is_none_or(|s| s == store))
             .collect();
+        found.sort_unstable();
         let (store, chat_id) = match found.as_slice() {
             [] => {
                 return Err(ErrorMessage::new(

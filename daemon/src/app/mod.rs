@@ -261,16 +261,19 @@ pub struct App<C: Clock> {
     /// The drive whose OS injection is running (keyboard input is global: one at a time).
     injecting: Option<String>,
     injection_waiting: VecDeque<String>,
-    /// The chats the observers know, by (store, chat id).
-    chats: std::collections::BTreeMap<(String, String), koru_protocol::ChatInfo>,
+    /// The chats the observers know, by (store, chat id). A hash map, not a B-tree: a
+    /// heavy user's 10,000 chats of history arrive at every start, and a B-tree's inserts
+    /// compared and shifted keys and rows for each; `chats.list` sorts what it returns.
+    chats: foldhash::HashMap<(String, String), koru_protocol::ChatInfo>,
     /// The drive last matched to each chat, whose observation the chat's next events update.
     chat_drive: HashMap<(String, String), String>,
     /// Chats whose last event was a completed reply: the same end reported again (the
     /// transcript's end record and the Stop hook) is not news.
-    chat_completed: std::collections::HashSet<(String, String)>,
+    chat_completed: foldhash::HashSet<(String, String)>,
     /// The file each chat was last read from by the observers: where `chat.read` reads it
-    /// back (shared between the chats of one file, such as a database).
-    chat_sources: HashMap<(String, String), Arc<std::path::Path>>,
+    /// back (shared between the chats of one file, such as a database). Filled with
+    /// every chat of the history at start (10,000 at a heavy user's): foldhash, not SipHash.
+    chat_sources: foldhash::HashMap<(String, String), Arc<std::path::Path>>,
     /// Reads chats back from their stores, off the loop.
     chat_reader: Box<dyn crate::conversation::ChatReader>,
     /// `chat.read` requests waiting for their read, by ticket.
@@ -331,10 +334,10 @@ impl<C: Clock> App<C> {
             recovery,
             injecting: None,
             injection_waiting: VecDeque::new(),
-            chats: std::collections::BTreeMap::new(),
+            chats: foldhash::HashMap::default(),
             chat_drive: HashMap::new(),
-            chat_completed: std::collections::HashSet::new(),
-            chat_sources: HashMap::new(),
+            chat_completed: foldhash::HashSet::default(),
+            chat_sources: foldhash::HashMap::default(),
             chat_reader: Box::new(crate::conversation::read::RecordingChatReader::default()),
             chat_reads: HashMap::new(),
             next_chat_read: 1,

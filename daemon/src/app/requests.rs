@@ -56,7 +56,7 @@ impl<C: Clock> App<C> {
             }
             Message::SessionsList(filter) => self.on_sessions_list(conn_id, id, filter),
             Message::ChatsList(filter) => {
-                let chats = self
+                let mut listed: Vec<&koru_protocol::ChatInfo> = self
                     .chats
                     .values()
                     .filter(|c| filter.store.as_ref().is_none_or(|s| &c.store == s))
@@ -68,8 +68,14 @@ impl<C: Clock> App<C> {
                             })
                         })
                     })
-                    .cloned()
                     .collect();
+                // By store, then chat id: the same order every time (references sorted,
+                // then the rows copied once).
+                listed.sort_unstable_by(|a, b| {
+                    (a.store.as_str(), a.chat_id.as_str())
+                        .cmp(&(b.store.as_str(), b.chat_id.as_str()))
+                });
+                let chats: Vec<koru_protocol::ChatInfo> = listed.into_iter().cloned().collect();
                 self.send(
                     conn_id,
                     Envelope::with_id(

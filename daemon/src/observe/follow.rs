@@ -84,15 +84,16 @@ pub trait Follower: Send {
     fn checkpoint(&self) -> Option<serde_json::Value> {
         None
     }
-    /// Resumes from a `checkpoint` of the same file; false when it does not fit.
-    fn restore(&mut self, _state: &RawValue) -> bool {
+    /// Resumes from a `checkpoint` of the same file (its JSON text); false when it does
+    /// not fit.
+    fn restore(&mut self, _state: &str) -> bool {
         false
     }
 }
 
 /// A checkpoint read back as `T`, or `None` when it is not one.
-fn checkpoint_as<'a, T: serde::Deserialize<'a>>(state: &'a RawValue) -> Option<T> {
-    serde_json::from_str(state.get()).ok()
+fn checkpoint_as<'a, T: serde::Deserialize<'a>>(state: &'a str) -> Option<T> {
+    serde_json::from_str(state).ok()
 }
 
 /// A [`LinesFollower`]'s checkpoint, its parser's part left to the parser.
@@ -216,7 +217,7 @@ impl Follower for LinesFollower {
         }))
     }
 
-    fn restore(&mut self, state: &RawValue) -> bool {
+    fn restore(&mut self, state: &str) -> bool {
         let Some(state) = checkpoint_as::<LinesCheckpoint>(state) else {
             return false;
         };
@@ -331,7 +332,7 @@ impl Follower for CompressedLinesFollower {
         }))
     }
 
-    fn restore(&mut self, state: &RawValue) -> bool {
+    fn restore(&mut self, state: &str) -> bool {
         let Some(state) = checkpoint_as::<CompressedCheckpoint>(state) else {
             return false;
         };
@@ -560,7 +561,7 @@ impl Follower for DocumentFollower {
         }))
     }
 
-    fn restore(&mut self, state: &RawValue) -> bool {
+    fn restore(&mut self, state: &str) -> bool {
         let Some(state) = checkpoint_as::<DocumentCheckpoint>(state) else {
             return false;
         };
@@ -631,7 +632,7 @@ impl Follower for ActivityFollower {
         Some(serde_json::json!({ "stamp": self.read_stamp? }))
     }
 
-    fn restore(&mut self, state: &RawValue) -> bool {
+    fn restore(&mut self, state: &str) -> bool {
         match checkpoint_as::<ActivityCheckpoint>(state) {
             Some(state) => {
                 self.read_stamp = Some(state.stamp);
@@ -757,7 +758,7 @@ mod tests {
         );
         let state = first.checkpoint().unwrap();
         assert_eq!(state["position"], prompt.len() + 1);
-        let state = serde_json::value::to_raw_value(&state).unwrap();
+        let state = state.to_string();
 
         let mut file = std::fs::OpenOptions::new()
             .append(true)

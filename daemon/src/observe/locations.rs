@@ -128,14 +128,18 @@ impl Store {
     fn folders_in(self, dirs: &[PathBuf], level: usize) -> Vec<PathBuf> {
         dirs.iter()
             .flat_map(|dir| list_folder(dir))
-            .filter(|(path, folder)| {
-                *folder
+            .filter(|listed| {
+                listed.folder
                     && self.leads_to_sessions(
                         level,
-                        path.file_name().and_then(|n| n.to_str()).unwrap_or(""),
+                        listed
+                            .path
+                            .file_name()
+                            .and_then(|n| n.to_str())
+                            .unwrap_or(""),
                     )
             })
-            .map(|(path, _)| path)
+            .map(|listed| listed.path)
             .collect()
     }
 
@@ -268,6 +272,20 @@ impl Store {
     /// inside it that just appeared); none when `folder` is not inside `root` or lies
     /// deeper than the store's session files.
     pub fn session_files_in(self, root: &Path, folder: &Path) -> Vec<PathBuf> {
+        self.stamped_session_files_in(root, folder)
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect()
+    }
+
+    /// [`Store::session_files_in`], each file with its [`Stamp`] as the listing found it
+    /// (`None` when it could not be read): taken relative to the folder the listing holds
+    /// open, one name looked up instead of the whole path walked again.
+    pub fn stamped_session_files_in(
+        self,
+        root: &Path,
+        folder: &Path,
+    ) -> Vec<(PathBuf, Option<Stamp>)> {
         let Ok(rest) = folder.strip_prefix(root) else {
             return Vec::new();
         };
@@ -279,14 +297,22 @@ impl Store {
         for level in level + 1..=self.depth() {
             dirs = self.folders_in(&dirs, level);
         }
-        let mut found: Vec<PathBuf> = dirs
+        let mut found: Vec<(PathBuf, Option<Stamp>)> = dirs
             .iter()
             .flat_map(|dir| list_folder(dir))
-            .filter(|(path, folder)| !folder && self.is_session_under(root, path))
-            .map(|(path, _)| path)
+            .filter(|listed| !listed.folder && self.is_session_under(root, &listed.path))
+            .map(|listed| {
+                let stamp = match (&listed.target, &listed.entry) {
+                    // A symbolic link: what it points to.
+                    (Some(target), _) => Some(Stamp::from_meta(target)),
+                    (None, Some(entry)) => entry.metadata().ok().map(|m| Stamp::from_meta(&m)),
+                    (None, None) => None,
+                };
+                (listed.path, stamp)
+            })
             .collect();
         // By bytes: the same order every time, cheaper than comparing path components.
-        found.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+        found.sort_unstable_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
         found
     }
 
@@ -431,30 +457,85 @@ fn log_or_document(
 /// The entries of `dir`, each with whether it is a folder, from the listing's own type
 /// field (no `stat` per file: a root holds thousands); a link is followed. Neither a file
 /// nor a folder (a socket, a device): left out, never a session file.
-fn list_folder(dir: &Path) -> Vec<(PathBuf, bool)> {
+/// One entry of a folder: a file or a folder (symbolic links followed; anything else is
+/// left out).
+struct Listed {
+    path: PathBuf,
+    folder: bool,
+    /// The entry, for a `stat` relative to the open folder (not for a symbolic link).
+    entry: Option<std::fs::DirEntry>,
+    /// What a symbolic link points to.
+    target: Option<std::fs::Metadata>,
+}
+
+fn list_folder(dir: &Path) -> Vec<Listed> {
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .flatten()
                 .filter_map(|entry| {
                     let path = entry.path();
-                    let folder = match entry.file_type().ok()? {
+                    match entry.file_type().ok()? {
                         kind if kind.is_symlink() => {
                             let target = std::fs::metadata(&path).ok()?;
                             if !target.is_dir() && !target.is_file() {
                                 return None;
                             }
-                            target.is_dir()
+                            Some(Listed {
+                                path,
+                                folder: target.is_dir(),
+                                entry: None,
+                                target: Some(target),
+                            })
                         }
-                        kind if kind.is_dir() => true,
-                        kind if kind.is_file() => false,
-                        _ => return None,
-                    };
-                    Some((path, folder))
+                        kind if kind.is_dir() || kind.is_file() => Some(Listed {
+                            path,
+                            folder: kind.is_dir(),
+                            entry: Some(entry),
+                            target: None,
+                        }),
+                        _ => None,
+                    }
                 })
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A file's identity, size and modification time: a file found with the same stamp has
+/// not been written since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+}
+
+impl Stamp {
+    /// The stamp of the file at `path` (symbolic links followed).
+    pub fn of(path: &Path) -> Option<Stamp> {
+        std::fs::metadata(path)
+            .ok()
+            .map(|meta| Stamp::from_meta(&meta))
+    }
+
+    pub fn from_meta(meta: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+            mtime_ns: meta
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(meta.mtime_nsec()),
+        }
+    }
+
+    pub fn mtime_ms(&self) -> u64 {
+        u64::try_from(self.mtime_ns / 1_000_000).unwrap_or(0)
+    }
 }
 
 fn file_stem(path: &Path) -> String {

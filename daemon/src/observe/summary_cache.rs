@@ -1,9 +1,14 @@
 //! The observers' per-file summary cache: for each chat-store file followed, its identity, size, where reading stopped and the chat state derived so far, kept under `$XDG_CACHE_HOME/koru/` so that a restart over unchanged history reads nothing it read before. A damaged, foreign or unsafe cache is ignored (and rebuilt), never trusted.
 //!
-//! The file is one header line and one line per file (NDJSON). The header names the
+//! The file is one header line and one line per file. The header is JSON; a file's line
+//! is its entry as JSON, a tab, and its follower's checkpoint as JSON (compact JSON never
+//! holds a raw tab, so the first one splits them): the checkpoint is kept as text, not
+//! parsed, until its file changes. The header names the
 //! format, its version, the observers' generation (bumped whenever what parsers derive
-//! changes: a cache from another generation is not trusted) and the SHA-256 of everything
-//! after the header line. docs/observers.md, "Restarts", describes it.
+//! changes: a cache from another generation is not trusted) and the CRC-32 of everything
+//! after the header line (a check against damage, not against forgery: the file is the
+//! user's own and refused when others can write it; SHA-256 of a heavy user's 9 MB was
+//! 3 % of a restart). docs/observers.md, "Restarts", describes it.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -11,13 +16,13 @@ use std::path::{Path, PathBuf};
 
 use koru_protocol::ChatInfo;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 /// The cache's format name, in its header.
 const FORMAT: &str = "koru-observer-summary";
-/// The layout of the file.
-const VERSION: u32 = 1;
+/// The layout of the file (2: entries say whether a turn is open, the checkpoint follows
+/// the entry after a tab, the header's checksum is a CRC-32).
+const VERSION: u32 = 2;
 /// What the parsers derive: bump when a parser's state or its conclusions change, so that
 /// a cache written by another build is read again rather than trusted.
 pub const GENERATION: u32 = 1;
@@ -51,10 +56,22 @@ pub struct CachedFile {
     pub size: u64,
     pub mtime_ns: i64,
     /// The follower's checkpoint (read position, the parser's state), as the JSON text it
-    /// was written as: the follower reads it into its own types.
-    pub checkpoint: Box<RawValue>,
+    /// was written as (after the line's tab): the follower reads it into its own types.
+    #[serde(skip)]
+    pub checkpoint: Box<str>,
+    /// A turn was open (time may still conclude it): the file's follower is made at
+    /// start. Without one, an unchanged file's follower waits until the file changes.
+    pub turn_open: bool,
     /// The chats table's rows the file produced, as the daemon last knew them.
     pub chats: Vec<ChatInfo>,
+}
+
+/// A checkpoint to write: made by a follower now, or kept as the cache held it (a file
+/// whose follower was never made, `watcher`'s dormant files).
+#[derive(Debug)]
+pub enum Checkpoint<'a> {
+    Made(serde_json::Value),
+    Kept(&'a str),
 }
 
 /// One entry as it is written: the same fields as [`CachedFile`] and the file's path,
@@ -67,8 +84,38 @@ pub struct CacheEntry<'a> {
     pub ino: u64,
     pub size: u64,
     pub mtime_ns: i64,
-    pub checkpoint: &'a serde_json::Value,
+    #[serde(skip)]
+    pub checkpoint: &'a Checkpoint<'a>,
+    pub turn_open: bool,
     pub chats: &'a [ChatInfo],
+}
+
+impl CacheEntry<'_> {
+    /// Appends the entry's line (entry, tab, checkpoint, newline) to `body`.
+    pub fn write_line(&self, body: &mut Vec<u8>) -> std::io::Result<()> {
+        let start = body.len();
+        let written = serde_json::to_writer(&mut *body, self).and_then(|()| {
+            body.push(b'\t');
+            match self.checkpoint {
+                Checkpoint::Made(value) => serde_json::to_writer(&mut *body, value),
+                Checkpoint::Kept(text) => {
+                    body.extend_from_slice(text.as_bytes());
+                    Ok(())
+                }
+            }
+        });
+        match written {
+            Ok(()) => {
+                body.push(b'\n');
+                Ok(())
+            }
+            Err(error) => {
+                // Nothing of a line that could not be written whole.
+                body.truncate(start);
+                Err(error.into())
+            }
+        }
+    }
 }
 
 /// The header line.
@@ -80,8 +127,8 @@ struct Header {
     /// The Koru version that wrote it.
     koru: String,
     files: usize,
-    /// `sha256` of the bytes after the header line, hex.
-    sha256: String,
+    /// CRC-32 (IEEE) of the bytes after the header line, 8 hex digits.
+    crc32: String,
 }
 
 /// Why a cache was not used.
@@ -146,7 +193,7 @@ pub fn load(path: &Path) -> Result<super::PathMap<CachedFile>, CacheRefused> {
     let most = (meta.len() / 64) as usize;
     let mut files =
         super::PathMap::with_capacity_and_hasher(header.files.min(most), Default::default());
-    let mut digest = Sha256::new();
+    let mut digest = crc32fast::Hasher::new();
     let mut index = 0usize;
     while read_line(&mut reader, &mut line)? > 0 {
         digest.update(&line);
@@ -157,11 +204,19 @@ pub fn load(path: &Path) -> Result<super::PathMap<CachedFile>, CacheRefused> {
         }
         // Parsed before the checksum is known: a damaged file is refused whole below,
         // whatever its entries said.
-        let mut entry: CachedFile = serde_json::from_slice(text)
+        let Some(tab) = text.iter().position(|b| *b == b'\t') else {
+            return Err(CacheRefused::Damaged(format!(
+                "entry {index}: no checkpoint after it"
+            )));
+        };
+        let mut entry: CachedFile = serde_json::from_slice(&text[..tab])
             .map_err(|error| CacheRefused::Damaged(format!("entry {index}: {error}")))?;
-        files.insert(std::mem::take(&mut entry.path), entry);
+        entry.checkpoint = std::str::from_utf8(&text[tab + 1..])
+            .map_err(|error| CacheRefused::Damaged(format!("entry {index}: {error}")))?
+            .into();
+        files.insert(std::mem::take(&mut entry.path).into_os_string(), entry);
     }
-    if hex(&digest.finalize()) != header.sha256 {
+    if format!("{:08x}", digest.finalize()) != header.crc32 {
         return Err(CacheRefused::Damaged(
             "its checksum does not match its content".into(),
         ));
@@ -193,8 +248,7 @@ pub fn serialize<'a>(
     let mut body = Vec::new();
     let mut count = 0usize;
     for file in files {
-        serde_json::to_writer(&mut body, file)?;
-        body.push(b'\n');
+        file.write_line(&mut body)?;
         count += 1;
     }
     Ok((body, count))
@@ -210,7 +264,7 @@ pub fn write(path: &Path, body: &[u8], count: usize) -> std::io::Result<()> {
         generation: GENERATION,
         koru: env!("CARGO_PKG_VERSION").into(),
         files: count,
-        sha256: hex(&Sha256::digest(body)),
+        crc32: format!("{:08x}", crc32fast::hash(body)),
     };
     let dir = path
         .parent()
@@ -235,10 +289,6 @@ pub fn write(path: &Path, body: &[u8], count: usize) -> std::io::Result<()> {
     })
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,7 +297,7 @@ mod tests {
     /// An entry's owned parts, lent to [`CacheEntry`] by [`Owned::entry`].
     struct Owned {
         path: PathBuf,
-        checkpoint: serde_json::Value,
+        checkpoint: Checkpoint<'static>,
         chats: Vec<ChatInfo>,
     }
 
@@ -261,6 +311,7 @@ mod tests {
                 size: 300,
                 mtime_ns: 4,
                 checkpoint: &self.checkpoint,
+                turn_open: false,
                 chats: &self.chats,
             }
         }
@@ -269,7 +320,7 @@ mod tests {
     fn owned(name: &str) -> Owned {
         Owned {
             path: PathBuf::from(format!("/h/.claude/projects/p/{name}.jsonl")),
-            checkpoint: serde_json::json!({"position": 300}),
+            checkpoint: Checkpoint::Made(serde_json::json!({"position": 300})),
             chats: vec![ChatInfo {
                 store: "chat_history_claude_code_jsonl".into(),
                 chat_id: name.into(),
@@ -293,11 +344,11 @@ mod tests {
         save_two(&path);
         let loaded = load(&path).unwrap();
         assert_eq!(loaded.len(), 2);
-        let a = &loaded[Path::new("/h/.claude/projects/p/a.jsonl")];
+        let a = &loaded[Path::new("/h/.claude/projects/p/a.jsonl").as_os_str()];
         assert_eq!(a.chats[0].last_prompt.as_deref(), Some("fix it"));
         assert_eq!(a.store, "chat_history_claude_code_jsonl");
         assert_eq!((a.dev, a.ino, a.size, a.mtime_ns), (1, 2, 300, 4));
-        assert_eq!(a.checkpoint.get(), r#"{"position":300}"#);
+        assert_eq!(&*a.checkpoint, r#"{"position":300}"#);
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&path), 0o600);
         assert_eq!(mode(path.parent().unwrap()), 0o700);

@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::announced::{self, AnnounceConfig, RootsChange};
 use super::follow::{Follower, ReadProblem};
-use super::locations::Store;
-use super::summary_cache::{self, CacheEntry, CachedFile};
+use super::locations::{Stamp, Store};
+use super::summary_cache::{self, CacheEntry, CachedFile, Checkpoint};
 use super::{Observation, PathMap, PathSet};
 use crate::appear_watch::AppearWatch;
 use crate::clock::{Clock, SystemClock};
@@ -113,7 +113,7 @@ impl Default for ObserveConfig {
 struct Followed {
     store: Store,
     root: PathBuf,
-    follower: Box<dyn Follower>,
+    follower: Held,
     /// The file's last change: its mtime while it is history, then when a change was read.
     last_change_ms: u64,
     /// Everything read so far was written before the daemon could know it: what the
@@ -126,32 +126,64 @@ struct Followed {
     chats: Vec<ChatInfo>,
 }
 
-/// A file's identity, size and modification time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime_ns: i64,
+/// A followed file's follower, or what stands for it until the file changes.
+enum Held {
+    /// Reading the file.
+    Live(Box<dyn Follower>),
+    /// A file the summary cache vouched for, unchanged since and with no turn open: its
+    /// cached checkpoint, as the cache held it, from which a follower is made when the
+    /// file first changes (`Followed::wake`). A restart over 10,000 files of history
+    /// builds no parser for them, and writes their checkpoints back as they were read.
+    Dormant(Box<str>),
 }
 
-impl Stamp {
-    fn of(path: &Path) -> Option<Stamp> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(path).ok()?;
-        Some(Stamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.len(),
-            mtime_ns: meta
-                .mtime()
-                .saturating_mul(1_000_000_000)
-                .saturating_add(meta.mtime_nsec()),
-        })
+impl Held {
+    /// Whether a turn is open (never, for a dormant file).
+    fn turn_open(&self) -> bool {
+        match self {
+            Held::Live(follower) => follower.turn_open(),
+            Held::Dormant(_) => false,
+        }
     }
 
-    fn mtime_ms(&self) -> u64 {
-        u64::try_from(self.mtime_ns / 1_000_000).unwrap_or(0)
+    fn on_quiet(&mut self, now_ms: u64, last_change_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        match self {
+            Held::Live(follower) => follower.on_quiet(now_ms, last_change_ms, quiet_ms),
+            Held::Dormant(_) => Vec::new(),
+        }
+    }
+
+    fn on_history(&mut self, now_ms: u64, written_ms: u64, quiet_ms: u64) -> Vec<Observation> {
+        match self {
+            Held::Live(follower) => follower.on_history(now_ms, written_ms, quiet_ms),
+            Held::Dormant(_) => Vec::new(),
+        }
+    }
+
+    /// Where it stands, for the summary cache.
+    fn checkpoint(&self) -> Option<Checkpoint<'_>> {
+        match self {
+            Held::Live(follower) => follower.checkpoint().map(Checkpoint::Made),
+            Held::Dormant(kept) => Some(Checkpoint::Kept(kept)),
+        }
+    }
+}
+
+impl Followed {
+    /// Makes a dormant file's follower from its cached checkpoint. A checkpoint this
+    /// build wrote always fits; one that does not (never expected) means the file is
+    /// read again from its start, as history (what in it is new cannot be told).
+    fn wake(&mut self, path: &Path, workspace: Option<String>) {
+        let Held::Dormant(checkpoint) = &self.follower else {
+            return;
+        };
+        let mut follower = self.store.follower(path, workspace.clone());
+        if !follower.restore(checkpoint) {
+            tracing::warn!(path = %path.display(), "the summary cache's checkpoint does not fit the file's follower; reading it again from its start, as history");
+            follower = self.store.follower(path, workspace);
+            self.history = true;
+        }
+        self.follower = Held::Live(follower);
     }
 }
 
@@ -301,14 +333,23 @@ struct State<E> {
 }
 
 impl<E: From<ObserverReport> + Send> State<E> {
-    /// The store and root `path` is a session file of (after mapping a database's side
-    /// files to the database), if any.
-    fn store_of(&self, path: &Path) -> Option<(Store, PathBuf, PathBuf)> {
-        self.roots.iter().filter(|r| r.checked).find_map(|root| {
+    /// The root `path` is a session file of (its index in `roots`), and the session file
+    /// (after mapping a database's side files to the database), if any. Only the roots
+    /// whose path is a prefix of `path`'s bytes are asked: a heavy user's 10,000 files met
+    /// 59 registry roots each at every start.
+    fn store_of(&self, path: &Path) -> Option<(usize, PathBuf)> {
+        let bytes = path.as_os_str().as_encoded_bytes();
+        self.roots.iter().enumerate().find_map(|(index, root)| {
+            let prefix = root.path.as_os_str().as_encoded_bytes();
+            let inside = bytes.starts_with(prefix)
+                && (prefix.ends_with(b"/") || bytes.get(prefix.len()) == Some(&b'/'));
+            if !root.checked || !inside {
+                return None;
+            }
             let session = root.store.session_path(path);
             root.store
                 .is_session_under(&root.path, &session)
-                .then(|| (root.store, root.path.clone(), session))
+                .then_some((index, session))
         })
     }
 
@@ -421,30 +462,35 @@ impl<E: From<ObserverReport> + Send> State<E> {
     /// quiet-period conclusions are drawn at once, from the file's own time, as history
     /// too. A file written since is news, even if the daemon is still starting.
     async fn follow(&mut self, path: &Path) {
-        let Some((store, root, path)) = self.store_of(path) else {
+        self.follow_listed(path, None).await
+    }
+
+    /// [`State::follow`], for a file a listing just found, with the stamp the listing
+    /// took (not taken again).
+    async fn follow_listed(&mut self, changed: &Path, listed: Option<Stamp>) {
+        let Some((root_index, path)) = self.store_of(changed) else {
             return;
         };
+        let (store, root) = {
+            let root = &self.roots[root_index];
+            (root.store, root.path.clone())
+        };
         let now = SystemClock.now_ms();
-        let first_read = !self.files.contains_key(&path);
-        let stamp = Stamp::of(&path);
+        let first_read = !self.files.contains_key(path.as_os_str());
+        // The listing's stamp is the session file's own (not a database's side file's).
+        let stamp = listed
+            .filter(|_| path == changed)
+            .or_else(|| Stamp::of(&path));
         if first_read {
             self.health_changed = true;
-            let root_since = self
-                .roots
-                .iter()
-                .find(|r| r.path == root)
-                .map_or(0, |r| r.since_ms);
+            let root_since = self.roots[root_index].since_ms;
             let written = stamp.map(|s| s.mtime_ms());
             let history = written.is_some_and(|ms| ms < root_since);
-            let announced_workspace = self
-                .roots
-                .iter()
-                .find(|r| r.path == root)
-                .and_then(|r| r.workspace.clone());
+            let workspace = self.roots[root_index].workspace.clone();
             let mut followed = Followed {
                 store,
                 root: root.clone(),
-                follower: store.follower(&path, announced_workspace),
+                follower: Held::Dormant(Box::default()),
                 last_change_ms: if history {
                     written.unwrap_or(now).min(now)
                 } else {
@@ -454,11 +500,12 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 read_stamp: None,
                 chats: Vec::new(),
             };
-            if let Some(unchanged) = self.restore(&path, store, stamp, &mut followed) {
+            let make = || store.follower(&path, workspace.clone());
+            if let Some(unchanged) = self.restore(&path, store, stamp, &mut followed, make) {
                 let chats = followed.chats.clone();
                 // Time concludes nothing for a file with no turn open.
                 let turn_open = followed.follower.turn_open();
-                self.files.insert(path.clone(), followed);
+                self.files.insert(path.clone().into_os_string(), followed);
                 self.start.restored += 1;
                 if !chats.is_empty() {
                     self.restored.push((path.clone(), chats));
@@ -475,25 +522,41 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 }
                 // Appended to since: the read below changes the entry.
             } else {
-                self.files.insert(path.clone(), followed);
+                followed.follower = Held::Live(make());
+                self.files.insert(path.clone().into_os_string(), followed);
                 // Not in the cache as it is now.
                 self.cache_dirty = true;
             }
             self.start.read += 1;
         }
-        let Some(followed) = self.files.get_mut(&path) else {
+        let Some(followed) = self.files.get(path.as_os_str()) else {
             return;
         };
         if !first_read && store.one_file() && stamp.is_some() && followed.read_stamp == stamp {
             // Nothing changed since the last read (a poll pass, an event for metadata).
             return;
         }
-        let read = match followed.follower.read() {
+        let dormant = matches!(followed.follower, Held::Dormant(_));
+        let workspace = if dormant {
+            self.roots[root_index].workspace.clone()
+        } else {
+            None
+        };
+        let Some(followed) = self.files.get_mut(path.as_os_str()) else {
+            return;
+        };
+        if dormant {
+            followed.wake(&path, workspace);
+        }
+        let Held::Live(follower) = &mut followed.follower else {
+            return;
+        };
+        let read = match follower.read() {
             Ok(read) => read,
             Err(ReadProblem::Gone) => {
-                self.files.remove(&path);
+                self.files.remove(path.as_os_str());
                 self.problems.remove(&path);
-                self.quiet_pending.remove(&path);
+                self.quiet_pending.remove(path.as_os_str());
                 self.health_changed = true;
                 self.cache_dirty = true;
                 return;
@@ -521,7 +584,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
             }
         }
         let mut observations = read.observations;
-        if let Some(followed) = self.files.get_mut(&path) {
+        if let Some(followed) = self.files.get_mut(path.as_os_str()) {
             followed.read_stamp = stamp;
             if read.changed {
                 self.cache_dirty = true;
@@ -542,10 +605,10 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 ));
             }
             if !followed.history || followed.follower.turn_open() {
-                self.quiet_pending.insert(path.clone());
+                self.quiet_pending.insert(path.clone().into_os_string());
             }
         }
-        let history = self.files.get(&path).is_some_and(|f| f.history);
+        let history = self.files.get(path.as_os_str()).is_some_and(|f| f.history);
         self.forward(store, observations, history, &path).await;
     }
 
@@ -553,7 +616,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
     /// (a turn that has been open for too long is over), as history.
     async fn conclude_history(&mut self, path: &Path, now: u64) {
         let quiet_ms = self.config.quiet.as_millis() as u64;
-        let Some(followed) = self.files.get_mut(path) else {
+        let Some(followed) = self.files.get_mut(path.as_os_str()) else {
             return;
         };
         let store = followed.store;
@@ -561,7 +624,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
             .follower
             .on_history(now, followed.last_change_ms, quiet_ms);
         if followed.follower.turn_open() {
-            self.quiet_pending.insert(path.to_path_buf());
+            self.quiet_pending.insert(path.as_os_str().to_os_string());
         }
         self.forward(store, observations, true, path).await;
     }
@@ -570,14 +633,17 @@ impl<E: From<ObserverReport> + Send> State<E> {
     /// for this store and the file is the same file, not shorter, and the follower
     /// accepts its checkpoint. Returns whether the file is unchanged since (nothing to
     /// read), or `None` when the cache cannot vouch for it (it is read from the start).
+    /// An unchanged file with no turn open stays dormant: its checkpoint is kept as it was
+    /// cached, and `make` is not called.
     fn restore(
         &mut self,
         path: &Path,
         store: Store,
         stamp: Option<Stamp>,
         followed: &mut Followed,
+        make: impl FnOnce() -> Box<dyn Follower>,
     ) -> Option<bool> {
-        let entry = self.cached.remove(path)?;
+        let entry = self.cached.remove(path.as_os_str())?;
         let stamp = stamp?;
         let same_file =
             entry.store == store.id() && entry.dev == stamp.dev && entry.ino == stamp.ino;
@@ -587,9 +653,15 @@ impl<E: From<ObserverReport> + Send> State<E> {
         if !same_file || !(unchanged || appended) {
             return None;
         }
-        if !followed.follower.restore(&entry.checkpoint) {
-            return None;
-        }
+        followed.follower = if unchanged && !entry.turn_open {
+            Held::Dormant(entry.checkpoint)
+        } else {
+            let mut follower = make();
+            if !follower.restore(&entry.checkpoint) {
+                return None;
+            }
+            Held::Live(follower)
+        };
         followed.chats = entry.chats;
         followed.read_stamp = unchanged.then_some(stamp);
         Some(unchanged)
@@ -642,7 +714,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 event: o.event,
             })
             .collect::<Vec<ObservedEvent>>();
-        if let Some(followed) = self.files.get_mut(source) {
+        if let Some(followed) = self.files.get_mut(source.as_os_str()) {
             for event in &events {
                 let row = match followed
                     .chats
@@ -694,17 +766,20 @@ impl<E: From<ObserverReport> + Send> State<E> {
             .filter(|r| r.checked)
             .map(|r| (r.store, r.path.clone()))
             .collect();
-        let mut listed = PathSet::default();
+        let mut listed = PathSet::with_capacity_and_hasher(
+            self.files.len().max(self.cached.len()),
+            Default::default(),
+        );
         for (store, root) in roots {
-            for path in store.session_files(&root) {
-                self.follow(&path).await;
-                listed.insert(store.session_path(&path));
+            for (path, stamp) in store.stamped_session_files_in(&root, &root) {
+                self.follow_listed(&path, stamp).await;
+                listed.insert(store.session_path(&path).into_os_string());
             }
         }
         // Files that disappeared without an event.
         let before = self.files.len();
         self.files
-            .retain(|path, _| listed.contains(path) || path.exists());
+            .retain(|path, _| listed.contains(path) || Path::new(path).exists());
         self.problems.retain(|path, _| path.exists());
         if self.files.len() != before {
             self.cache_dirty = true;
@@ -724,7 +799,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
         let mut found = Vec::new();
         let mut settled = Vec::new();
         for path in &self.quiet_pending {
-            let Some(followed) = self.files.get_mut(path) else {
+            let Some(followed) = self.files.get_mut(path.as_os_str()) else {
                 settled.push(path.clone());
                 continue;
             };
@@ -743,7 +818,8 @@ impl<E: From<ObserverReport> + Send> State<E> {
             self.quiet_pending.remove(&path);
         }
         for (store, observations, history, path) in found {
-            self.forward(store, observations, history, &path).await;
+            self.forward(store, observations, history, Path::new(&path))
+                .await;
         }
     }
 
@@ -804,7 +880,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
         let mut body = Vec::new();
         let mut count = 0usize;
         for (file, followed) in &self.files {
-            if self.problems.contains_key(file) {
+            if self.problems.contains_key(Path::new(file)) {
                 continue;
             }
             let (Some(stamp), Some(checkpoint)) =
@@ -813,17 +889,17 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 continue;
             };
             let entry = CacheEntry {
-                path: file,
+                path: Path::new(file),
                 store: followed.store.id(),
                 dev: stamp.dev,
                 ino: stamp.ino,
                 size: stamp.size,
                 mtime_ns: stamp.mtime_ns,
                 checkpoint: &checkpoint,
+                turn_open: followed.follower.turn_open(),
                 chats: &followed.chats,
             };
-            if serde_json::to_writer(&mut body, &entry).is_ok() {
-                body.push(b'\n');
+            if entry.write_line(&mut body).is_ok() {
                 count += 1;
             }
         }
@@ -1111,8 +1187,8 @@ impl<E: From<ObserverReport> + Send> State<E> {
     /// Reads the session files of `root` that lie in `folder` (a root that appeared, or a
     /// folder created inside one: files written before its watch was armed are not missed).
     async fn scan(&mut self, store: Store, root: &Path, folder: &Path) {
-        for path in store.session_files_in(root, folder) {
-            self.follow(&path).await;
+        for (path, stamp) in store.stamped_session_files_in(root, folder) {
+            self.follow_listed(&path, stamp).await;
         }
     }
 
@@ -1143,9 +1219,9 @@ impl<E: From<ObserverReport> + Send> State<E> {
         let started = std::time::Instant::now();
         let mut listed = PathSet::default();
         for (store, root) in &polled {
-            for path in store.session_files(root) {
-                self.follow(&path).await;
-                listed.insert(store.session_path(&path));
+            for (path, stamp) in store.stamped_session_files_in(root, root) {
+                self.follow_listed(&path, stamp).await;
+                listed.insert(store.session_path(&path).into_os_string());
             }
         }
         // Files under a polled root that are gone.
@@ -1209,7 +1285,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
             // deletion is found when it is read below).
             let before = self.files.len();
             self.files
-                .retain(|file, _| file == path || !file.starts_with(path));
+                .retain(|file, _| file == path.as_os_str() || !Path::new(file).starts_with(path));
             if self.files.len() != before {
                 self.problems.retain(|file, _| !file.starts_with(path));
                 self.health_changed = true;
@@ -1396,7 +1472,9 @@ pub async fn run<E: From<ObserverReport> + Send>(
         config,
         roots,
         uid: nix::unistd::getuid().as_raw(),
-        files: PathMap::default(),
+        // Room for every file the cache knows: no growing (and hashing every path again)
+        // while 10,000 of them are restored.
+        files: PathMap::with_capacity_and_hasher(cached.len(), Default::default()),
         problems: BTreeMap::new(),
         unwatched: HashMap::new(),
         watched: Vec::new(),

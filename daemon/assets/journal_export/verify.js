@@ -634,10 +634,10 @@
     fact(ledger ? 'Ledger folder' : 'Journal folder', code(meta.journal_dir || '?'), ' (on the machine that wrote it)');
     if (selection.kind === 'drive') fact('Selection', 'drive ', code(selection.drive_id), ': from its drive_accepted entry to its drive_ended entry (entries of other drives in between are kept: the chain needs them)');
     else if (selection.kind === 'since') fact('Selection', `entries from ${isoTime(selection.since_ms)} on`);
-    else fact('Selection', 'every entry of the journal');
+    else fact('Selection', ledger ? 'every entry of the ledger' : 'every entry of the journal');
     fact('Entries', `${result.entries} checked${result.firstSeq !== null ? ` (seq ${result.firstSeq}–${result.lastSeq})` : ''} of ${result.rows.length} in this file`);
     const anchor = meta.anchor || {};
-    if (anchor.genesis) fact('Starts at', 'the start of the journal (the first prev_hash is the genesis value)');
+    if (anchor.genesis) fact('Starts at', `the start of the ${ledger ? 'ledger' : 'journal'} (the first prev_hash is the genesis value)`);
     else fact('Starts after', `seq ${anchor.after_seq}, whose entry_hash is `, code(anchor.prev_hash || '?'));
     if (result.prunedThrough !== null) fact('Pruned', `seq 1–${result.prunedThrough} were removed by retention; the checkpoint entry vouches for where this chain starts`);
     if (result.verdict === 'tampered') {
@@ -648,7 +648,7 @@
     const journal = meta.journal || {};
     if (journal.head) {
       const same = journal.head === result.head;
-      fact('Journal when exported', `last seq ${journal.last_seq}, head `, code(journal.head), same ? ' — this export reached the end of the journal' : '');
+      fact(ledger ? 'Ledger when exported' : 'Journal when exported', `last seq ${journal.last_seq}, head `, code(journal.head), same ? ` — this export reached the end of the ${ledger ? 'ledger' : 'journal'}` : '');
     }
     fact('Seals', result.keyed ? 'HMAC-SHA256 (keyed)' : 'SHA-256');
   }

@@ -2,9 +2,8 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { after, test } from 'node:test';
-import { ROOT, browser, closeBrowser, shot, waitFor, withDaemon } from './harness.mjs';
+import { ROOT, closeBrowser, openExport, readVerdict, shot, waitFor, withDaemon, withOneDigitChanged } from './harness.mjs';
 
 after(closeBrowser);
 
@@ -19,39 +18,6 @@ function koruOk(daemon, args, opts) {
   return r.stdout;
 }
 
-/** Opens `file` in a fresh offline browser context and waits for the verdict. */
-async function openPage(file) {
-  const context = await (await browser()).newContext({ offline: true, viewport: { width: 1280, height: 900 } });
-  const page = await context.newPage();
-  const problems = [];
-  const requests = [];
-  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
-  page.on('request', (r) => requests.push(r.url()));
-  await page.goto(pathToFileURL(file).href);
-  const verdict = await readVerdict(page);
-  return { page, context, verdict, problems, requests };
-}
-
-async function readVerdict(page) {
-  await page.waitForFunction(() => document.getElementById('verdict').dataset.verdict !== 'checking', null, { timeout: 10_000 });
-  return page.$eval('#verdict', (v) => ({ state: v.dataset.verdict, badSeq: v.dataset.badSeq ?? null, entries: v.dataset.entries, head: v.dataset.head, text: v.textContent }));
-}
-
-/** A copy of the page at `file` with one digit of entry `seq`'s at_ms changed; returns its path. */
-function withOneDigitChanged(file, seq) {
-  const lines = fs.readFileSync(file, 'utf8').split('\n');
-  const index = lines.findIndex((l) => l.startsWith('"{\\"at_ms\\":') && new RegExp(`\\\\"seq\\\\":${seq}[,}]`).test(l));
-  assert.ok(index > 0, `entry ${seq} in the data block`);
-  const line = lines[index];
-  const at = line.indexOf('\\"at_ms\\":') + '\\"at_ms\\":'.length + 9;
-  assert.match(line[at], /[0-9]/);
-  lines[index] = line.slice(0, at) + String((Number(line[at]) + 1) % 10) + line.slice(at + 1);
-  const copy = file.replace(/\.html$/, `-seq${seq}-changed.html`);
-  fs.writeFileSync(copy, lines.join('\n'));
-  assert.equal(fs.readFileSync(copy).length, fs.readFileSync(file).length, 'one byte changed, none added');
-  return copy;
-}
 
 test("a chat audited through the daemon: its ledger's page verifies in Chromium, shows its items, and names an edited chat_item", async () => {
   await withDaemon({ claudeProjects: true }, async (daemon) => {
@@ -69,7 +35,7 @@ test("a chat audited through the daemon: its ledger's page verifies in Chromium,
     assert.equal(result.last_seq, EXPECTED.length + 2);
     assert.equal(fs.statSync(out).mode & 0o777, 0o600, 'the page is written 0600');
 
-    const { page, context, verdict, problems, requests } = await openPage(out);
+    const { page, context, verdict, problems, requests } = await openExport(out);
     await shot(page, 'audit-export-intact', { fullPage: true });
     assert.equal(verdict.state, 'intact', verdict.text);
     assert.equal(verdict.text, `Intact — ${result.last_seq} entries, head ${result.head}`);
@@ -93,7 +59,7 @@ test("a chat audited through the daemon: its ledger's page verifies in Chromium,
 
     // One digit of one chat_item's at_ms changed in a copy: the page's own check names it.
     const badSeq = 5;
-    const tampered = await openPage(withOneDigitChanged(out, badSeq));
+    const tampered = await openExport(withOneDigitChanged(out, badSeq));
     await shot(tampered.page, 'audit-export-tampered', { fullPage: true });
     assert.equal(tampered.verdict.state, 'tampered', tampered.verdict.text);
     assert.equal(tampered.verdict.badSeq, String(badSeq));
@@ -120,7 +86,7 @@ test("a keyed ledger audited offline: its page asks for the key and verifies wit
     assert.equal(result.keyed, true);
     assert.match(result.head, /^hmac-sha256:/);
 
-    const { page, context, verdict, problems } = await openPage(out);
+    const { page, context, verdict, problems } = await openExport(out);
     assert.equal(verdict.state, 'needs-key', verdict.text);
     assert.equal(await page.isVisible('#key-box'), true);
     await page.fill('#hmac-key', 'not the key');

@@ -201,7 +201,12 @@ pub fn audit(request: &AuditRequest) -> Result<AuditOutcome, AuditError> {
         line: None,
     };
     if compare == Compare::Prefix {
-        let (offset, line) = line_end(&fresh, state.last_run.as_ref().map(|r| &r.through));
+        // A compacted log starts over: where the last run stopped is in bytes gone now.
+        let carried = match &finding {
+            Some(_) => None,
+            None => state.last_run.as_ref().map(|r| &r.through),
+        };
+        let (offset, line) = line_end(&fresh, carried);
         through.offset = Some(offset);
         through.line = Some(line);
         run.insert(
@@ -695,6 +700,58 @@ mod tests {
         assert!(
             matches!(refused, AuditError::KeyMismatch { .. }),
             "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_compacted_copilot_log_saying_the_same_is_recorded_and_one_saying_otherwise_is_a_rewrite() {
+        let tmp = tempfile::tempdir().unwrap();
+        let name = "8b0378ec-9689-4fed-a671-2a9baeff8d26.jsonl";
+        let log = std::fs::read(crate::conversation::model::corpus::folder("copilot").join(name))
+            .unwrap();
+        let source = tmp.path().join(name);
+        std::fs::write(&source, &log).unwrap();
+        let dir = tmp.path().join("ledger");
+        let mut asked = request(&source, &dir);
+        asked.store = crate::observe::stores::copilot::STORE.into();
+        let first = audit(&asked).unwrap();
+        assert!(first.items_total > 2, "{first:?}");
+        // The editor compacts the log: one snapshot line holding the whole session.
+        let document = crate::conversation::stores::copilot::document_from_log(&log).unwrap();
+        let compacted = format!("{}\n", json!({"kind": 0, "v": document}));
+        std::fs::write(&source, &compacted).unwrap();
+        let again = audit(&asked).unwrap();
+        let finding = again.finding.clone().unwrap();
+        assert_eq!(
+            finding.kind,
+            AuditFindingKind::SourceCompacted,
+            "{finding:?}"
+        );
+        assert_eq!(again.items_total, first.items_total);
+        assert!(kinds(&dir).contains(&"source_compacted".to_string()));
+        // Later runs compare with the compacted log's bytes.
+        let entries = ledger::read(&dir).unwrap();
+        let through = entries.last_run.unwrap().through;
+        assert_eq!(through.offset, Some(compacted.len() as u64));
+        assert_eq!(through.line, Some(1));
+        let quiet = audit(&asked).unwrap();
+        assert_eq!((quiet.finding, quiet.items_added), (None, 0));
+        // A compaction that changed what the first prompt says is a rewrite.
+        let mut changed = document.clone();
+        let text = &mut changed["requests"][0]["message"]["text"];
+        *text = json!(format!("{} (edited)", text.as_str().unwrap_or("")));
+        std::fs::write(&source, format!("{}\n", json!({"kind": 0, "v": changed}))).unwrap();
+        let rewritten = audit(&asked).unwrap();
+        let finding = rewritten.finding.unwrap();
+        assert_eq!(
+            finding.kind,
+            AuditFindingKind::SourceRewritten,
+            "{finding:?}"
+        );
+        assert_eq!(finding.item, Some(0), "{}", finding.message);
+        assert_eq!(
+            crate::journal::verify::verify(&dir, None).verdict,
+            VerifyVerdict::Intact
         );
     }
 }

@@ -94,6 +94,36 @@ fn item_of(entry: &Value) -> Value {
     item
 }
 
+/// A copy of the corpus file `transcript` of `folder` (and the files beside it that share
+/// its name up to the first `.`, such as a Cline 4 session's messages) in the sandbox,
+/// last modified an hour ago: a document whose last turn has no end is audited whole only
+/// once it has not been written for a while, and a fresh checkout's files are new.
+fn aged_copy(sandbox: &Sandbox, folder: &str, transcript: &Path) -> PathBuf {
+    let name = transcript.file_name().unwrap().to_str().unwrap();
+    let stem = name.split('.').next().unwrap();
+    let into = sandbox.path().join("corpus").join(folder);
+    std::fs::create_dir_all(&into).unwrap();
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for entry in std::fs::read_dir(corpus().join(folder)).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_str().unwrap().to_string();
+        let expectation = [".items.json", ".turns.json", ".expect.json"]
+            .iter()
+            .any(|e| file.ends_with(e));
+        if !path.is_file() || expectation || file.split('.').next() != Some(stem) {
+            continue;
+        }
+        std::fs::copy(&path, into.join(&file)).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(into.join(&file))
+            .unwrap()
+            .set_modified(an_hour_ago)
+            .unwrap();
+    }
+    into.join(name)
+}
+
 /// `koru audit --json --source FILE --store STORE --out DIR [CHAT]`.
 fn audit_offline(
     sandbox: &Sandbox,
@@ -174,7 +204,8 @@ fn every_corpus_transcript_audits_into_a_ledger_that_verifies_with_the_items_it_
                     chat.as_deref().map(|c| format!(" {c}")).unwrap_or_default()
                 );
                 let out = sandbox.path().join("ledgers").join(audited.to_string());
-                let output = audit_offline(&sandbox, &transcript, store, chat.as_deref(), &out);
+                let copy = aged_copy(&sandbox, folder, &transcript);
+                let output = audit_offline(&sandbox, &copy, store, chat.as_deref(), &out);
                 ok(&output, &format!("koru audit {name}"));
                 let result = stdout_json(&output);
                 assert_eq!(result["opened"], true, "{name}: {result}");

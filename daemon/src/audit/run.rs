@@ -177,8 +177,14 @@ pub fn audit(request: &AuditRequest) -> Result<AuditOutcome, AuditError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // A document or database rewrites the records of a turn still being written: those
+    // wait for a later audit, so that what is imported is what stays.
+    let importable = match compare {
+        Compare::Prefix => fresh.len(),
+        Compare::Items => settled_len(&fresh, &source),
+    };
     let mut added = 0u64;
-    for (index, item) in fresh.iter().enumerate().skip(imported) {
+    for (index, item) in fresh.iter().enumerate().take(importable).skip(imported) {
         chain.append(
             now_ms(),
             KIND_CHAT_ITEM,
@@ -187,11 +193,14 @@ pub fn audit(request: &AuditRequest) -> Result<AuditOutcome, AuditError> {
         )?;
         added += 1;
     }
-    let total = imported.max(fresh.len()) as u64;
+    let total = imported.max(importable) as u64;
     let mut run = Map::new();
     run.insert("run".into(), json!(state.runs + 1));
     run.insert("items_added".into(), json!(added));
     run.insert("turns".into(), json!(summary.turns));
+    if importable < fresh.len() {
+        run.insert("held_back".into(), json!(fresh.len() - importable));
+    }
     if !summary.not_recorded.is_empty() {
         run.insert("not_recorded".into(), json!(summary.not_recorded));
     }
@@ -519,6 +528,60 @@ fn first_content_change<'i>(
     })
 }
 
+/// How long after its last write a document or database whose last turn has no end is
+/// taken to be still being written.
+pub const SETTLING: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How many of `fresh` (a document's or database's items) to import now: all, unless the
+/// last turn has neither an end nor a question for the user and its files were written
+/// within [`SETTLING`] — then the items before that turn (a chat answering now; a turn
+/// left without an end long ago, as Cursor's old chats are, is imported as it is).
+fn settled_len(fresh: &[ConversationItem], source: &Path) -> usize {
+    use crate::conversation::ItemKind;
+    let Some(last_turn) = fresh.last().map(|item| item.turn) else {
+        return 0;
+    };
+    let first_of_last = fresh
+        .iter()
+        .position(|item| item.turn == last_turn)
+        .unwrap_or(fresh.len());
+    let ended = fresh[first_of_last..]
+        .iter()
+        .any(|item| matches!(item.kind, ItemKind::TurnEnd | ItemKind::NeedsInput));
+    if ended || !written_within(fresh, source, SETTLING) {
+        return fresh.len();
+    }
+    first_of_last
+}
+
+/// Whether `source`, or a file its items name (beside it, or by its own path), was
+/// modified within `span` of now.
+fn written_within(fresh: &[ConversationItem], source: &Path, span: std::time::Duration) -> bool {
+    let mut files = vec![source.to_path_buf()];
+    for item in fresh {
+        if let SourceRecord::Element {
+            file: Some(file), ..
+        }
+        | SourceRecord::Row {
+            file: Some(file), ..
+        } = &item.source
+        {
+            let path = source
+                .parent()
+                .map_or_else(|| PathBuf::from(file), |dir| dir.join(file));
+            if !files.contains(&path) {
+                files.push(path);
+            }
+        }
+    }
+    let now = std::time::SystemTime::now();
+    files.iter().any(|file| {
+        std::fs::metadata(file)
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| now.duration_since(modified).unwrap_or_default() < span)
+    })
+}
+
 /// Where the lines imported end: just after the last line any item is on (or where the
 /// last run stopped, when that is further).
 fn line_end(fresh: &[ConversationItem], before: Option<&Through>) -> (u64, u64) {
@@ -753,5 +816,46 @@ mod tests {
             crate::journal::verify::verify(&dir, None).verdict,
             VerifyVerdict::Intact
         );
+    }
+
+    #[test]
+    fn a_document_turn_still_being_written_waits_and_an_old_one_is_imported() {
+        let tmp = tempfile::tempdir().unwrap();
+        let document: Value = serde_json::from_slice(
+            &std::fs::read(
+                crate::conversation::model::corpus::folder("cline_tasks")
+                    .join("1795620714110.ui_messages.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let messages = document.as_array().unwrap();
+        let task = tmp.path().join("1795620714110");
+        std::fs::create_dir_all(&task).unwrap();
+        let source = task.join("ui_messages.json");
+        let dir = tmp.path().join("ledger");
+        let mut asked = request(&source, &dir);
+        asked.store = crate::observe::stores::cline::STORE.into();
+        // The task up to its text, before its completion_result (message 3): the turn is
+        // open, and the file was just written.
+        assert_eq!(messages[3]["say"], "completion_result");
+        let open = &messages[..3];
+        std::fs::write(&source, serde_json::to_vec(open).unwrap()).unwrap();
+        let first = audit(&asked).unwrap();
+        let mut all = Vec::new();
+        read_items(&asked.store, &source, "", |item| all.push(item)).unwrap();
+        assert!(!all.is_empty());
+        assert_eq!(first.items_total, 0, "the only turn is still being written");
+        // Left so for longer than SETTLING: imported as it is.
+        let old = std::time::SystemTime::now() - SETTLING * 2;
+        std::fs::File::options()
+            .write(true)
+            .open(&source)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let second = audit(&asked).unwrap();
+        assert_eq!(second.items_total, all.len() as u64);
+        assert_eq!(second.finding, None);
     }
 }

@@ -448,6 +448,19 @@ fn offline_audit_refuses_what_it_cannot_use_with_a_clear_message() {
     assert_ne!(missing.status.code(), Some(0));
     let said = String::from_utf8_lossy(&missing.stderr);
     assert!(said.contains("/nonexistent/x.jsonl"), "{said}");
+    let unknown = sandbox.run(&[
+        "audit",
+        "--source",
+        "/nonexistent/x.jsonl",
+        "--store",
+        "no_such_store",
+    ]);
+    assert_ne!(unknown.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        said.contains("--store no_such_store: not a store") && said.contains(CLAUDE),
+        "{said}"
+    );
     let garbage = sandbox.path().join("garbage.jsonl");
     std::fs::write(&garbage, "not json\n{\"also\": \"not a record\"\n").unwrap();
     let out = sandbox.path().join("g");

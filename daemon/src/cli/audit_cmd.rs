@@ -58,6 +58,13 @@ async fn offline(
         .store
         .clone()
         .context("--source needs --store (the store's id, as `koru chats` shows it)")?;
+    let readable = crate::conversation::stores::READABLE_STORES;
+    if !readable.contains(&store.as_str()) {
+        anyhow::bail!(
+            "--store {store}: not a store whose chats Koru reads; one of {}",
+            readable.join(", ")
+        );
+    }
     if !source.exists() {
         anyhow::bail!("--source {}: no such file", source.display());
     }

@@ -19,7 +19,8 @@ pub struct ChatAudit {
     /// The ledger's folder (absolute); default `$XDG_STATE_HOME/koru/audits/<store>/<chat>/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub out: Option<String>,
-    /// Also write the ledger's self-verifying HTML page to this file (absolute).
+    /// Also write the ledger's self-verifying HTML page to this file: an absolute path, or
+    /// a file name alone for a page in the ledger's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub html: Option<String>,
 }

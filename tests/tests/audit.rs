@@ -564,3 +564,74 @@ fn through_the_daemon_the_most_recent_chat_is_audited_into_the_default_folder_an
         "{said}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mcp_tool_audit_chat_audits_into_the_default_folder_with_its_page_and_observers_are_not_offered_it(
+) {
+    use koru_system_tests::mcp::{call, tool_text};
+    use rmcp::transport::TokioChildProcess;
+    use rmcp::ServiceExt;
+
+    let sandbox = Sandbox::new();
+    let project = sandbox.home().join(".claude/projects/-w");
+    std::fs::create_dir_all(&project).unwrap();
+    let _daemon = sandbox.start_daemon(&[]);
+    let chat = "51338f86-daed-485f-b2d7-951286da47a3";
+    claude_copy(&project, &format!("{chat}.jsonl"), 4);
+    wait_for_chat(&sandbox, chat);
+
+    let start = |role: &'static str| {
+        let mut command = tokio::process::Command::from(sandbox.koru());
+        command
+            .args(["mcp", "--role", role])
+            .env("RUST_LOG", "warn");
+        async move {
+            ().serve(TokioChildProcess::new(command).expect("koru mcp starts"))
+                .await
+                .expect("the MCP handshake")
+        }
+    };
+    let client = start("drive").await;
+    let result = call(
+        &client,
+        "audit_chat",
+        json!({"chat_id": chat, "html": true}),
+    )
+    .await;
+    let text = tool_text(&result);
+    assert_ne!(result.is_error, Some(true), "{text}");
+    let answer = result
+        .structured_content
+        .clone()
+        .expect("structured content");
+    let dir = sandbox
+        .path()
+        .join("state/koru/audits")
+        .join(CLAUDE)
+        .join(chat);
+    assert_eq!(answer["dir"], dir.to_str().unwrap());
+    assert_eq!(answer["html"], dir.join("ledger.html").to_str().unwrap());
+    assert!(dir.join("ledger.html").is_file());
+    assert!(
+        text.contains("✓ audited chat") && text.contains(answer["head"].as_str().unwrap()),
+        "{text}"
+    );
+    let report = verified(&sandbox, &dir);
+    assert_eq!(report["head"], answer["head"]);
+    client.cancel().await.unwrap();
+
+    let observer = start("observe").await;
+    let tools = observer.list_all_tools().await.unwrap();
+    assert!(
+        tools.iter().all(|t| t.name != "audit_chat"),
+        "an observer is offered audit_chat"
+    );
+    let refused = call(&observer, "audit_chat", json!({"chat_id": chat})).await;
+    assert_eq!(refused.is_error, Some(true));
+    assert!(
+        tool_text(&refused).contains("forbidden_role"),
+        "{}",
+        tool_text(&refused)
+    );
+    observer.cancel().await.unwrap();
+}

@@ -39,6 +39,11 @@ fn absolute(field: &str, path: &Option<String>) -> Result<Option<PathBuf>, Error
     }
 }
 
+/// A file name alone: no folder, not `.` or `..`.
+fn plain_file_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('/') && name != "." && name != ".."
+}
+
 impl<C: Clock> App<C> {
     /// `chat.audit`: resolves the chat and starts the audit (answered by
     /// [`App::on_audit_finished`]), or refuses at once with what is wrong.
@@ -69,13 +74,33 @@ impl<C: Clock> App<C> {
 
     fn audit_request(&self, asked: &ChatAudit) -> Result<AuditRequest, ErrorMessage> {
         let out = absolute("out", &asked.out)?;
-        let html = absolute("html", &asked.html)?;
+        // The page: an absolute path, or a plain file name in the ledger's folder (what the
+        // MCP tool asks for: it names no path of the machine).
+        let page_name = asked
+            .html
+            .as_deref()
+            .filter(|html| !PathBuf::from(html).is_absolute())
+            .map(|name| match plain_file_name(name) {
+                true => Ok(name.to_string()),
+                false => Err(invalid(
+                    "html",
+                    format!(
+                        "`html` must be an absolute path or a file name (no folders), not {name:?}"
+                    ),
+                )),
+            })
+            .transpose()?;
+        let html = match page_name {
+            Some(_) => None,
+            None => absolute("html", &asked.html)?,
+        };
         let (store, chat_id) = match &asked.chat_id {
             Some(chat_id) => self.named_chat(chat_id, asked.store.as_deref())?,
             None => self.most_recent_chat(asked.store.as_deref())?,
         };
         let source = self.chat_source(&store, &chat_id)?;
         let dir = out.unwrap_or_else(|| crate::audit::default_dir(&store, &chat_id));
+        let html = html.or_else(|| page_name.map(|name| dir.join(name)));
         Ok(AuditRequest {
             store,
             chat_id,

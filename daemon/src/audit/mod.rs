@@ -12,6 +12,10 @@ use std::path::PathBuf;
 pub use run::{audit, AuditError, AuditOutcome, AuditRequest};
 pub use runner::{AuditFinished, AuditRunner, SystemAuditRunner};
 
+/// The page's file name in the ledger's folder when a face that names no paths (the MCP
+/// tool) asks for one.
+pub const PAGE_NAME: &str = "ledger.html";
+
 /// The ledger folder of a chat when none is given:
 /// `$XDG_STATE_HOME/koru/audits/<store>/<chat>/` (`~/.local/state/…` by default), each
 /// name made safe as one path component.
@@ -34,6 +38,53 @@ fn component(name: &str) -> String {
         "." | ".." => safe.replace('.', "_"),
         _ => safe,
     }
+}
+
+/// An audit's outcome as `koru audit` prints it (and the MCP tool `audit_chat` answers).
+pub fn render(result: &koru_protocol::ChatAuditResult) -> String {
+    let mut out = String::new();
+    match &result.finding {
+        Some(finding) if finding.kind == koru_protocol::AuditFindingKind::SourceRewritten => {
+            out.push_str(&format!(
+                "✗ the source was rewritten after it was audited{}: {}\n  recorded in the ledger as source_rewritten; nothing new was imported\n",
+                finding
+                    .item
+                    .map(|i| format!(" (item {i})"))
+                    .unwrap_or_default(),
+                finding.message
+            ));
+        }
+        finding => {
+            if let Some(finding) = finding {
+                out.push_str(&format!("! {}\n", finding.message));
+            }
+            out.push_str(&format!(
+                "✓ {} chat {} ({}): {} item(s) imported, {} in the ledger\n",
+                if result.opened {
+                    "audited"
+                } else {
+                    "audited again"
+                },
+                result.chat_id,
+                result.store,
+                result.items_added,
+                result.items_total
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "  ledger: {} (seq 1–{}, head {}{})\n  source: {}\n",
+        result.dir,
+        result.last_seq,
+        result.head,
+        if result.keyed { ", HMAC-SHA256" } else { "" },
+        result.source
+    ));
+    if let Some(html) = &result.html {
+        out.push_str(&format!("  page: {html} (verifies itself in a browser)\n"));
+    }
+    out.push_str(&format!("  check it: koru verify {}\n", result.dir));
+    out
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ pub async fn run(choice: &HostChoice, args: AuditArgs) -> anyhow::Result<ExitCod
     if args.json {
         print_json(&result)?;
     } else {
-        print!("{}", render(&result));
+        print!("{}", crate::audit::render(&result));
     }
     Ok(match &result.finding {
         Some(finding) if finding.kind == AuditFindingKind::SourceRewritten => ExitCode::from(1),
@@ -99,53 +99,6 @@ fn chat_id_of(source: &Path) -> String {
         }
     }
     stem
-}
-
-/// The outcome as `koru audit` prints it.
-fn render(result: &ChatAuditResult) -> String {
-    let mut out = String::new();
-    match &result.finding {
-        Some(finding) if finding.kind == AuditFindingKind::SourceRewritten => {
-            out.push_str(&format!(
-                "✗ the source was rewritten after it was audited{}: {}\n  recorded in the ledger as source_rewritten; nothing new was imported\n",
-                finding
-                    .item
-                    .map(|i| format!(" (item {i})"))
-                    .unwrap_or_default(),
-                finding.message
-            ));
-        }
-        finding => {
-            if let Some(finding) = finding {
-                out.push_str(&format!("! {}\n", finding.message));
-            }
-            out.push_str(&format!(
-                "✓ {} chat {} ({}): {} item(s) imported, {} in the ledger\n",
-                if result.opened {
-                    "audited"
-                } else {
-                    "audited again"
-                },
-                result.chat_id,
-                result.store,
-                result.items_added,
-                result.items_total
-            ));
-        }
-    }
-    out.push_str(&format!(
-        "  ledger: {} (seq 1–{}, head {}{})\n  source: {}\n",
-        result.dir,
-        result.last_seq,
-        result.head,
-        if result.keyed { ", HMAC-SHA256" } else { "" },
-        result.source
-    ));
-    if let Some(html) = &result.html {
-        out.push_str(&format!("  page: {html} (verifies itself in a browser)\n"));
-    }
-    out.push_str(&format!("  check it: koru verify {}\n", result.dir));
-    out
 }
 
 #[cfg(test)]

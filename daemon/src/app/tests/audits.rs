@@ -89,7 +89,7 @@ fn a_relative_folder_an_unknown_chat_and_a_failed_audit_are_refused_with_their_c
     h.app.handle(event);
     let relative = ChatAudit {
         chat_id: Some("c1".into()),
-        html: Some("page.html".into()),
+        html: Some("pages/page.html".into()),
         ..Default::default()
     };
     h.request(&controller, 2, Message::ChatAudit(relative));
@@ -103,11 +103,17 @@ fn a_relative_folder_an_unknown_chat_and_a_failed_audit_are_refused_with_their_c
     let asked = ChatAudit {
         chat_id: Some("c1".into()),
         out: Some("/ledgers/c1".into()),
+        html: Some("ledger.html".into()),
         ..Default::default()
     };
     h.request(&controller, 3, Message::ChatAudit(asked));
     let (ticket, request) = auditor.started.lock().unwrap()[0].clone();
     assert_eq!(request.dir, std::path::PathBuf::from("/ledgers/c1"));
+    assert_eq!(
+        request.html,
+        Some(std::path::PathBuf::from("/ledgers/c1/ledger.html")),
+        "a file name alone is a page in the ledger's folder"
+    );
     h.app.handle(DaemonEvent::AuditFinished {
         finished: Box::new(AuditFinished {
             ticket,

@@ -1966,7 +1966,8 @@ export interface ChatAudit {
    */
   chat_id?: string | null;
   /**
-   * Also write the ledger's self-verifying HTML page to this file (absolute).
+   * Also write the ledger's self-verifying HTML page to this file: an absolute path, or
+   * a file name alone for a page in the ledger's folder.
    */
   html?: string | null;
   /**

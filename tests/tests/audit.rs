@@ -575,7 +575,7 @@ async fn the_mcp_tool_audit_chat_audits_into_the_default_folder_with_its_page_an
     let sandbox = Sandbox::new();
     let project = sandbox.home().join(".claude/projects/-w");
     std::fs::create_dir_all(&project).unwrap();
-    let _daemon = sandbox.start_daemon(&[]);
+    let _daemon = sandbox.start_daemon(&["--http", "127.0.0.1:0"]);
     let chat = "51338f86-daed-485f-b2d7-951286da47a3";
     claude_copy(&project, &format!("{chat}.jsonl"), 4);
     wait_for_chat(&sandbox, chat);

@@ -14,6 +14,8 @@ pub mod agent_hooks;
 pub mod app;
 /// Folder watches that hear only names appearing (and the folder going away), not writes.
 pub mod appear_watch;
+/// `koru audit`: a chat's items in a standalone, verifiable ledger, extended as the chat grows.
+pub mod audit;
 /// The `koru` subcommands (a face).
 pub mod cli;
 /// Time behind a trait, so the state machine can be tested with a fake clock.

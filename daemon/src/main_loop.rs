@@ -386,6 +386,9 @@ pub async fn run(
         events_tx.clone(),
         config.redact_tool_arguments,
     )));
+    app = app.with_auditor(Box::new(crate::audit::SystemAuditRunner::new(
+        events_tx.clone(),
+    )));
     app = app.with_terminal_looker(Box::new(crate::terminal::SystemTerminalLooker::new(
         events_tx.clone(),
     )));
@@ -633,6 +636,14 @@ impl From<crate::drive::portal::PluginClipboardRequest> for DaemonEvent {
 impl From<crate::conversation::ChatReadFinished> for DaemonEvent {
     fn from(finished: crate::conversation::ChatReadFinished) -> Self {
         DaemonEvent::ChatReadFinished {
+            finished: Box::new(finished),
+        }
+    }
+}
+
+impl From<crate::audit::AuditFinished> for DaemonEvent {
+    fn from(finished: crate::audit::AuditFinished) -> Self {
+        DaemonEvent::AuditFinished {
             finished: Box::new(finished),
         }
     }

@@ -29,6 +29,7 @@ const LEVELS: &[(&str, &[&str])] = &[
     ),
     ("agents' hooks", &["agent_hooks"]),
     ("read-back", &["conversation"]),
+    ("audit", &["audit"]),
     ("control", &["control"]),
     ("doctor", &["doctor"]),
     ("setup", &["setup"]),

@@ -169,6 +169,10 @@ pub enum Message {
     ChatRead(crate::ChatRead),
     #[serde(rename = "chat.read.result")]
     ChatReadResult(Box<crate::ChatReadResult>),
+    #[serde(rename = "chat.audit")]
+    ChatAudit(crate::ChatAudit),
+    #[serde(rename = "chat.audit.result")]
+    ChatAuditResult(crate::ChatAuditResult),
 }
 
 /// The wire names of every message type, in the order of [`Message`].
@@ -212,6 +216,8 @@ pub const KNOWN_MESSAGE_TYPES: &[&str] = &[
     "journal.verify.result",
     "chat.read",
     "chat.read.result",
+    "chat.audit",
+    "chat.audit.result",
 ];
 
 impl Message {
@@ -257,6 +263,8 @@ impl Message {
             Message::JournalVerifyResult(_) => "journal.verify.result",
             Message::ChatRead(_) => "chat.read",
             Message::ChatReadResult(_) => "chat.read.result",
+            Message::ChatAudit(_) => "chat.audit",
+            Message::ChatAuditResult(_) => "chat.audit.result",
         }
     }
 
@@ -510,6 +518,8 @@ fn decode_body(
         "journal.verify.result" => Message::JournalVerifyResult(typed(body)?),
         "chat.read" => Message::ChatRead(typed(body)?),
         "chat.read.result" => Message::ChatReadResult(typed(body)?),
+        "chat.audit" => Message::ChatAudit(typed(body)?),
+        "chat.audit.result" => Message::ChatAuditResult(typed(body)?),
         "drive.create" => Message::DriveCreate(typed(body)?),
         "drive.get" => Message::DriveGet(typed(body)?),
         "drive.cancel" => Message::DriveCancel(typed(body)?),

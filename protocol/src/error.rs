@@ -75,6 +75,10 @@ pub enum ErrorCode {
     /// The chat's store file could not be read now (gone, unreadable, not the store's
     /// format). The message names the file and the reason.
     ChatUnreadable,
+    /// `chat.audit` could not write or extend the ledger (its folder is another chat's
+    /// ledger, does not verify, is being written by another process, or cannot be
+    /// written). The message names the folder and the reason.
+    AuditFailed,
     /// A code this build does not know (sent by a newer peer).
     #[serde(other)]
     Unknown,
@@ -109,6 +113,7 @@ impl ErrorCode {
             ErrorCode::UnknownChat => "unknown_chat",
             ErrorCode::NotObservable => "not_observable",
             ErrorCode::ChatUnreadable => "chat_unreadable",
+            ErrorCode::AuditFailed => "audit_failed",
             ErrorCode::Unknown => "unknown",
         }
     }

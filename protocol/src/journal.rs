@@ -64,6 +64,9 @@ pub struct VerifyReport {
     pub problem: Option<VerifyProblem>,
     /// Prompt blobs the chain refers to, and what became of them.
     pub blobs: BlobCounts,
+    /// Set when the folder is a chat's audit ledger (its first entry is `ledger_opened`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<crate::LedgerInfo>,
 }
 
 /// The three outcomes of `koru verify` (exit 0, 1, 2).

@@ -5,6 +5,7 @@
 //! every client (the Rust CLI, the TypeScript extension, the Java plugin) agree on these
 //! types; `docs/protocol.md` is their prose and `docs/protocol.schema.json` their schema.
 
+mod audit;
 mod capability;
 mod conversation;
 mod drive;
@@ -17,6 +18,7 @@ mod product;
 mod recovery;
 mod session;
 
+pub use audit::{AuditFinding, AuditFindingKind, ChatAudit, ChatAuditResult, LedgerInfo};
 pub use capability::Capability;
 pub use conversation::{
     ChatRead, ChatReadResult, ChatTurn, StepKind, StepOutcome, TurnState, TurnStep, TurnUsage,

@@ -1,11 +1,12 @@
 // Helpers for the dashboard's browser tests: a sandboxed `koru daemon --http`, `koru dev fake-plugin` IDEs, the dashboard login, and system Chromium through playwright-core.
+import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -335,4 +336,41 @@ export async function foreignSite(html) {
       server.close(r);
       server.closeAllConnections();
     }) };
+}
+
+/**
+ * Opens the self-verifying page `file` (a journal export or an audit ledger's) in a fresh offline browser context and waits for the verdict.
+ * Returns {page, context, verdict: {state, badSeq, entries, head, text}, problems, requests}.
+ */
+export async function openExport(file) {
+  const context = await (await browser()).newContext({ offline: true, viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  const problems = [];
+  const requests = [];
+  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
+  page.on('request', (r) => requests.push(r.url()));
+  await page.goto(pathToFileURL(file).href);
+  const verdict = await readVerdict(page);
+  return { page, context, verdict, problems, requests };
+}
+
+export async function readVerdict(page) {
+  await page.waitForFunction(() => document.getElementById('verdict').dataset.verdict !== 'checking', null, { timeout: 10_000 });
+  return page.$eval('#verdict', (v) => ({ state: v.dataset.verdict, badSeq: v.dataset.badSeq ?? null, entries: v.dataset.entries, head: v.dataset.head, text: v.textContent }));
+}
+
+/** A copy of the self-verifying page (journal export or audit ledger) at `file` with one digit of entry `seq`'s at_ms changed; returns its path. */
+export function withOneDigitChanged(file, seq) {
+  const lines = fs.readFileSync(file, 'utf8').split('\n');
+  const index = lines.findIndex((l) => l.startsWith('"{\\"at_ms\\":') && new RegExp(`\\\\"seq\\\\":${seq}[,}]`).test(l));
+  assert.ok(index > 0, `entry ${seq} in the data block`);
+  const line = lines[index];
+  const at = line.indexOf('\\"at_ms\\":') + '\\"at_ms\\":'.length + 9; // a digit in the middle of the number
+  assert.match(line[at], /[0-9]/);
+  lines[index] = line.slice(0, at) + String((Number(line[at]) + 1) % 10) + line.slice(at + 1);
+  const copy = file.replace(/\.html$/, `-seq${seq}-changed.html`);
+  fs.writeFileSync(copy, lines.join('\n'));
+  assert.equal(fs.readFileSync(copy).length, fs.readFileSync(file).length, 'one byte changed, none added');
+  return copy;
 }

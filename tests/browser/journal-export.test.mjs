@@ -4,9 +4,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { after, test } from 'node:test';
-import { ROOT, browser, closeBrowser, shot, withDaemon } from './harness.mjs';
+import { ROOT, closeBrowser, openExport, readVerdict, shot, withDaemon, withOneDigitChanged } from './harness.mjs';
 
 after(closeBrowser);
 
@@ -35,42 +34,6 @@ function journalStatus(daemon) {
   return journal;
 }
 
-/**
- * Opens `file` in a fresh offline browser context and waits for the verdict.
- * Returns {page, context, verdict: {state, badSeq, entries, head, text}, problems, requests}.
- */
-async function openExport(file) {
-  const context = await (await browser()).newContext({ offline: true, viewport: { width: 1280, height: 900 } });
-  const page = await context.newPage();
-  const problems = [];
-  const requests = [];
-  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
-  page.on('request', (r) => requests.push(r.url()));
-  await page.goto(pathToFileURL(file).href);
-  const verdict = await readVerdict(page);
-  return { page, context, verdict, problems, requests };
-}
-
-async function readVerdict(page) {
-  await page.waitForFunction(() => document.getElementById('verdict').dataset.verdict !== 'checking', null, { timeout: 10_000 });
-  return page.$eval('#verdict', (v) => ({ state: v.dataset.verdict, badSeq: v.dataset.badSeq ?? null, entries: v.dataset.entries, head: v.dataset.head, text: v.textContent }));
-}
-
-/** A copy of the export at `file` with one digit of entry `seq`'s at_ms changed; returns its path. */
-function withOneDigitChanged(file, seq) {
-  const lines = fs.readFileSync(file, 'utf8').split('\n');
-  const index = lines.findIndex((l) => l.startsWith('"{\\"at_ms\\":') && new RegExp(`\\\\"seq\\\\":${seq}[,}]`).test(l));
-  assert.ok(index > 0, `entry ${seq} in the data block`);
-  const line = lines[index];
-  const at = line.indexOf('\\"at_ms\\":') + '\\"at_ms\\":'.length + 9; // a digit in the middle of the number
-  assert.match(line[at], /[0-9]/);
-  lines[index] = line.slice(0, at) + String((Number(line[at]) + 1) % 10) + line.slice(at + 1);
-  const copy = file.replace(/\.html$/, `-seq${seq}-changed.html`);
-  fs.writeFileSync(copy, lines.join('\n'));
-  assert.equal(fs.readFileSync(copy).length, fs.readFileSync(file).length, 'one byte changed, none added');
-  return copy;
-}
 
 test("the whole journal's export verifies in Chromium from file:// and agrees with koru status; one changed byte is caught at its entry", async () => {
   await withDaemon({}, async (daemon) => {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the browser tests (the dashboard, the journal export page): installs system Chromium if missing, the pinned playwright-core (npm ci), builds koru, then node --test; fails (never skips) when any of it cannot run.
+# Runs the browser tests (the dashboard, the journal export page, the audit ledger page): installs system Chromium if missing, the pinned playwright-core (npm ci), builds koru, then node --test; fails (never skips) when any of it cannot run.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -30,4 +30,4 @@ export KORU_CHROMIUM="$CHROMIUM"
 
 mkdir -p "$HERE/artifacts"
 cd "$HERE"
-exec node --test --test-concurrency=1 --test-reporter=spec "$@" dashboard.test.mjs journal-export.test.mjs
+exec node --test --test-concurrency=1 --test-reporter=spec "$@" dashboard.test.mjs journal-export.test.mjs audit-export.test.mjs

@@ -261,25 +261,7 @@ impl Sandbox {
     /// Every entry of the drive journal in its default folder (`$XDG_STATE_HOME/koru/journal`),
     /// segment by segment, in order; a line not (yet wholly) written is skipped.
     pub fn journal_entries(&self) -> Vec<Value> {
-        let dir = self.path().join("state").join("koru").join("journal");
-        let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map(|entries| entries.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default();
-        segments.retain(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("seg-"))
-        });
-        segments.sort();
-        segments
-            .iter()
-            .flat_map(|segment| {
-                std::fs::read_to_string(segment)
-                    .unwrap_or_default()
-                    .lines()
-                    .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+        chain_entries(&self.path().join("state").join("koru").join("journal"))
     }
 
     /// The ids `koru sessions --json` lists.
@@ -310,6 +292,29 @@ fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::SeqCst)
+}
+
+/// Every entry of the hash-chained log in `dir` (the journal, or a chat's audit ledger),
+/// segment by segment, in order; a line not (yet wholly) written is skipped.
+pub fn chain_entries(dir: &Path) -> Vec<Value> {
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    segments.retain(|p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("seg-"))
+    });
+    segments.sort();
+    segments
+        .iter()
+        .flat_map(|segment| {
+            std::fs::read_to_string(segment)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// A command's standard output as JSON; panics with both outputs when it is not.

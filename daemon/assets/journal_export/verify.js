@@ -373,13 +373,14 @@
     }
   }
 
-  /** What the table shows of an entry. */
+  /** What the table shows of an entry (a ledger's entries say which item, where in the source, and what the audit found). */
   function describe(object) {
     const by = object.get('by');
     const who = by instanceof Map ? [stringField(by, 'door'), stringField(by, 'client'), by.get('pid') instanceof JsonNumber ? `pid ${by.get('pid').text}` : null].filter(Boolean).join(' · ') : '';
     const atMs = object.get('at_ms') instanceof JsonNumber ? Number(object.get('at_ms').text) : NaN;
     const kind = stringField(object, 'kind') || '';
-    return {
+    const number = (map, key) => (map instanceof Map && map.get(key) instanceof JsonNumber ? map.get(key).text : null);
+    const row = {
       seq: u64Field(object, 'seq'),
       time: Number.isFinite(atMs) && Math.abs(atMs) < 8.64e15 ? new Date(atMs).toISOString().replace('T', ' ').replace('Z', '') : '',
       kind,
@@ -387,6 +388,30 @@
       state: stringField(object, 'state') || (kind === 'drive_accepted' ? 'accepted' : ''),
       who,
     };
+    if (kind === 'chat_item') {
+      const source = object.get('source');
+      const where = source instanceof Map ? (stringField(source, 'kind') === 'line' ? `line ${number(source, 'line')}` : stringField(source, 'kind') === 'row' ? `row ${stringField(source, 'row') || '?'}` : `${stringField(source, 'pointer') || 'element'} @${number(source, 'offset')}`) : '';
+      const tool = stringField(object, 'tool');
+      const outcome = stringField(object, 'outcome');
+      row.drive = `item ${number(object, 'index')} · turn ${number(object, 'turn')}`;
+      row.state = [stringField(object, 'item') || '?', tool, outcome].filter(Boolean).join(' · ');
+      row.who = where;
+    } else if (kind === 'ledger_opened') {
+      row.drive = stringField(object, 'chat_id') || '';
+      row.state = stringField(object, 'store') || '';
+      const source = object.get('source');
+      row.who = source instanceof Map ? stringField(source, 'file') || '' : '';
+    } else if (kind === 'audit_run') {
+      const through = object.get('through');
+      row.drive = `run ${number(object, 'run')}`;
+      row.state = `+${number(object, 'items_added')} items, ${number(through, 'items')} in all`;
+      row.who = number(through, 'line') !== null ? `through line ${number(through, 'line')}` : '';
+    } else if (kind === 'source_rewritten' || kind === 'source_compacted') {
+      const item = object.get('item');
+      row.drive = item instanceof Map ? `item ${number(item, 'index')}` : '';
+      row.state = kind === 'source_rewritten' ? 'rewritten' : 'compacted';
+    }
+    return row;
   }
 
   /**
@@ -597,15 +622,22 @@
     const about = document.getElementById('about');
     about.textContent = '';
     const fact = (term, ...value) => about.append(el('dt', {}, term), el('dd', {}, ...value));
+    const ledger = meta.format === 'koru-audit-ledger/1' && meta.ledger ? meta.ledger : null;
+    if (ledger) {
+      document.title = `Koru audit ledger — ${ledger.chat_id}`;
+      document.querySelector('h1').textContent = 'Koru audit ledger of a chat';
+      fact('Chat', code(ledger.chat_id), ' of ', code(ledger.store), ` — ${ledger.items} items, each with the SHA-256 of its bytes in the source`);
+      fact('Source', code(ledger.source), ' (on the machine that audited it)');
+    }
     const selection = meta.selection || {};
     fact('Exported', `${isoTime(meta.exported_at_ms)} by koru ${meta.koru_version || '?'}`);
-    fact('Journal folder', code(meta.journal_dir || '?'), ' (on the machine that wrote it)');
+    fact(ledger ? 'Ledger folder' : 'Journal folder', code(meta.journal_dir || '?'), ' (on the machine that wrote it)');
     if (selection.kind === 'drive') fact('Selection', 'drive ', code(selection.drive_id), ': from its drive_accepted entry to its drive_ended entry (entries of other drives in between are kept: the chain needs them)');
     else if (selection.kind === 'since') fact('Selection', `entries from ${isoTime(selection.since_ms)} on`);
-    else fact('Selection', 'every entry of the journal');
+    else fact('Selection', ledger ? 'every entry of the ledger' : 'every entry of the journal');
     fact('Entries', `${result.entries} checked${result.firstSeq !== null ? ` (seq ${result.firstSeq}–${result.lastSeq})` : ''} of ${result.rows.length} in this file`);
     const anchor = meta.anchor || {};
-    if (anchor.genesis) fact('Starts at', 'the start of the journal (the first prev_hash is the genesis value)');
+    if (anchor.genesis) fact('Starts at', `the start of the ${ledger ? 'ledger' : 'journal'} (the first prev_hash is the genesis value)`);
     else fact('Starts after', `seq ${anchor.after_seq}, whose entry_hash is `, code(anchor.prev_hash || '?'));
     if (result.prunedThrough !== null) fact('Pruned', `seq 1–${result.prunedThrough} were removed by retention; the checkpoint entry vouches for where this chain starts`);
     if (result.verdict === 'tampered') {
@@ -616,7 +648,7 @@
     const journal = meta.journal || {};
     if (journal.head) {
       const same = journal.head === result.head;
-      fact('Journal when exported', `last seq ${journal.last_seq}, head `, code(journal.head), same ? ' — this export reached the end of the journal' : '');
+      fact(ledger ? 'Ledger when exported' : 'Journal when exported', `last seq ${journal.last_seq}, head `, code(journal.head), same ? ` — this export reached the end of the ${ledger ? 'ledger' : 'journal'}` : '');
     }
     fact('Seals', result.keyed ? 'HMAC-SHA256 (keyed)' : 'SHA-256');
   }
@@ -709,6 +741,17 @@
     const anchor = meta.anchor || {};
     if (anchor.prev_hash && !anchor.genesis) {
       list.append(item('The entry this export continues from: ', code(`grep -F ${shell(`"entry_hash":"${anchor.prev_hash}"`)} ${shell(dir)}/seg-*.ndjson`), ` finds seq ${anchor.after_seq}.`));
+    }
+    if (meta.format === 'koru-audit-ledger/1' && meta.ledger) {
+      list.append(
+        item(
+          'Against the chat’s own file: a chat_item whose source is line L of a JSONL file has the SHA-256 of that line without its newline — ',
+          code(`sed -n Lp ${shell(meta.ledger.source)} | head -c -1 | sha256sum`),
+          ' (an element: ',
+          code('tail -c +$((OFFSET+1)) FILE | head -c BYTES | sha256sum'),
+          ').',
+        ),
+      );
     }
     list.append(
       item(

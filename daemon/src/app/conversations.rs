@@ -106,42 +106,7 @@ impl<C: Clock> App<C> {
                 "chat.read needs `chat_id` (`koru chats` lists them) or `drive_id`".into(),
             ));
         };
-        let mut found: Vec<&(String, String)> = self
-            .chats
-            .keys()
-            .filter(|(store, id)| id == chat_id && read.store.as_ref().is_none_or(|s| s == store))
-            .collect();
-        found.sort_unstable();
-        let (store, chat_id) = match found.as_slice() {
-            [] => {
-                return Err(ErrorMessage::new(
-                    ErrorCode::UnknownChat,
-                    match &read.store {
-                        Some(store) => format!(
-                            "no chat {chat_id} in {store} (`koru chats` lists the chats the observers know)"
-                        ),
-                        None => format!(
-                            "no chat {chat_id} (`koru chats` lists the chats the observers know)"
-                        ),
-                    },
-                ))
-            }
-            [one] => (*one).clone(),
-            several => {
-                return Err(invalid(
-                    "store",
-                    format!(
-                        "chat {chat_id} is in {} stores: {}; give `store`",
-                        several.len(),
-                        several
-                            .iter()
-                            .map(|(store, _)| store.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ))
-            }
-        };
+        let (store, chat_id) = self.named_chat(chat_id, read.store.as_deref())?;
         let source = self.chat_source(&store, &chat_id)?;
         let keep = match read.turn {
             Some(index) => Keep::Index(index),
@@ -208,8 +173,53 @@ impl<C: Clock> App<C> {
         }
     }
 
+    /// The chat `chat_id` names (in `store_given`, when given), or why none or several.
+    pub(super) fn named_chat(
+        &self,
+        chat_id: &str,
+        store_given: Option<&str>,
+    ) -> Result<(String, String), ErrorMessage> {
+        let mut found: Vec<&(String, String)> = self
+            .chats
+            .keys()
+            .filter(|(store, id)| id == chat_id && store_given.is_none_or(|s| s == store))
+            .collect();
+        // The chats table is a hash map: the stores named in the same order every time.
+        found.sort_unstable();
+        match found.as_slice() {
+            [] => Err(ErrorMessage::new(
+                    ErrorCode::UnknownChat,
+                    match store_given {
+                        Some(store) => format!(
+                            "no chat {chat_id} in {store} (`koru chats` lists the chats the observers know)"
+                        ),
+                        None => format!(
+                            "no chat {chat_id} (`koru chats` lists the chats the observers know)"
+                        ),
+                    },
+                )),
+            [one] => Ok((*one).clone()),
+            several => Err(invalid(
+                    "store",
+                    format!(
+                        "chat {chat_id} is in {} stores: {}; give `store`",
+                        several.len(),
+                        several
+                            .iter()
+                            .map(|(store, _)| store.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )),
+        }
+    }
+
     /// The file the observers last read a chat from.
-    fn chat_source(&self, store: &str, chat_id: &str) -> Result<std::path::PathBuf, ErrorMessage> {
+    pub(super) fn chat_source(
+        &self,
+        store: &str,
+        chat_id: &str,
+    ) -> Result<std::path::PathBuf, ErrorMessage> {
         match self
             .chat_sources
             .get(&(store.to_string(), chat_id.to_string()))

@@ -12,6 +12,7 @@
 //! (recovery actions); records in `sessions.rs` and `drives.rs`.
 
 mod agent_drives;
+mod audits;
 mod chats;
 mod conversations;
 mod delivery;
@@ -156,6 +157,10 @@ pub enum DaemonEvent {
     ChatReadFinished {
         finished: Box<crate::conversation::ChatReadFinished>,
     },
+    /// An audit for `chat.audit` finished (`audit::AuditRunner`).
+    AuditFinished {
+        finished: Box<crate::audit::AuditFinished>,
+    },
     /// A look for terminal agents came back (`terminal::TerminalLooker`).
     TerminalLook {
         finished: Box<crate::terminal::LookFinished>,
@@ -279,6 +284,10 @@ pub struct App<C: Clock> {
     /// `chat.read` requests waiting for their read, by ticket.
     chat_reads: HashMap<u64, conversations::PendingRead>,
     next_chat_read: u64,
+    /// Runs `chat.audit`'s audits off the loop, and who waits for each, by ticket.
+    auditor: Box<dyn crate::audit::AuditRunner>,
+    audits: HashMap<u64, audits::PendingAudit>,
+    next_audit: u64,
     /// Looks for terminal agents (`sessions.list` with `agents`) and who waits for them.
     terminal: terminals::TerminalLooks,
     /// The terminal agents of the last look and their drives.
@@ -341,6 +350,9 @@ impl<C: Clock> App<C> {
             chat_reader: Box::new(crate::conversation::read::RecordingChatReader::default()),
             chat_reads: HashMap::new(),
             next_chat_read: 1,
+            auditor: Box::new(crate::audit::runner::RecordingAuditRunner::default()),
+            audits: HashMap::new(),
+            next_audit: 1,
             terminal: Default::default(),
             agent_table: Default::default(),
             typist: Box::new(crate::terminal::typist::RecordingTerminalTypist::default()),
@@ -367,6 +379,13 @@ impl<C: Clock> App<C> {
     /// only recorded, for unit tests).
     pub fn with_chat_reader(mut self, reader: Box<dyn crate::conversation::ChatReader>) -> Self {
         self.chat_reader = reader;
+        self
+    }
+
+    /// Runs `chat.audit`'s audits with `auditor` (by default they are only recorded, for
+    /// unit tests).
+    pub fn with_auditor(mut self, auditor: Box<dyn crate::audit::AuditRunner>) -> Self {
+        self.auditor = auditor;
         self
     }
 
@@ -473,6 +492,7 @@ impl<C: Clock> App<C> {
                 }
             }
             DaemonEvent::ChatReadFinished { finished } => self.on_chat_read_finished(*finished),
+            DaemonEvent::AuditFinished { finished } => self.on_audit_finished(*finished),
             DaemonEvent::TerminalLook { finished } => self.on_terminal_look(*finished),
             DaemonEvent::TerminalTyped { typed } => self.on_typed(*typed),
             DaemonEvent::IdeTerminalIo { request } => self.on_ide_terminal_request(*request),

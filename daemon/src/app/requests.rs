@@ -121,6 +121,7 @@ impl<C: Clock> App<C> {
             },
             Message::JournalVerify(_) => self.on_journal_verify(conn_id, id),
             Message::ChatRead(read) => self.on_chat_read(conn_id, id, read),
+            Message::ChatAudit(audit) => self.on_chat_audit(conn_id, id, audit),
             Message::DriveCancel(drive_ref) => {
                 self.on_drive_cancel(conn_id, id, &drive_ref.drive_id, now)
             }
@@ -149,7 +150,8 @@ fn acting_request(message: &Message) -> Option<&'static str> {
         Message::DriveCreate(_)
         | Message::DriveCancel(_)
         | Message::RecoveryRun(_)
-        | Message::ObserveReport(_) => Some(message.type_name()),
+        | Message::ObserveReport(_)
+        | Message::ChatAudit(_) => Some(message.type_name()),
         _ => None,
     }
 }

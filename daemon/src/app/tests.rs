@@ -1872,6 +1872,7 @@ fn a_later_stage_drops_what_was_said_about_the_earlier_one() {
 
 mod agent_chat;
 mod agent_drives;
+mod audits;
 mod conversations;
 mod drive_news;
 mod journaling;

@@ -1,5 +1,6 @@
 //! The `koru` command line: clap definitions, logging set-up, and dispatch to the daemon, the client commands and the dev tools.
 
+mod audit_cmd;
 mod commands;
 mod dashboard_cmd;
 mod dial_cmd;
@@ -79,6 +80,10 @@ pub enum Command {
     /// Prove the drive journal intact: every entry's seal and link (exit 0), or the first
     /// bad entry and what is wrong (exit 1); exit 2 when there is nothing usable to check
     Verify(VerifyArgs),
+    /// Import a chat Koru reads into a standalone, verifiable ledger (one sealed entry per
+    /// prompt, text, tool call and result, turn end), or extend its ledger with what is new;
+    /// exit 1 when the part imported before was rewritten (recorded, nothing imported)
+    Audit(AuditArgs),
     /// The drive journal: export a stretch of it as proof
     #[command(subcommand)]
     Journal(JournalCommand),
@@ -141,6 +146,7 @@ impl Command {
                 | Command::Recover(_)
                 | Command::Chats(_)
                 | Command::Chat(_)
+                | Command::Audit(_)
                 | Command::Observe(_)
                 | Command::Doctor(_)
                 | Command::Mcp(_)
@@ -546,6 +552,29 @@ pub struct VerifyArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The chat (`koru chats` lists them) [default: the most recently active chat]; with
+    /// --source, the chat's id in a file of several chats (Cursor, opencode)
+    pub chat: Option<String>,
+    /// The store of the chat (registry interface id, as `koru chats` shows it); needed
+    /// with --source
+    #[arg(long, value_name = "ID")]
+    pub store: Option<String>,
+    /// Read this file (or database) directly, without a daemon (needs --store)
+    #[arg(long, value_name = "FILE", requires = "store")]
+    pub source: Option<PathBuf>,
+    /// The ledger's folder [default: $XDG_STATE_HOME/koru/audits/<store>/<chat>/]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Also write the ledger's self-verifying HTML page to FILE
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print the result as JSON (`chat.audit.result`)
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum JournalCommand {
     /// Write one self-contained HTML file holding journal entries that re-verifies its own
@@ -679,6 +708,7 @@ pub async fn run(
         Command::Observe(args) => commands::observe(hosts, args).await,
         Command::Chats(flag) => commands::chats(hosts, flag.json).await,
         Command::Chat(ChatCommand::Show(args)) => commands::chat_show(hosts, args).await,
+        Command::Audit(args) => audit_cmd::run(hosts, args).await,
         Command::Daemon(_) | Command::Mcp(_) | Command::Dev(DevCommand::FakePlugin(_)) => {
             anyhow::bail!("daemon, mcp and dev fake-plugin are not client commands")
         }

@@ -147,6 +147,20 @@ macro_rules! typed_requests {
             }
         }
 
+        /// `chat.audit`: the chat audited into its ledger by the daemon.
+        pub async fn audit_chat(
+            &mut self,
+            audit: koru_protocol::ChatAudit,
+        ) -> Result<koru_protocol::ChatAuditResult, $crate::control::ClientError> {
+            match self
+                .request(koru_protocol::Message::ChatAudit(audit))
+                .await?
+            {
+                koru_protocol::Message::ChatAuditResult(result) => Ok(result),
+                other => Err($crate::control::requests::unexpected("chat.audit", &other)),
+            }
+        }
+
         /// `recovery.run`: the action's result, `ok: false` included (a blocker is an answer).
         pub async fn run_recovery(
             &mut self,

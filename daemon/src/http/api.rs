@@ -85,6 +85,12 @@ pub fn routes() -> ApiRouter<AppState> {
             }),
         )
         .api_route(
+            "/api/v1/chats/{id}/audit",
+            post_with(chat_audit, |op| {
+                op.summary("Audit a chat into its ledger in the daemon's default folder (`koru audit`), or extend it; `html=true` also writes its page there")
+            }),
+        )
+        .api_route(
             "/api/v1/drives/{id}/turn",
             get_with(drive_turn, |op| {
                 op.summary("The turn a drive's prompt started, read back from its chat's store")
@@ -553,6 +559,31 @@ async fn chat_turns(
         max_chars: query.max_chars,
     };
     let result = daemon.once(move |c| Box::pin(c.read_chat(read))).await?;
+    Ok(Json(result))
+}
+
+/// `POST chats/{id}/audit`'s options (no paths: the ledger goes to the daemon's default
+/// folder).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct AuditQuery {
+    /// The chat's store (registry interface id), when two stores have a chat of that id.
+    pub store: Option<String>,
+    /// Also write the ledger's self-verifying page, as `ledger.html` in its folder.
+    pub html: Option<bool>,
+}
+
+async fn chat_audit(
+    daemon: Daemon,
+    Path(ChatId { id }): Path<ChatId>,
+    Query(query): Query<AuditQuery>,
+) -> Result<Json<koru_protocol::ChatAuditResult>, ApiError> {
+    let audit = koru_protocol::ChatAudit {
+        chat_id: Some(id),
+        store: query.store.filter(|s| !s.is_empty()),
+        out: None,
+        html: (query.html == Some(true)).then(|| crate::audit::PAGE_NAME.to_string()),
+    };
+    let result = daemon.once(move |c| Box::pin(c.audit_chat(audit))).await?;
     Ok(Json(result))
 }
 

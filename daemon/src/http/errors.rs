@@ -120,6 +120,9 @@ impl ApiError {
             ErrorCode::NotObservable => keep(StatusCode::CONFLICT),
             // The chat's store file cannot be read now.
             ErrorCode::ChatUnreadable => keep(StatusCode::BAD_GATEWAY),
+            // The ledger's folder holds what the audit may not extend (another chat's, not
+            // intact, keyed otherwise, being written).
+            ErrorCode::AuditFailed => keep(StatusCode::CONFLICT),
             ErrorCode::DriveFinished | ErrorCode::NotRetryable | ErrorCode::AmbiguousTarget => {
                 keep(StatusCode::CONFLICT)
             }

@@ -92,6 +92,7 @@ mod tests {
             "/api/v1/journal/verify",
             "/api/v1/chats",
             "/api/v1/chats/{id}/turns",
+            "/api/v1/chats/{id}/audit",
             "/api/v1/drives/{id}/turn",
             "/api/v1/doctor",
             "/api/v1/interfaces",
@@ -103,6 +104,6 @@ mod tests {
         ] {
             assert!(paths.paths.contains_key(path), "{path} is missing");
         }
-        assert_eq!(paths.paths.len(), 17);
+        assert_eq!(paths.paths.len(), 18);
     }
 }

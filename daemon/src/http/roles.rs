@@ -19,6 +19,8 @@ pub const ROUTE_ROLES: &[(&str, &str, Role)] = &[
     ("GET", "/api/v1/journal/verify", Role::Observe),
     ("GET", "/api/v1/chats", Role::Observe),
     ("GET", "/api/v1/chats/{id}/turns", Role::Observe),
+    // It writes the chat's ledger on the daemon's machine.
+    ("POST", "/api/v1/chats/{id}/audit", Role::Drive),
     ("GET", "/api/v1/drives/{id}/turn", Role::Observe),
     ("GET", "/api/v1/doctor", Role::Observe),
     ("GET", "/api/v1/interfaces", Role::Observe),

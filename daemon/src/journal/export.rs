@@ -116,8 +116,14 @@ pub fn export_html(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
+    // A chat's audit ledger (seq 1 is `ledger_opened`) says so, and whose it is.
+    let (format, ledger) = match &report.ledger {
+        Some(ledger) => (super::LEDGER_FORMAT, serde_json::to_value(ledger).ok()),
+        None => (FORMAT, None),
+    };
     let meta = json!({
-        "format": FORMAT,
+        "format": format,
+        "ledger": ledger,
         "koru_version": env!("CARGO_PKG_VERSION"),
         "exported_at_ms": exported_at_ms,
         "journal_dir": std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).display().to_string(),
@@ -145,8 +151,13 @@ pub fn export_html(
     });
     write_private(out, &page(&meta, &stretch.lines))?;
     Ok(format!(
-        "wrote {}: {} entries (seq {}–{}), head {}, {}{}",
+        "wrote {}: {}{} entries (seq {}–{}), head {}, {}{}",
         out.display(),
+        if report.ledger.is_some() {
+            "the audit ledger's "
+        } else {
+            ""
+        },
         stretch.lines.len(),
         stretch.first_seq,
         stretch.last_seq,

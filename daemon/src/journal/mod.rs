@@ -45,6 +45,13 @@ pub const KIND_ACCESS_REFUSED: &str = "access_refused";
 pub const KIND_PRUNED: &str = "journal_pruned";
 /// A cut last line (a crash in the middle of a write) was removed at start.
 pub const KIND_REPAIRED: &str = "journal_repaired";
+/// The first entry of a chat's audit ledger (docs/journal.md, "Ledgers"): which chat, from
+/// which file, in which format.
+pub const KIND_LEDGER_OPENED: &str = "ledger_opened";
+/// One item of the audited conversation, with its source record's digest.
+pub const KIND_CHAT_ITEM: &str = "chat_item";
+/// The `format` of a ledger's `ledger_opened` entry and of its HTML page.
+pub const LEDGER_FORMAT: &str = "koru-audit-ledger/1";
 
 /// Where a prompt's text is kept: `blobs/sha256/<hex>` in the journal folder.
 pub fn blob_path(dir: &Path, digest_hex: &str) -> PathBuf {

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::canonical::{canonical, sha256_hex, Sealer, GENESIS};
 use super::segments::{self, Lines, Segment};
-use super::{blob_path, KIND_PRUNED};
+use super::{blob_path, KIND_CHAT_ITEM, KIND_LEDGER_OPENED, KIND_PRUNED};
 
 /// The fields every entry has, read from one line.
 struct Parsed {
@@ -54,6 +54,7 @@ pub fn verify(dir: &Path, key: Option<&[u8]>) -> VerifyReport {
         pruned_through: None,
         problem: None,
         blobs: BlobCounts::default(),
+        ledger: None,
     };
     let unusable = |mut report: VerifyReport, message: String| {
         report.verdict = VerifyVerdict::Unusable;
@@ -103,6 +104,7 @@ pub fn verify(dir: &Path, key: Option<&[u8]>) -> VerifyReport {
             };
             match chain.check(&line.bytes, line.complete, &place, key, &segments[index..]) {
                 Ok(parsed) => {
+                    note_ledger(&mut report, &parsed);
                     if let Some(prompt) = parsed.object.get("prompt") {
                         if let (Some(digest), Some(bytes)) = (
                             prompt.get("sha256").and_then(Value::as_str),
@@ -421,6 +423,29 @@ impl Chain {
     }
 }
 
+/// A ledger is a chain whose seq 1 is `ledger_opened`: the report says whose, and counts
+/// its `chat_item` entries.
+fn note_ledger(report: &mut VerifyReport, parsed: &Parsed) {
+    let text = |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or("").to_string();
+    match kind_of(parsed) {
+        KIND_LEDGER_OPENED if parsed.seq == 1 => {
+            let source = parsed.object.get("source");
+            report.ledger = Some(koru_protocol::LedgerInfo {
+                store: text(parsed.object.get("store")),
+                chat_id: text(parsed.object.get("chat_id")),
+                source: text(source.and_then(|s| s.get("file")).or(source)),
+                items: 0,
+            });
+        }
+        KIND_CHAT_ITEM => {
+            if let Some(ledger) = &mut report.ledger {
+                ledger.items += 1;
+            }
+        }
+        _ => {}
+    }
+}
+
 fn kind_of(parsed: &Parsed) -> &str {
     parsed
         .object
@@ -504,10 +529,15 @@ fn seq_of(bytes: &[u8]) -> Option<u64> {
 /// The report as `koru verify` prints it.
 pub fn render(report: &VerifyReport) -> String {
     let mut out = String::new();
+    let what = if report.ledger.is_some() {
+        "audit ledger"
+    } else {
+        "journal"
+    };
     match report.verdict {
         VerifyVerdict::Intact => {
             out.push_str(&format!(
-                "✓ journal intact — {} entries, head {}\n",
+                "✓ {what} intact — {} entries, head {}\n",
                 report.entries,
                 report.head.as_deref().unwrap_or("-")
             ));
@@ -526,7 +556,7 @@ pub fn render(report: &VerifyReport) -> String {
                 .and_then(|p| Some(format!(" ({}, line {})", p.segment.as_ref()?, p.line?)))
                 .unwrap_or_default();
             out.push_str(&format!(
-                "✗ journal NOT intact — first bad entry: {seq}{place}: {kind}\n  {}\n",
+                "✗ {what} NOT intact — first bad entry: {seq}{place}: {kind}\n  {}\n",
                 problem.map(|p| p.message.as_str()).unwrap_or("")
             ));
             if report.entries > 0 {
@@ -565,6 +595,13 @@ pub fn render(report: &VerifyReport) -> String {
                 .map(|p| format!("; 1–{p} pruned by retention (checkpoint verified)"))
                 .unwrap_or_default()
         ));
+    }
+    if let Some(ledger) = &report.ledger {
+        out.push_str(&format!(
+            "  an audit ledger of chat {} ({}), read from {}: {} chat items checked\n",
+            ledger.chat_id, ledger.store, ledger.source, ledger.items
+        ));
+        return out;
     }
     out.push_str(&format!(
         "  prompts: {} named, {} kept and matching, {} absent (purged, or --journal-prompts digest; not tampering)\n",

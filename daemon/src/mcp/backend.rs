@@ -599,6 +599,25 @@ impl Backend {
         Ok(result)
     }
 
+    /// `audit_chat`: the chat audited into its ledger by its host's daemon (a chat id may be
+    /// qualified `HOST/…`; the answer's is then too).
+    pub async fn audit_chat(
+        &self,
+        host: Option<&str>,
+        mut audit: koru_protocol::ChatAudit,
+    ) -> Result<koru_protocol::ChatAuditResult, ToolError> {
+        let (pick, mut ids) = self.pick(host, &[audit.chat_id.as_deref()])?;
+        audit.chat_id = ids.pop().flatten();
+        let mut conn = self.open(pick).await?;
+        let result = conn.audit_chat(audit).await;
+        conn.close().await;
+        let mut result = result?;
+        if let Some(name) = self.several().then(|| self.name_of(pick)).flatten() {
+            result.chat_id = format!("{name}/{}", result.chat_id);
+        }
+        Ok(result)
+    }
+
     /// `verify_journal`: each host's report (one, without a host, for a single daemon).
     pub async fn verify_journal(&self) -> Vec<HostAnswer<koru_protocol::VerifyReport>> {
         self.ask_every(|c| Box::pin(c.verify_journal())).await

@@ -169,6 +169,25 @@ pub struct WaitForReplyArgs {
     pub max_chars: Option<u64>,
 }
 
+/// `audit_chat` input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditChatArgs {
+    /// The chat to audit (an id from `koru chats` or a reply); default: the chat with the
+    /// most recent activity.
+    #[serde(default)]
+    pub chat_id: Option<String>,
+    /// The chat's store, when two stores have a chat of that id.
+    #[serde(default)]
+    pub store: Option<String>,
+    /// Also write the ledger's self-verifying HTML page (in the ledger's folder).
+    #[serde(default)]
+    pub html: Option<bool>,
+    /// The host, when this server serves several; an id given as HOST/… names it already.
+    #[serde(default)]
+    pub host: Option<String>,
+}
+
 /// `read_chat` input.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -598,6 +617,28 @@ impl KoruMcp {
                 }
                 ok_structured(text, serde_json::to_value(&read).unwrap_or_default())
             }
+            Err(error) => failed(error),
+        }
+    }
+
+    #[tool(
+        description = "Audit a chat into a standalone, verifiable ledger (koru audit): one sealed, hash-linked entry per prompt, assistant text, tool call, tool result and turn end, each with where it is in the chat's own file and the SHA-256 of those bytes. Run again on a grown chat, it appends only the new items; a chat whose already imported part was rewritten is reported (source_rewritten, with the first item that differs) and nothing is imported. The ledger goes to the daemon's default folder; html=true also writes its self-verifying page there. Answers the ledger's folder, head and page."
+    )]
+    async fn audit_chat(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<AuditChatArgs>>,
+    ) -> Result<CallToolResult, McpError> {
+        let audit = koru_protocol::ChatAudit {
+            chat_id: args.chat_id,
+            store: args.store,
+            out: None,
+            html: (args.html == Some(true)).then(|| crate::audit::PAGE_NAME.to_string()),
+        };
+        match self.backend.audit_chat(args.host.as_deref(), audit).await {
+            Ok(result) => ok_structured(
+                crate::audit::render(&result),
+                serde_json::to_value(&result).unwrap_or_default(),
+            ),
             Err(error) => failed(error),
         }
     }

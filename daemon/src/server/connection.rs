@@ -486,7 +486,7 @@ pub fn role_may_send(role: Role, type_name: &str) -> bool {
         "ping" | "pong" | "bye" | "error" => true,
         "ack" | "event" | "terminals" | "capabilities" | "terminal.io.result"
         | "clipboard.result" => role == Role::Plugin,
-        "status" | "sessions.list" | "drives.list" | "chats.list" | "chat.read"
+        "status" | "sessions.list" | "drives.list" | "chats.list" | "chat.read" | "chat.audit"
         | "observe.report" | "journal.verify" | "drive.create" | "drive.get" | "drive.cancel"
         | "events.subscribe" | "recovery.run" => role == Role::Controller,
         _ => false,

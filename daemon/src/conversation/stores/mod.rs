@@ -24,6 +24,19 @@ pub trait LineTurns {
     fn finish(&mut self, out: &mut TurnCollector);
 }
 
+/// The stores whose chats [`read_store`] reads (registry interface ids).
+pub const READABLE_STORES: &[&str] = &[
+    crate::observe::stores::claude_code::STORE,
+    crate::observe::stores::codex::STORE,
+    crate::observe::stores::gemini::STORE,
+    crate::observe::stores::copilot::STORE,
+    crate::observe::stores::cline::STORE,
+    crate::observe::stores::cline_sdk::STORE,
+    crate::observe::stores::cursor::STORE,
+    crate::observe::stores::cursor::LEGACY_STORE,
+    crate::observe::stores::opencode::STORE,
+];
+
 /// Reads the chat `request` names with its store's reader into `out`; returns what the
 /// store does not record.
 pub fn read_store(
@@ -240,4 +253,34 @@ fn read_cursor_composer(
 
 fn open(path: &std::path::Path) -> Result<std::fs::File, ReadError> {
     std::fs::File::open(path).map_err(|e| super::read::unreadable(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::model::Keep;
+
+    #[test]
+    fn every_readable_store_has_a_reader_and_no_other_does() {
+        let read = |store: &str| {
+            let request = ReadRequest {
+                store: store.to_string(),
+                chat_id: "c".into(),
+                source: "/nonexistent/chat.jsonl".into(),
+                keep: Keep::Last(1),
+                expect_reply: false,
+            };
+            read_store(&request, &mut TurnCollector::new(Keep::Last(1)))
+        };
+        for store in READABLE_STORES {
+            assert!(
+                !matches!(read(store), Err(ReadError::NotReadable { .. })),
+                "{store} has no reader"
+            );
+        }
+        assert!(matches!(
+            read("chat_history_antigravity"),
+            Err(ReadError::NotReadable { .. })
+        ));
+    }
 }

@@ -130,6 +130,12 @@ export type Envelope = {
   | (ChatReadResult & {
       type: "chat.read.result";
     })
+  | (ChatAudit & {
+      type: "chat.audit";
+    })
+  | (ChatAuditResult & {
+      type: "chat.audit.result";
+    })
 );
 /**
  * A request id chosen by the sender: an integer or a string. Replies carry it back.
@@ -217,6 +223,7 @@ export type ErrorCode =
   | "unknown_chat"
   | "not_observable"
   | "chat_unreadable"
+  | "audit_failed"
   | "unknown";
 /**
  * What to do when the target chat is busy (replying or waiting for input).
@@ -629,6 +636,10 @@ export type StepKind =
  * How a step ended.
  */
 export type StepOutcome = "ok" | "error" | "rejected" | "unknown";
+/**
+ * What changed.
+ */
+export type AuditFindingKind = "source_rewritten" | "source_compacted" | "unknown";
 
 /**
  * `hello`: the first line every client sends.
@@ -1712,6 +1723,10 @@ export interface VerifyReport {
   keyed: boolean;
   last_seq?: number | null;
   /**
+   * Set when the folder is a chat's audit ledger (its first entry is `ledger_opened`).
+   */
+  ledger?: LedgerInfo | null;
+  /**
    * The first thing that is wrong (checking stops there).
    */
   problem?: VerifyProblem | null;
@@ -1747,6 +1762,22 @@ export interface BlobCounts {
    * Distinct prompt digests the entries name.
    */
   referenced: number;
+}
+/**
+ * What `koru verify` says of a folder whose first entry is `ledger_opened`: an audit
+ * ledger of one chat.
+ */
+export interface LedgerInfo {
+  chat_id: string;
+  /**
+   * `chat_item` entries checked.
+   */
+  items: number;
+  /**
+   * The chat's file when the ledger was opened.
+   */
+  source: string;
+  store: string;
 }
 /**
  * One thing wrong with a journal, where it is.
@@ -1923,6 +1954,89 @@ export interface TurnUsage {
   output_tokens?: number | null;
   reasoning_tokens?: number | null;
 }
+/**
+ * `chat.audit` (controller → daemon): audit one chat the observers know into its ledger.
+ * Without `chat_id` the most recently active chat is audited. The daemon writes the
+ * ledger (sealed with its own `KORU_JOURNAL_HMAC_KEY`, when set) and answers
+ * `chat.audit.result` once it is on disk.
+ */
+export interface ChatAudit {
+  /**
+   * A chat id as `chats.list` gives it.
+   */
+  chat_id?: string | null;
+  /**
+   * Also write the ledger's self-verifying HTML page to this file: an absolute path, or
+   * a file name alone for a page in the ledger's folder.
+   */
+  html?: string | null;
+  /**
+   * The ledger's folder (absolute); default `$XDG_STATE_HOME/koru/audits/<store>/<chat>/`.
+   */
+  out?: string | null;
+  /**
+   * The store (registry interface id) of `chat_id`, when two stores have a chat of that
+   * id; without `chat_id`, the most recent chat of this store.
+   */
+  store?: string | null;
+}
+/**
+ * `chat.audit.result`: what the audit did. A `finding` of kind `source_rewritten` means
+ * that nothing new was imported (`koru audit` exits 1).
+ */
+export interface ChatAuditResult {
+  chat_id: string;
+  /**
+   * The ledger's folder.
+   */
+  dir: string;
+  /**
+   * What the audit found changed in the part of the source imported before, when
+   * anything did (recorded in the ledger as an entry of this kind).
+   */
+  finding?: AuditFinding | null;
+  head: string;
+  /**
+   * The HTML page written, when one was asked for.
+   */
+  html?: string | null;
+  /**
+   * Items this run imported.
+   */
+  items_added: number;
+  /**
+   * Items the ledger holds now.
+   */
+  items_total: number;
+  /**
+   * Whether the ledger's entries are keyed (HMAC-SHA256).
+   */
+  keyed: boolean;
+  /**
+   * The ledger's last `seq` and `entry_hash` after this run.
+   */
+  last_seq: number;
+  /**
+   * Whether this audit opened the ledger (its first run).
+   */
+  opened: boolean;
+  /**
+   * The chat's file (or database) the items were read from.
+   */
+  source: string;
+  store: string;
+}
+/**
+ * A change found in the part of a source already imported.
+ */
+export interface AuditFinding {
+  /**
+   * The first imported item that differs (its `index` in the ledger), when one does.
+   */
+  item?: number | null;
+  kind: AuditFindingKind;
+  message: string;
+}
 
 /** Every message type of this protocol version, as the schema lists them. */
 export const MESSAGE_TYPES: readonly string[] = [
@@ -1965,4 +2079,6 @@ export const MESSAGE_TYPES: readonly string[] = [
   "journal.verify.result",
   "chat.read",
   "chat.read.result",
+  "chat.audit",
+  "chat.audit.result",
 ];

@@ -30,7 +30,7 @@ public final class Protocol {
             "drives.list.result", "drive.create", "drive.get", "drive.cancel", "drive.result",
             "events.subscribe", "events.subscribed", "stream", "chats.list", "chats.list.result",
             "observe.report", "observe.reported", "recovery.run", "recovery.result", "journal.verify",
-            "journal.verify.result", "chat.read", "chat.read.result");
+            "journal.verify.result", "chat.read", "chat.read.result", "chat.audit", "chat.audit.result");
 
     /** Snake-case field names on the wire, camelCase in Java; nulls are left out (optional fields). */
     public static final Gson GSON = new GsonBuilder()

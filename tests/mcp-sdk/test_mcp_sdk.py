@@ -19,7 +19,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 KORU = sys.argv[1]
-TOOLS = ["list_sessions", "send_prompt", "get_drive", "cancel_drive", "wait_for_reply", "read_chat", "doctor", "list_interfaces", "recover", "verify_journal"]
+TOOLS = ["list_sessions", "send_prompt", "get_drive", "cancel_drive", "wait_for_reply", "read_chat", "doctor", "list_interfaces", "recover", "verify_journal", "audit_chat"]
 failures = []
 passed = 0
 

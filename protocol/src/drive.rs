@@ -544,6 +544,10 @@ pub struct DriveInfo {
     /// another drive running), while it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<Blocker>,
+    /// The chat's own record of the prompt and of how its turn ended (store, file, place,
+    /// digests), once the daemon has read them back from the chat's store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Box<crate::DriveEvidence>>,
 }
 
 impl DriveInfo {

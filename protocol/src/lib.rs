@@ -43,10 +43,11 @@ pub use journal::{
     VerifyProblemKind, VerifyReport, VerifyVerdict,
 };
 pub use observe::{
-    AgentProcess, ChatInfo, ChatsList, ChatsListResult, DriveObservation, NeedsInputKind,
-    ObservationBasis, ObserveReport, ObserveReported, ObservedChatState, ObservedEvent,
-    ObservedKind, ObservedStage, ObserverMode, ObserverStatus, PollCost, StoreProblem,
-    StoreProblemKind, PLUGIN_OBSERVATION_STORE,
+    AgentProcess, ChatInfo, ChatRecordRef, ChatsList, ChatsListResult, DriveEvidence,
+    DriveObservation, NeedsInputKind, ObservationBasis, ObserveReport, ObserveReported,
+    ObservedChatState, ObservedEvent, ObservedKind, ObservedStage, ObserverMode, ObserverStatus,
+    OutcomeEvidence, PollCost, StoreProblem, StoreProblemKind, StoreRecord, TextDigest,
+    PLUGIN_OBSERVATION_STORE,
 };
 pub use product::IdeProduct;
 pub use recovery::{RecoveryAction, RecoveryResult, RecoveryRun, RECOVERY_ACTIONS};

@@ -217,6 +217,116 @@ impl DriveObservation {
     }
 }
 
+/// The chat's own record of a drive (docs/journal.md, "Evidence"): where the chat's store
+/// holds the drive's prompt and how its turn ended, with the SHA-256 of those records'
+/// bytes as they are in the store, so that anyone holding the chat's file can check them.
+/// The daemon reads it back from the store when the observers match the prompt and when
+/// the turn settles, and journals each part (`drive_prompt_recorded`,
+/// `drive_outcome_recorded`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DriveEvidence {
+    /// The record of the prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<ChatRecordRef>,
+    /// How the turn ended (the latest stage recorded: a turn that asked for input and then
+    /// replied shows the reply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<OutcomeEvidence>,
+}
+
+/// One record of a chat in its store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChatRecordRef {
+    /// The store (registry interface id) and the chat.
+    pub store: String,
+    pub chat_id: String,
+    /// The chat's file (or database) the record was read from.
+    pub file: String,
+    /// The turn it belongs to (0 is the chat's first).
+    pub turn: u64,
+    /// The store's own time for it, when it records one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_at_ms: Option<u64>,
+    pub record: StoreRecord,
+}
+
+/// Where a record's bytes are in a chat's store, and their SHA-256 (lowercase hex), tagged
+/// by `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StoreRecord {
+    /// One line of a JSONL file: `bytes` from `offset` (where the line starts), the line
+    /// without its `\n`.
+    Line {
+        /// 1-based.
+        line: u64,
+        offset: u64,
+        bytes: u64,
+        sha256: String,
+        /// The element of the line's JSON meant (RFC 6901), when the line holds several.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pointer: Option<String>,
+    },
+    /// One JSON element of a document file: `offset..offset + bytes` of the file exactly.
+    Element {
+        offset: u64,
+        bytes: u64,
+        sha256: String,
+        /// Where it is in the document (RFC 6901).
+        pointer: String,
+        /// The file, when it is not the chat's own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<String>,
+    },
+    /// One row of a SQLite store: its table and key, and the value's bytes as stored.
+    Row {
+        table: String,
+        row: String,
+        bytes: u64,
+        sha256: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pointer: Option<String>,
+        /// The database, when it is not the chat's own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<String>,
+    },
+}
+
+impl StoreRecord {
+    /// The SHA-256 of the record's bytes.
+    pub fn sha256(&self) -> &str {
+        match self {
+            StoreRecord::Line { sha256, .. }
+            | StoreRecord::Element { sha256, .. }
+            | StoreRecord::Row { sha256, .. } => sha256,
+        }
+    }
+}
+
+/// How a drive's turn ended, as the chat's store records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OutcomeEvidence {
+    /// `replied`, `needs_input`, `cancelled` or `failed`.
+    pub stage: ObservedStage,
+    /// `explicit`: `record` is the store's own record of the end (or of the question);
+    /// `inferred`: the store writes no such record, and `record` is the reply's last text.
+    pub basis: ObservationBasis,
+    /// The record, when the store has one for this stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<ChatRecordRef>,
+    /// The reply (the agent's last text of the turn), when it wrote one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<TextDigest>,
+}
+
+/// A text by its SHA-256 (of its UTF-8 bytes, lowercase hex) and length.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TextDigest {
+    pub sha256: String,
+    pub bytes: u64,
+    pub chars: u64,
+}
+
 /// `observe.report` (controller → daemon): observations from outside the stores — e.g.
 /// Claude Code's hooks (`koru hook claude-code`) for what its transcript never records.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

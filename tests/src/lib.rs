@@ -264,6 +264,15 @@ impl Sandbox {
         chain_entries(&self.path().join("state").join("koru").join("journal"))
     }
 
+    /// Claude Code's project folder of `workspace` under the sandbox's home (created): where
+    /// Claude Code keeps the workspace's session logs.
+    pub fn claude_project_dir(&self, workspace: &Path) -> PathBuf {
+        let name = workspace.to_str().unwrap().replace('/', "-");
+        let dir = self.path().join("home/.claude/projects").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     /// The ids `koru sessions --json` lists.
     pub fn session_ids(&self) -> Vec<String> {
         let output = self.run(&["sessions", "--json"]);
@@ -292,6 +301,20 @@ fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::SeqCst)
+}
+
+/// Every file under `dir`, in any folder depth (none when it does not exist).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_under(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
 }
 
 /// Every entry of the hash-chained log in `dir` (the journal, or a chat's audit ledger),

@@ -1,6 +1,6 @@
 //! The controller reads the answer: a drive's whole reply and the agent's steps, read back from a real Claude Code session log by the real daemon, through `koru send --wait-reply`, `koru chat show`, MCP (the rmcp client: `send_prompt wait: replied`, `wait_for_reply`, `read_chat` with paging) and HTTP; and the daemon's memory while 1,000 replies of 50 KB are read through `read_chat` on its own MCP endpoint.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use koru_system_tests::mcp::{call, tool_text};
@@ -13,14 +13,6 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
 const CLAUDE: &str = "chat_history_claude_code_jsonl";
-
-/// The Claude Code project folder of `workspace` under the sandbox's home.
-fn project_dir(sandbox: &Sandbox, workspace: &Path) -> PathBuf {
-    let name = workspace.to_str().unwrap().replace('/', "-");
-    let dir = sandbox.path().join("home/.claude/projects").join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// A reply a person would find hard to carry through unchanged: many lines, indentation,
 /// every kind of Unicode, JSON-looking and escape-looking text, about 20 KB.
@@ -39,7 +31,7 @@ fn long_reply() -> String {
 }
 
 fn start_window(sandbox: &Sandbox, workspace: &Path, extra: &[&str]) -> koru_system_tests::Plugin {
-    let project = project_dir(sandbox, workspace);
+    let project = sandbox.claude_project_dir(workspace);
     let mut args = vec![
         "--workspace",
         workspace.to_str().unwrap(),
@@ -342,7 +334,7 @@ async fn reading_a_thousand_replies_of_50_kb_through_read_chat_does_not_grow_the
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("big");
     // A session log of 20 turns with 50 KB replies, written before the daemon starts.
-    let project = project_dir(&sandbox, &workspace);
+    let project = sandbox.claude_project_dir(&workspace);
     let session = "5a1e0000-0000-4000-8000-000000000001";
     let mut log = String::new();
     for turn in 0..20 {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use koru_system_tests::{controller_hello, signal, stdout_json, Raw, Sandbox};
+use koru_system_tests::{controller_hello, files_under, signal, stdout_json, Raw, Sandbox};
 use serde_json::{json, Value};
 
 const TERMINAL: [&str; 4] = ["done", "failed", "cancelled", "timed_out"];
@@ -354,7 +354,7 @@ fn digest_mode_writes_no_prompt_text_anywhere_on_disk() {
     // Memory still shows it to its owner while the daemon runs.
     assert_eq!(drive["prompt_excerpt"], "secret-prompt-text-5151");
     for root in [sandbox.path().join("state"), sandbox.path().join("home")] {
-        for file in files(&root) {
+        for file in files_under(&root) {
             let bytes = std::fs::read(&file).unwrap_or_default();
             assert!(
                 !bytes.windows(11).any(|w| w == b"secret-prom"),
@@ -366,19 +366,6 @@ fn digest_mode_writes_no_prompt_text_anywhere_on_disk() {
     let (code, out) = verify(&sandbox, &[], &[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("1 absent"), "{out}");
-}
-
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(files(&path));
-        } else {
-            found.push(path);
-        }
-    }
-    found
 }
 
 #[test]

@@ -1,19 +1,12 @@
 //! Chat-store observation end to end: the real daemon watches Claude Code session files that the test grows line by line in the store's real format; `koru observe --json` must show the events in order with their basis, `koru chats` the chats and their state, and the store files must be left byte-for-byte untouched.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use std::time::{Duration, SystemTime};
 
 use koru_system_tests::{Observer, Sandbox};
 use serde_json::Value;
-
-fn project_dir(sandbox: &Sandbox, workspace: &Path) -> PathBuf {
-    let name = workspace.to_str().unwrap().replace('/', "-");
-    let dir = sandbox.path().join("home/.claude/projects").join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn append(path: &Path, record: &Value) {
     let mut file = std::fs::OpenOptions::new()
@@ -66,7 +59,7 @@ fn fingerprint(paths: &[&Path]) -> Vec<(Vec<u8>, SystemTime)> {
 fn claude_code_turns_are_observed_in_order_with_their_basis_and_the_store_is_left_untouched() {
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("repo");
-    let project = project_dir(&sandbox, &workspace);
+    let project = sandbox.claude_project_dir(&workspace);
     // History written before the daemon starts is known but not replayed as news.
     let old = project.join("old-session.jsonl");
     append(
@@ -271,7 +264,7 @@ fn chats_is_empty_and_says_why_when_no_store_exists() {
 fn send_wait_reply_follows_the_drive_through_the_chat_history_to_the_reply() {
     let sandbox = Sandbox::new();
     let workspace = sandbox.workspace("loop");
-    let project = project_dir(&sandbox, &workspace);
+    let project = sandbox.claude_project_dir(&workspace);
     let _daemon = sandbox.start_daemon(&[]);
     let _plugin = sandbox.start_fake_plugin(&[
         "--product",

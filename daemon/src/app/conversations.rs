@@ -96,6 +96,7 @@ impl<C: Clock> App<C> {
                     source,
                     keep: Keep::PromptDigest(digest),
                     expect_reply,
+                    records: false,
                 },
                 Some(drive_id.clone()),
             ));
@@ -119,6 +120,7 @@ impl<C: Clock> App<C> {
                 source,
                 keep,
                 expect_reply: false,
+                records: false,
             },
             None,
         ))
@@ -237,6 +239,7 @@ impl<C: Clock> App<C> {
     /// A read came back: the answer, or the error, to the connection that asked.
     pub(super) fn on_chat_read_finished(&mut self, finished: ChatReadFinished) {
         let Some(pending) = self.chat_reads.remove(&finished.ticket) else {
+            self.on_evidence_read(finished.ticket, finished.result);
             return;
         };
         let reply = match finished.result {

@@ -1240,5 +1240,6 @@ impl<C: Clock> App<C> {
             self.publish(StreamEvent::DriveUpdated { drive });
         }
         self.tell_watch_drive(drive_id);
+        self.want_evidence(drive_id);
     }
 }

@@ -79,6 +79,10 @@ pub struct DriveRecord {
     /// After a route's submit key into such a chat: when the drive fails `needs_user` if
     /// the agent has not recorded the prompt by then.
     pub record_due_ms: Option<u64>,
+    /// The chat's own records of the prompt and outcome, once read back (`evidence`).
+    pub evidence: Option<Box<koru_protocol::DriveEvidence>>,
+    /// Which of them were asked for.
+    pub evidence_asked: super::evidence::EvidenceAsked,
 }
 
 /// What an ack did to a drive.
@@ -149,6 +153,8 @@ impl DriveRecord {
             agent_chat: None,
             agent_chat_id: None,
             record_due_ms: None,
+            evidence: None,
+            evidence_asked: Default::default(),
         }
     }
 
@@ -365,6 +371,7 @@ impl DriveRecord {
             retry_of: self.retry_of.clone(),
             submit_evidence: self.submit_evidence,
             waiting: self.waiting.clone(),
+            evidence: self.evidence.clone(),
         }
     }
 }

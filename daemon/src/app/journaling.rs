@@ -234,6 +234,15 @@ impl<C: Clock> App<C> {
         }
         let view = JournaledView::of(drive, drive.is_terminal());
         let changed = |now: bool| now.then_some(());
+        // In `digest` mode no text of the chat's is kept: the reply's excerpt stays out.
+        let without_text = drive
+            .observation
+            .as_ref()
+            .filter(|o| journal.prompts() == PromptsMode::Digest && o.reply_excerpt.is_some())
+            .map(|o| DriveObservation {
+                reply_excerpt: None,
+                ..o.clone()
+            });
         let fields = journal::DriveChange {
             drive_id: &drive.drive_id,
             state: drive.state,
@@ -243,7 +252,7 @@ impl<C: Clock> App<C> {
             verification: changed(view.verification != last.verification)
                 .map(|_| drive.verification),
             observation: changed(view.observation != last.observation)
-                .map(|_| drive.observation.as_ref()),
+                .map(|_| without_text.as_ref().or(drive.observation.as_ref())),
             submit_evidence: changed(view.submit_evidence != last.submit_evidence)
                 .map(|_| drive.submit_evidence),
             attempts: view

@@ -18,6 +18,7 @@ mod conversations;
 mod delivery;
 pub mod drive_news;
 pub mod drives;
+mod evidence;
 pub mod journaling;
 pub mod recovery;
 mod requests;
@@ -283,6 +284,9 @@ pub struct App<C: Clock> {
     chat_reader: Box<dyn crate::conversation::ChatReader>,
     /// `chat.read` requests waiting for their read, by ticket.
     chat_reads: HashMap<u64, conversations::PendingRead>,
+    /// Reads of drives' chats for their evidence (`evidence`), by ticket (numbered with
+    /// `chat_reads`).
+    evidence_reads: HashMap<u64, evidence::PendingEvidence>,
     next_chat_read: u64,
     /// Runs `chat.audit`'s audits off the loop, and who waits for each, by ticket.
     auditor: Box<dyn crate::audit::AuditRunner>,
@@ -349,6 +353,7 @@ impl<C: Clock> App<C> {
             chat_sources: foldhash::HashMap::default(),
             chat_reader: Box::new(crate::conversation::read::RecordingChatReader::default()),
             chat_reads: HashMap::new(),
+            evidence_reads: HashMap::new(),
             next_chat_read: 1,
             auditor: Box::new(crate::audit::runner::RecordingAuditRunner::default()),
             audits: HashMap::new(),

@@ -484,6 +484,10 @@ pub struct DrivesArgs {
     /// Only drives that have not ended
     #[arg(long)]
     pub active: bool,
+    /// Under the table, each drive's evidence from its chat's store: where the prompt and
+    /// the turn's end are recorded, with their SHA-256 and the reply's
+    #[arg(long)]
+    pub evidence: bool,
     /// Every drive in the journal, not only the newest 100
     #[arg(long)]
     pub all: bool,

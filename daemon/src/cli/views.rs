@@ -429,6 +429,9 @@ pub async fn drives(choice: &HostChoice, args: DrivesArgs) -> anyhow::Result<Exi
         let rows: Vec<(Option<&str>, &DriveInfo)> =
             result.drives.iter().map(|d| (None, d)).collect();
         print_drives(&rows);
+        if args.evidence {
+            print_evidence(&rows);
+        }
         if result.more {
             if let Some(oldest) = result.drives.first() {
                 println!(
@@ -478,6 +481,9 @@ pub async fn drives(choice: &HostChoice, args: DrivesArgs) -> anyhow::Result<Exi
                 .map(|(host, drive)| (Some(host.as_str()), drive))
                 .collect();
             print_drives(&rows);
+            if args.evidence {
+                print_evidence(&rows);
+            }
         }
         for oldest in older {
             println!("older drives: koru drives --before {oldest} (or --all)");
@@ -512,6 +518,19 @@ async fn list_drives(
 }
 
 /// The drives table; a HOST column when the rows carry their host.
+/// `koru drives --evidence`: under the table, each drive's records in its chat's store.
+fn print_evidence(rows: &[(Option<&str>, &DriveInfo)]) {
+    for (_, drive) in rows {
+        let Some(evidence) = &drive.evidence else {
+            continue;
+        };
+        println!("\n{}:", drive.drive_id);
+        for line in crate::mcp::format::evidence_lines(evidence) {
+            println!("  {line}");
+        }
+    }
+}
+
 fn print_drives(rows: &[(Option<&str>, &DriveInfo)]) {
     let now = SystemClock.now_ms();
     let with_host = rows.iter().any(|(host, _)| host.is_some());

@@ -554,6 +554,7 @@ pub mod corpus {
                     source: dir.join(file),
                     keep: Keep::Last(usize::MAX),
                     expect_reply: false,
+                    records: false,
                 };
                 let mut plain = TurnCollector::new(Keep::Last(usize::MAX));
                 let mut with_items = TurnCollector::with_items(Keep::Last(usize::MAX), |_| {});

@@ -26,6 +26,9 @@ pub struct ReadRequest {
     /// read without one is read again for a little while, as the agent may not have written
     /// its store yet (Claude Code runs its Stop hook before the transcript has the reply).
     pub expect_reply: bool,
+    /// Also find where the store holds each kept turn's prompt, reply and end
+    /// (`ChatTurns::records`): a drive's evidence. Every record's bytes are hashed.
+    pub records: bool,
 }
 
 /// How long a read that expects a reply waits for the store to have it, and how often it
@@ -47,6 +50,50 @@ pub struct ChatTurns {
     pub turns: Vec<(u64, Turn)>,
     /// What the store does not record.
     pub not_recorded: &'static [&'static str],
+    /// With `ReadRequest::records`: the store records of each kept turn, in the order of
+    /// `turns`; else empty.
+    pub records: Vec<TurnRecords>,
+}
+
+/// Where the store holds a turn's prompt, its last text and how it ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnRecords {
+    /// The prompt's record.
+    pub prompt: Option<RecordAt>,
+    /// The record of the agent's last text of the turn (the reply).
+    pub reply: Option<RecordAt>,
+    /// The last record saying how the turn ended, or that it waits for the user
+    /// (`ItemKind::TurnEnd` or `ItemKind::NeedsInput`).
+    pub end: Option<RecordAt>,
+}
+
+/// One record of a turn: what it is, its place and digest, and the store's time for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordAt {
+    pub kind: super::items::ItemKind,
+    pub source: SourceRecord,
+    pub at_ms: Option<u64>,
+}
+
+impl TurnRecords {
+    /// Notes an item of its turn.
+    fn note(&mut self, item: ConversationItem) {
+        use super::items::ItemKind;
+        let at = RecordAt {
+            kind: item.kind,
+            source: item.source,
+            at_ms: item.at_ms,
+        };
+        match item.kind {
+            // A prompt split over records (a pasted image beside the text) is its first.
+            ItemKind::Prompt => {
+                self.prompt.get_or_insert(at);
+            }
+            ItemKind::AssistantText => self.reply = Some(at),
+            ItemKind::TurnEnd | ItemKind::NeedsInput => self.end = Some(at),
+            ItemKind::ToolCall | ItemKind::ToolResult => {}
+        }
+    }
 }
 
 /// Why a chat could not be read back.
@@ -77,6 +124,9 @@ pub enum ReadError {
 
 /// Reads the chat `request` names (blocking I/O: call it off the event loop).
 pub fn read_chat(request: &ReadRequest) -> Result<ChatTurns, ReadError> {
+    if request.records {
+        return read_chat_with_records(request);
+    }
     let mut out = TurnCollector::new(request.keep.clone());
     let not_recorded = stores::read_store(request, &mut out)?;
     let total = out.total();
@@ -84,6 +134,38 @@ pub fn read_chat(request: &ReadRequest) -> Result<ChatTurns, ReadError> {
         total,
         turns: out.into_turns(),
         not_recorded,
+        records: Vec::new(),
+    })
+}
+
+/// [`read_chat`] that also notes every turn's records (a few per turn, however long the
+/// turn), and keeps those of the turns kept.
+fn read_chat_with_records(request: &ReadRequest) -> Result<ChatTurns, ReadError> {
+    let mut noted: Vec<TurnRecords> = Vec::new();
+    let mut out = TurnCollector::with_items(request.keep.clone(), |item| {
+        let turn = item.turn as usize;
+        if noted.len() <= turn {
+            noted.resize_with(turn + 1, TurnRecords::default);
+        }
+        noted[turn].note(item);
+    });
+    let not_recorded = stores::read_store(request, &mut out)?;
+    let total = out.total();
+    let turns = out.into_turns();
+    let records = turns
+        .iter()
+        .map(|(index, _)| {
+            noted
+                .get_mut(*index as usize)
+                .map(std::mem::take)
+                .unwrap_or_default()
+        })
+        .collect();
+    Ok(ChatTurns {
+        total,
+        turns,
+        not_recorded,
+        records,
     })
 }
 
@@ -115,6 +197,7 @@ pub fn read_items(
         source: source.to_path_buf(),
         keep: Keep::Last(0),
         expect_reply: false,
+        records: false,
     };
     let mut items = 0u64;
     let mut out = TurnCollector::with_items(Keep::Last(0), |item| {

@@ -9,7 +9,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::canonical::sha256_hex;
-use super::{JournalError, KIND_DRIVE_ACCEPTED, KIND_DRIVE_ENDED, KIND_DRIVE_STATE, KIND_PRUNED};
+use super::{
+    JournalError, KIND_DRIVE_ACCEPTED, KIND_DRIVE_ENDED, KIND_DRIVE_OUTCOME_RECORDED,
+    KIND_DRIVE_PROMPT_RECORDED, KIND_DRIVE_STATE, KIND_PRUNED,
+};
 
 /// How many characters of a prompt listings show.
 const EXCERPT_CHARS: usize = 60;
@@ -171,6 +174,8 @@ pub enum QueuedKind {
     Accepted,
     State,
     Ended,
+    /// `drive_prompt_recorded`, `drive_outcome_recorded`: the chat's own evidence.
+    Evidence,
     Pruned,
     /// Nothing: sessions, recoveries, reloads, the daemon's own entries.
     Other,
@@ -182,6 +187,7 @@ impl QueuedKind {
             KIND_DRIVE_ACCEPTED => QueuedKind::Accepted,
             KIND_DRIVE_STATE => QueuedKind::State,
             KIND_DRIVE_ENDED => QueuedKind::Ended,
+            KIND_DRIVE_PROMPT_RECORDED | KIND_DRIVE_OUTCOME_RECORDED => QueuedKind::Evidence,
             KIND_PRUNED => QueuedKind::Pruned,
             _ => QueuedKind::Other,
         }
@@ -231,7 +237,7 @@ pub struct HistoryQuery {
 }
 
 /// The index's layout version (`PRAGMA user_version`); another one is dropped and rebuilt.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -395,7 +401,10 @@ impl IndexWriter {
                     }
                     continue;
                 }
-                QueuedKind::Accepted | QueuedKind::State | QueuedKind::Ended => {}
+                QueuedKind::Accepted
+                | QueuedKind::State
+                | QueuedKind::Ended
+                | QueuedKind::Evidence => {}
             }
             // Read straight into what the index needs (no tree of values), the drive's id
             // from the queue (a long id, which it does not hold, from the line).
@@ -444,6 +453,14 @@ impl IndexWriter {
                     drives.len() - 1
                 }
             };
+            if queued.kind == QueuedKind::Evidence {
+                if let (Some(info), Some(entry)) =
+                    (drives[at].info.as_mut(), parse_object(&queued.line))
+                {
+                    apply_evidence(info, &entry);
+                }
+                continue;
+            }
             let change = DriveChangeRead::parse(&queued.line).or_else(|| {
                 parse_object(&queued.line).map(|entry| DriveChangeRead::from_entry(&entry))
             });
@@ -683,6 +700,7 @@ fn accepted_drive(accepted: AcceptedRead, at_ms: u64, excerpt: Option<String>) -
         retry_of: accepted.retry_of,
         submit_evidence: None,
         waiting: None,
+        evidence: None,
     }
 }
 
@@ -730,6 +748,14 @@ fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Re
             let ended = kind == KIND_DRIVE_ENDED || info.state.is_terminal();
             store_info(tx, &info, ended)?;
         }
+        KIND_DRIVE_PROMPT_RECORDED | KIND_DRIVE_OUTCOME_RECORDED => {
+            let Some(mut info) = load_info(tx, drive_id)? else {
+                return Ok(());
+            };
+            apply_evidence(&mut info, entry);
+            let ended = info.state.is_terminal();
+            store_info(tx, &info, ended)?;
+        }
         KIND_PRUNED => {
             if let Some(through) = entry.get("through_seq").and_then(Value::as_u64) {
                 tx.execute(
@@ -741,6 +767,25 @@ fn apply_one(tx: &rusqlite::Transaction, indexed: &IndexedEntry) -> rusqlite::Re
         _ => {}
     }
     Ok(())
+}
+
+/// Puts what an evidence entry (`drive_prompt_recorded`, `drive_outcome_recorded`) says
+/// on its drive; an entry that does not read as one is skipped.
+fn apply_evidence(info: &mut DriveInfo, entry: &Map<String, Value>) {
+    let kind = entry.get("kind").and_then(Value::as_str).unwrap_or("");
+    let object = Value::Object(entry.clone());
+    let evidence = info.evidence.get_or_insert_with(Default::default);
+    match kind {
+        KIND_DRIVE_PROMPT_RECORDED => match read(&object) {
+            Some(prompt) => evidence.prompt = Some(prompt),
+            None => tracing::warn!("a drive_prompt_recorded entry the index cannot read; skipped"),
+        },
+        KIND_DRIVE_OUTCOME_RECORDED => match read(&object) {
+            Some(outcome) => evidence.outcome = Some(outcome),
+            None => tracing::warn!("a drive_outcome_recorded entry the index cannot read; skipped"),
+        },
+        _ => {}
+    }
 }
 
 /// What a `drive_state` or `drive_ended` entry says of a drive, read straight from its

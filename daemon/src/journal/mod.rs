@@ -35,6 +35,10 @@ pub const KIND_DAEMON_STOPPED: &str = "daemon_stopped";
 pub const KIND_DRIVE_ACCEPTED: &str = "drive_accepted";
 pub const KIND_DRIVE_STATE: &str = "drive_state";
 pub const KIND_DRIVE_ENDED: &str = "drive_ended";
+/// The chat's own record of a drive's prompt (docs/journal.md, "Evidence").
+pub const KIND_DRIVE_PROMPT_RECORDED: &str = "drive_prompt_recorded";
+/// The chat's own record of how a drive's turn ended, with the reply's digest.
+pub const KIND_DRIVE_OUTCOME_RECORDED: &str = "drive_outcome_recorded";
 pub const KIND_RECOVERY: &str = "recovery_performed";
 pub const KIND_SESSION_CONNECTED: &str = "session_connected";
 pub const KIND_SESSION_DISCONNECTED: &str = "session_disconnected";

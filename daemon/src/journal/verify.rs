@@ -1,4 +1,4 @@
-//! Checking a journal folder (`koru verify`, `journal.verify`): every entry's seal, the `seq` order, the `prev_hash` links across segments, checkpoints left by retention, and the prompt blobs the chain names; stops at the first bad entry and says what is wrong with it.
+//! Checking a journal folder (`koru verify`, `journal.verify`): every entry's seal, the `seq` order, the `prev_hash` links across segments, checkpoints left by retention, and the text blobs (prompts, replies) the chain names; stops at the first bad entry and says what is wrong with it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -105,11 +105,14 @@ pub fn verify(dir: &Path, key: Option<&[u8]>) -> VerifyReport {
             match chain.check(&line.bytes, line.complete, &place, key, &segments[index..]) {
                 Ok(parsed) => {
                     note_ledger(&mut report, &parsed);
-                    if let Some(prompt) = parsed.object.get("prompt") {
-                        if let (Some(digest), Some(bytes)) = (
-                            prompt.get("sha256").and_then(Value::as_str),
-                            prompt.get("bytes").and_then(Value::as_u64),
-                        ) {
+                    // A drive's prompt, and a reply its chat recorded (`drive_outcome_recorded`).
+                    for text in ["prompt", "reply"].map(|key| parsed.object.get(key)) {
+                        if let Some((Some(digest), Some(bytes))) = text.map(|text| {
+                            (
+                                text.get("sha256").and_then(Value::as_str),
+                                text.get("bytes").and_then(Value::as_u64),
+                            )
+                        }) {
                             prompts
                                 .entry(digest.to_string())
                                 .or_insert((bytes, parsed.seq));
@@ -199,7 +202,7 @@ pub fn verify(dir: &Path, key: Option<&[u8]>) -> VerifyReport {
                         Some(*seq),
                         None,
                         format!(
-                            "the prompt blob blobs/sha256/{digest} ({} bytes) does not match the digest and length ({bytes} bytes) the entry records",
+                            "the text blob blobs/sha256/{digest} ({} bytes) does not match the digest and length ({bytes} bytes) the entry records",
                             content.len()
                         ),
                     ));
@@ -604,7 +607,7 @@ pub fn render(report: &VerifyReport) -> String {
         return out;
     }
     out.push_str(&format!(
-        "  prompts: {} named, {} kept and matching, {} absent (purged, or --journal-prompts digest; not tampering)\n",
+        "  texts (prompts, replies): {} named, {} kept and matching, {} absent (purged, or --journal-prompts digest; not tampering)\n",
         report.blobs.referenced, report.blobs.present, report.blobs.absent
     ));
     out

@@ -67,6 +67,7 @@ fn a_chat_is_read_from_the_file_the_observers_read_it_from_and_answered_when_the
             total: 4,
             turns: vec![(3, turn("hello", "hi there"))],
             not_recorded: &["exit_status"],
+            records: Vec::new(),
         }),
     );
     let Some(Message::ChatReadResult(result)) = controller.drain().pop() else {
@@ -144,12 +145,17 @@ fn a_drives_turn_is_the_one_its_prompt_started_in_the_chat_it_was_matched_to() {
             ..Default::default()
         },
     );
-    let (ticket, request) = reader.started.lock().unwrap()[0].clone();
-    assert_eq!(request.chat_id, "c9");
-    assert_eq!(
-        request.keep,
-        Keep::PromptDigest(crate::observe::prompt_digest("Fix the tests"))
+    let started = reader.started.lock().unwrap().clone();
+    // The match itself asked for the prompt's evidence (its records, off the loop)...
+    let digest = Keep::PromptDigest(crate::observe::prompt_digest("Fix the tests"));
+    assert!(
+        started.iter().any(|(_, r)| r.records && r.keep == digest),
+        "{started:?}"
     );
+    // ...and the controller's read is a read of the turn alone.
+    let (ticket, request) = started.iter().find(|(_, r)| !r.records).unwrap().clone();
+    assert_eq!(request.chat_id, "c9");
+    assert_eq!(request.keep, digest);
     // The file was rewritten without the prompt: said, not answered with another turn.
     finish(
         &mut h,
@@ -158,6 +164,7 @@ fn a_drives_turn_is_the_one_its_prompt_started_in_the_chat_it_was_matched_to() {
             total: 2,
             turns: Vec::new(),
             not_recorded: &[],
+            records: Vec::new(),
         }),
     );
     let (code, message) = error_code(&mut controller);
@@ -307,6 +314,7 @@ fn an_answer_too_long_for_one_line_is_cut_and_says_where_the_rest_starts() {
             total: 1,
             turns: vec![(0, turn("hello", &reply))],
             not_recorded: &[],
+            records: Vec::new(),
         }),
     );
     let Some(Message::ChatReadResult(result)) = controller.drain().pop() else {
@@ -319,4 +327,100 @@ fn an_answer_too_long_for_one_line_is_cut_and_says_where_the_rest_starts() {
     let got = turn.reply.as_deref().unwrap().chars().count() as u64;
     assert!(got > 1_000, "still a useful page: {got} characters");
     assert_eq!(turn.reply_next_offset, Some(got));
+}
+
+/// The records a read found of a turn: its prompt at line `prompt`, its end at `end`.
+fn records_at(prompt: u64, end: Option<u64>) -> crate::conversation::read::TurnRecords {
+    use crate::conversation::read::{RecordAt, TurnRecords};
+    use crate::conversation::{ItemKind, SourceRecord};
+    let at = |kind, line: u64| RecordAt {
+        kind,
+        source: SourceRecord::line(line, line * 100, format!("line {line}").as_bytes()),
+        at_ms: Some(line),
+    };
+    TurnRecords {
+        prompt: Some(at(ItemKind::Prompt, prompt)),
+        reply: end.map(|line| at(ItemKind::AssistantText, line)),
+        end: end.map(|line| at(ItemKind::TurnEnd, line)),
+    }
+}
+
+#[test]
+fn a_drives_evidence_is_read_once_per_stage_and_a_later_turn_with_the_same_prompt_is_not_taken_for_it(
+) {
+    let mut h = Harness::new();
+    let reader = with_reader(&mut h);
+    let (plugin, session_id) = h.plugin("/w");
+    let mut controller = h.controller(64);
+    let drive = h.create(
+        &mut controller,
+        Target::Session(session_id),
+        "Fix the tests",
+    );
+    for stage in [AckStage::Received, AckStage::Submitted] {
+        h.ack(&plugin, &drive, stage);
+    }
+    let event = observed(&h, "c9", "/w", prompt_seen("Fix the tests"));
+    h.app.handle(event);
+    let started = reader.started.lock().unwrap().clone();
+    assert_eq!(started.len(), 1, "one read for the prompt: {started:?}");
+    let (ticket, request) = started[0].clone();
+    assert!(request.records && !request.expect_reply);
+    assert_eq!(request.source, std::path::Path::new("/store/c9.jsonl"));
+    finish(
+        &mut h,
+        ticket,
+        Ok(ChatTurns {
+            total: 1,
+            turns: vec![(0, turn("Fix the tests", ""))],
+            not_recorded: &[],
+            records: vec![records_at(3, None)],
+        }),
+    );
+    let evidence = h.app.drives.get(&drive).unwrap().info().evidence.unwrap();
+    let prompt = evidence.prompt.unwrap();
+    assert_eq!((prompt.chat_id.as_str(), prompt.turn), ("c9", 0));
+    assert_eq!(
+        prompt.record,
+        koru_protocol::StoreRecord::Line {
+            line: 3,
+            offset: 300,
+            bytes: 6,
+            sha256: crate::journal::canonical::sha256_hex(b"line 3"),
+            pointer: None,
+        }
+    );
+    assert_eq!(evidence.outcome, None);
+    // The turn ends: one more read, expecting the reply; the same stage again asks nothing.
+    for _ in 0..2 {
+        let event = observed(
+            &h,
+            "c9",
+            "/w",
+            ObservedKind::ReplyCompleted {
+                excerpt: "done".into(),
+                length: 4,
+            },
+        );
+        h.app.handle(event);
+    }
+    let started = reader.started.lock().unwrap().clone();
+    assert_eq!(started.len(), 2, "{started:?}");
+    let (ticket, request) = started[1].clone();
+    assert!(request.records && request.expect_reply);
+    // What came back is a later turn of the same prompt (sent again by hand): not this
+    // drive's, so no outcome is recorded for it.
+    finish(
+        &mut h,
+        ticket,
+        Ok(ChatTurns {
+            total: 2,
+            turns: vec![(1, turn("Fix the tests", "done"))],
+            not_recorded: &[],
+            records: vec![records_at(9, Some(11))],
+        }),
+    );
+    let evidence = h.app.drives.get(&drive).unwrap().info().evidence.unwrap();
+    assert_eq!(evidence.outcome, None);
+    assert_eq!(evidence.prompt.unwrap().turn, 0);
 }

@@ -269,6 +269,7 @@ mod tests {
                 source: "/nonexistent/chat.jsonl".into(),
                 keep: Keep::Last(1),
                 expect_reply: false,
+                records: false,
             };
             read_store(&request, &mut TurnCollector::new(Keep::Last(1)))
         };

@@ -401,6 +401,51 @@ export type DriveState =
  */
 export type TextDelivery = "pasted" | "typed";
 /**
+ * Where a record's bytes are in a chat's store, and their SHA-256 (lowercase hex), tagged
+ * by `kind`.
+ */
+export type StoreRecord =
+  | {
+      bytes: number;
+      kind: "line";
+      /**
+       * 1-based.
+       */
+      line: number;
+      offset: number;
+      /**
+       * The element of the line's JSON meant (RFC 6901), when the line holds several.
+       */
+      pointer?: string | null;
+      sha256: string;
+    }
+  | {
+      bytes: number;
+      /**
+       * The file, when it is not the chat's own.
+       */
+      file?: string | null;
+      kind: "element";
+      offset: number;
+      /**
+       * Where it is in the document (RFC 6901).
+       */
+      pointer: string;
+      sha256: string;
+    }
+  | {
+      bytes: number;
+      /**
+       * The database, when it is not the chat's own.
+       */
+      file?: string | null;
+      kind: "row";
+      pointer?: string | null;
+      row: string;
+      sha256: string;
+      table: string;
+    };
+/**
  * How far to trust an observation.
  */
 export type ObservationBasis = "explicit" | "inferred";
@@ -1454,6 +1499,11 @@ export interface DriveInfo {
   blocker?: Blocker | null;
   created_at_ms: number;
   drive_id: string;
+  /**
+   * The chat's own record of the prompt and of how its turn ended (store, file, place,
+   * digests), once the daemon has read them back from the chat's store.
+   */
+  evidence?: DriveEvidence | null;
   finished_at_ms?: number | null;
   /**
    * Every state the drive went through, in order, with its time.
@@ -1529,6 +1579,79 @@ export interface RouteAttempt {
    * stage is `pasted` either way (the text is in the input).
    */
   text?: TextDelivery | null;
+}
+/**
+ * The chat's own record of a drive (docs/journal.md, "Evidence"): where the chat's store
+ * holds the drive's prompt and how its turn ended, with the SHA-256 of those records'
+ * bytes as they are in the store, so that anyone holding the chat's file can check them.
+ * The daemon reads it back from the store when the observers match the prompt and when
+ * the turn settles, and journals each part (`drive_prompt_recorded`,
+ * `drive_outcome_recorded`).
+ */
+export interface DriveEvidence {
+  /**
+   * How the turn ended (the latest stage recorded: a turn that asked for input and then
+   * replied shows the reply).
+   */
+  outcome?: OutcomeEvidence | null;
+  /**
+   * The record of the prompt.
+   */
+  prompt?: ChatRecordRef | null;
+}
+/**
+ * How a drive's turn ended, as the chat's store records it.
+ */
+export interface OutcomeEvidence {
+  /**
+   * `explicit`: `record` is the store's own record of the end (or of the question);
+   * `inferred`: the store writes no such record, and `record` is the reply's last text.
+   */
+  basis: "explicit" | "inferred";
+  /**
+   * The record, when the store has one for this stage.
+   */
+  record?: ChatRecordRef | null;
+  /**
+   * The reply (the agent's last text of the turn), when it wrote one.
+   */
+  reply?: TextDigest | null;
+  /**
+   * `replied`, `needs_input`, `cancelled` or `failed`.
+   */
+  stage:
+    ("replying" | "needs_input" | "cancelled" | "failed") | "observed" | "replied" | "ambiguous";
+}
+/**
+ * One record of a chat in its store.
+ */
+export interface ChatRecordRef {
+  chat_id: string;
+  /**
+   * The chat's file (or database) the record was read from.
+   */
+  file: string;
+  record: StoreRecord;
+  /**
+   * The store (registry interface id) and the chat.
+   */
+  store: string;
+  /**
+   * The store's own time for it, when it records one.
+   */
+  store_at_ms?: number | null;
+  /**
+   * The turn it belongs to (0 is the chat's first).
+   */
+  turn: number;
+}
+/**
+ * A text by its SHA-256 (of its UTF-8 bytes, lowercase hex) and length.
+ */
+export interface TextDigest {
+  bytes: number;
+  chars: number;
+  sha256: string;
 }
 /**
  * When a drive entered a state.

@@ -163,6 +163,65 @@ test("a drive's export holds its stretch and its prompt, checked against the rec
   });
 });
 
+test("a drive's export goes on past drive_ended to the chat's own records of it, and checks the reply against them", async () => {
+  await withDaemon({}, async (daemon) => {
+    const reply = 'Both tests pass now ✓\n\n```\nok 2\n```';
+    const replyFile = path.join(daemon.root, 'reply.txt');
+    fs.writeFileSync(replyFile, reply);
+    const plugin = await daemon.plugin({ name: 'evidence-ws', claudeStore: true, extra: ['--reply-delay-ms', '50', '--reply-file', replyFile] });
+    const prompt = 'Fix the two failing tests';
+    const sent = JSON.parse(koruOk(daemon, ['send', '--wait-reply', '--json', '--timeout', '20', '--workspace', plugin.workspace, prompt]));
+    assert.equal(sent.state, 'done');
+    const id = sent.drive_id;
+    // The outcome's evidence is read from the chat's file after the reply settles.
+    let drive = null;
+    for (let i = 0; i < 150 && !drive?.evidence?.outcome; i++) {
+      drive = JSON.parse(koruOk(daemon, ['drives', '--json'])).find((d) => d.drive_id === id);
+      if (!drive?.evidence?.outcome) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(drive?.evidence?.outcome, JSON.stringify(drive));
+    const out = path.join(daemon.root, 'evidence.html');
+    koruOk(daemon, ['journal', 'export', '--html', out, '--drive', id]);
+
+    const { page, context, verdict, problems } = await openExport(out);
+    await shot(page, 'journal-export-drive-evidence', { fullPage: true });
+    assert.equal(verdict.state, 'intact', verdict.text);
+    const kinds = await page.$$eval('#entries-body td.kind summary', (s) => s.map((e) => e.textContent));
+    assert.equal(kinds[0], 'drive_accepted');
+    assert.ok(kinds.includes('drive_ended'), kinds.join(' '));
+    // Past drive_ended, to the drive's last entry: the chat's record of the outcome (or the
+    // drive_state with the reply observed, journaled at the next tick).
+    assert.ok(kinds.indexOf('drive_outcome_recorded') > kinds.indexOf('drive_ended'), kinds.join(' '));
+    assert.ok(['drive_outcome_recorded', 'drive_state'].includes(kinds.at(-1)), kinds.join(' '));
+    const drives = await page.$$eval('#entries-body td.drive', (cells) => cells.map((c) => c.textContent));
+    assert.equal(drives.at(-1), id);
+    assert.ok(kinds.indexOf('drive_prompt_recorded') > 0, kinds.join(' '));
+    const promptRecord = drive.evidence.prompt.record;
+    assert.match(
+      await page.textContent('#evidence-prompt'),
+      new RegExp(`chat ${drive.evidence.prompt.chat_id}, .*line ${promptRecord.line} \\(offset ${promptRecord.offset}, ${promptRecord.bytes} bytes\\), sha256 ${promptRecord.sha256}$`),
+    );
+    assert.match(await page.textContent('#evidence-outcome'), /^The turn replied \(seq \d+\), the store's record of it: .*line \d+/);
+    const digest = crypto.createHash('sha256').update(reply).digest('hex');
+    assert.match(await page.textContent('#evidence-reply'), new RegExp(`sha256 ${digest}$`));
+    assert.equal(await page.textContent('#reply-text'), reply);
+    assert.equal(await page.getAttribute('#reply-status', 'data-matches'), 'true');
+    assert.deepEqual(problems, []);
+    await context.close();
+
+    // The reply edited in a copy: its drive_outcome_recorded entry is named.
+    const html = fs.readFileSync(out, 'utf8');
+    const edited = out.replace('.html', '-reply-edited.html');
+    fs.writeFileSync(edited, html.replace('Both tests pass now', 'Both tests passed now'));
+    const bad = await openExport(edited);
+    assert.equal(bad.verdict.state, 'tampered', bad.verdict.text);
+    assert.match(bad.verdict.text, /: blob_mismatch — the reply text in this file/);
+    const outcomeSeq = await bad.page.$$eval('#entries-body tr', (rows) => rows.find((r) => r.querySelector('td.kind summary').textContent === 'drive_outcome_recorded').querySelector('td.seq').textContent);
+    assert.equal(bad.verdict.badSeq, outcomeSeq);
+    await bad.context.close();
+  });
+});
+
 test("a keyed journal's page needs the key, names a wrong one, and verifies with the right one", async () => {
   const key = 'correct horse battery staple';
   await withDaemon({ env: { KORU_JOURNAL_HMAC_KEY: key } }, async (daemon) => {

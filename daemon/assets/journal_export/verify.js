@@ -424,7 +424,7 @@
     const meta = data.export || {};
     const lines = data.lines;
     const rows = [];
-    const chain = { entries: 0, expectedSeq: null, expectedPrev: null, keyed: null, firstSeq: null, firstPrev: null, needsKey: false, checkpoints: [], accepted: new Map() };
+    const chain = { entries: 0, expectedSeq: null, expectedPrev: null, keyed: null, firstSeq: null, firstPrev: null, needsKey: false, checkpoints: [], accepted: new Map(), promptRecorded: new Map(), outcomes: new Map() };
     let problem = null;
 
     for (let index = 0; index < lines.length; index++) {
@@ -486,6 +486,30 @@
         }
       }
     }
+    // The reply shown must be the one the chat's evidence entry recorded.
+    const reply = meta.reply && typeof meta.reply.text === 'string' ? { driveId: meta.reply.drive_id, text: meta.reply.text, matches: false } : null;
+    if (reply) {
+      const bytes = utf8(reply.text);
+      reply.sha256 = hex(sha256(bytes));
+      reply.bytes = bytes.length;
+      const outcome = chain.outcomes.get(reply.driveId);
+      if (!outcome || outcome.replySha256 === null) {
+        if (!problem) problem = at('blob_mismatch', null, `the reply shown is for drive ${reply.driveId}, whose drive_outcome_recorded entry is not among the checked entries`, null);
+      } else {
+        reply.recorded = outcome;
+        reply.matches = outcome.replySha256 === reply.sha256 && outcome.replyBytes === BigInt(reply.bytes);
+        if (!reply.matches && !problem) {
+          problem = at(
+            'blob_mismatch',
+            outcome.seq,
+            `the reply text in this file (${reply.bytes} bytes, sha256 ${reply.sha256}) does not match the digest and length (${outcome.replyBytes} bytes, sha256 ${outcome.replySha256}) its drive_outcome_recorded entry records`,
+            outcome.row,
+          );
+        }
+      }
+    }
+    const driveId = meta.selection && meta.selection.kind === 'drive' ? meta.selection.drive_id : null;
+    const evidence = driveId === null ? null : { prompt: chain.promptRecorded.get(driveId) || null, outcome: chain.outcomes.get(driveId) || null };
     if (problem && problem.row !== null && rows[problem.row]) rows[problem.row].status = 'bad';
     return {
       verdict: problem ? 'tampered' : chain.needsKey ? 'needs-key' : 'intact',
@@ -499,6 +523,8 @@
       keyed: chain.keyed === true,
       prunedThrough,
       prompt,
+      reply,
+      evidence,
     };
   }
 
@@ -573,6 +599,41 @@
     if (parsed.kind === 'drive_accepted' && stringField(parsed.object, 'drive_id') !== null && prompt instanceof Map) {
       chain.accepted.set(stringField(parsed.object, 'drive_id'), { seq, row: index, sha256: stringField(prompt, 'sha256'), bytes: u64Field(prompt, 'bytes') });
     }
+    // The chat's own records of a drive (its evidence), as the checked entries hold them.
+    // `holder`: an object with the chat's `file` and the `record` in it.
+    const evidenceOf = (holder) => {
+      const place = holder instanceof Map ? holder.get('record') : null;
+      if (!(place instanceof Map)) return null;
+      return {
+        file: stringField(holder, 'file'),
+        kind: stringField(place, 'kind'),
+        line: u64Field(place, 'line'),
+        offset: u64Field(place, 'offset'),
+        bytes: u64Field(place, 'bytes'),
+        table: stringField(place, 'table'),
+        row: stringField(place, 'row'),
+        pointer: stringField(place, 'pointer'),
+        sha256: stringField(place, 'sha256'),
+      };
+    };
+    const recordedFor = stringField(parsed.object, 'drive_id');
+    if (parsed.kind === 'drive_prompt_recorded' && recordedFor !== null) {
+      const found = evidenceOf(parsed.object);
+      chain.promptRecorded.set(recordedFor, { seq, row: index, store: stringField(parsed.object, 'store'), chatId: stringField(parsed.object, 'chat_id'), ...found });
+    }
+    if (parsed.kind === 'drive_outcome_recorded' && recordedFor !== null) {
+      const replyRecord = parsed.object.get('reply');
+      chain.outcomes.set(recordedFor, {
+        seq,
+        row: index,
+        stage: stringField(parsed.object, 'stage'),
+        basis: stringField(parsed.object, 'basis'),
+        record: evidenceOf(parsed.object.get('record')),
+        replySha256: stringField(replyRecord, 'sha256'),
+        replyBytes: u64Field(replyRecord, 'bytes'),
+        replyChars: u64Field(replyRecord, 'chars'),
+      });
+    }
     chain.entries++;
     chain.expectedSeq = seq + BigInt(1);
     chain.expectedPrev = parsed.entryHash;
@@ -632,7 +693,7 @@
     const selection = meta.selection || {};
     fact('Exported', `${isoTime(meta.exported_at_ms)} by koru ${meta.koru_version || '?'}`);
     fact(ledger ? 'Ledger folder' : 'Journal folder', code(meta.journal_dir || '?'), ' (on the machine that wrote it)');
-    if (selection.kind === 'drive') fact('Selection', 'drive ', code(selection.drive_id), ': from its drive_accepted entry to its drive_ended entry (entries of other drives in between are kept: the chain needs them)');
+    if (selection.kind === 'drive') fact('Selection', 'drive ', code(selection.drive_id), ': from its drive_accepted entry to its last entry — its drive_ended, or the chat's own records of it that came after (entries of other drives in between are kept: the chain needs them)');
     else if (selection.kind === 'since') fact('Selection', `entries from ${isoTime(selection.since_ms)} on`);
     else fact('Selection', ledger ? 'every entry of the ledger' : 'every entry of the journal');
     fact('Entries', `${result.entries} checked${result.firstSeq !== null ? ` (seq ${result.firstSeq}–${result.lastSeq})` : ''} of ${result.rows.length} in this file`);
@@ -672,6 +733,55 @@
     status.textContent = checked.matches
       ? `Drive ${prompt.drive_id}: this text matches the sha256 and length its drive_accepted entry (seq ${checked.recorded.seq}) records — sha256 ${checked.sha256}, ${checked.bytes} bytes.`
       : `Drive ${prompt.drive_id}: this text does NOT match what its drive_accepted entry records (this text: sha256 ${checked.sha256}, ${checked.bytes} bytes).`;
+  }
+
+  /** Where a record is in its file, for a person. */
+  function placeOf(found) {
+    if (!found) return 'no record';
+    const where = found.kind === 'line'
+      ? `line ${found.line} (offset ${found.offset}, ${found.bytes} bytes)`
+      : found.kind === 'element'
+        ? `element ${found.pointer} (offset ${found.offset}, ${found.bytes} bytes)`
+        : `row ${found.table}/${found.row} (${found.bytes} bytes)`;
+    return `${found.file || ''} ${where}, sha256 ${found.sha256}`;
+  }
+
+  function showEvidence(meta, result) {
+    const box = document.getElementById('evidence-box');
+    const list = document.getElementById('evidence-records');
+    const status = document.getElementById('reply-status');
+    const textBox = document.getElementById('reply-text');
+    const evidence = result.evidence;
+    box.hidden = !evidence || (!evidence.prompt && !evidence.outcome);
+    if (box.hidden) return;
+    list.textContent = '';
+    const item = (id, text) => {
+      const li = el('li', { id });
+      li.textContent = text;
+      list.append(li);
+    };
+    if (evidence.prompt) {
+      item('evidence-prompt', `The prompt, as the chat recorded it (seq ${evidence.prompt.seq}): ${evidence.prompt.store} chat ${evidence.prompt.chatId}, ${placeOf(evidence.prompt)}`);
+    }
+    const outcome = evidence.outcome;
+    if (outcome) {
+      const how = outcome.basis === 'explicit' ? "the store's record of it" : 'no record of the end in the store; the reply\'s last text';
+      item('evidence-outcome', `The turn ${outcome.stage} (seq ${outcome.seq}), ${how}: ${placeOf(outcome.record)}`);
+      if (outcome.replySha256 !== null) item('evidence-reply', `The reply: ${outcome.replyChars} characters, ${outcome.replyBytes} bytes, sha256 ${outcome.replySha256}`);
+    }
+    const reply = meta.reply;
+    if (!reply || typeof reply.text !== 'string') {
+      status.textContent = reply ? `The reply's text is not in this file: ${reply.absent || 'its text was not kept'}.` : '';
+      textBox.hidden = true;
+      return;
+    }
+    textBox.hidden = false;
+    textBox.textContent = reply.text;
+    const checked = result.reply;
+    status.dataset.matches = String(checked.matches);
+    status.textContent = checked.matches
+      ? `This reply matches the sha256 and length its drive_outcome_recorded entry (seq ${checked.recorded.seq}) records — sha256 ${checked.sha256}, ${checked.bytes} bytes.`
+      : `This reply does NOT match what its drive_outcome_recorded entry records (this text: sha256 ${checked.sha256}, ${checked.bytes} bytes).`;
   }
 
   function showRows(result) {
@@ -770,11 +880,12 @@
     try {
       result = checkExport(data, key);
     } catch (error) {
-      result = { verdict: 'tampered', problem: { kind: 'malformed', seq: null, message: `the check stopped: ${error.message}` }, rows: [], entries: 0, head: null, firstSeq: null, lastSeq: null, keyed: false, prunedThrough: null, prompt: null };
+      result = { verdict: 'tampered', problem: { kind: 'malformed', seq: null, message: `the check stopped: ${error.message}` }, rows: [], entries: 0, head: null, firstSeq: null, lastSeq: null, keyed: false, prunedThrough: null, prompt: null, reply: null, evidence: null };
     }
     showVerdict(result);
     showAbout(data.export || {}, result);
     showPrompt(data.export || {}, result);
+    showEvidence(data.export || {}, result);
     showRows(result);
     showCrossCheck(data.export || {}, result);
     document.getElementById('key-box').hidden = !result.keyed && !(data.export && data.export.keyed);

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::canonical::{sha256_hex, GENESIS};
 use super::segments::{self, Lines};
-use super::{blob_path, verify, JournalError, KIND_DRIVE_ACCEPTED, KIND_DRIVE_ENDED};
+use super::{blob_path, verify, JournalError, KIND_DRIVE_ACCEPTED, KIND_DRIVE_OUTCOME_RECORDED};
 
 /// The page's shell, look and checker.
 const PAGE: &str = include_str!("../../assets/journal_export/page.html");
@@ -35,7 +35,8 @@ pub const FORMAT: &str = "koru-journal-export/1";
 pub enum Selection {
     /// Every entry.
     All,
-    /// The stretch from this drive's `drive_accepted` to its `drive_ended` (and its prompt).
+    /// The stretch from this drive's `drive_accepted` to its last entry — its `drive_ended`,
+    /// or the chat's evidence after it — with its prompt and the reply its chat recorded.
     Drive(String),
     /// Entries at or after this time (Unix ms).
     Since(u64),
@@ -112,6 +113,13 @@ pub fn export_html(
         Selection::Drive(drive_id) => Some(prompt_of(dir, drive_id, &stretch)?),
         _ => None,
     };
+    // The reply the drive's chat recorded, when its evidence is in the stretch.
+    let reply = match (selection, &stretch.reply) {
+        (Selection::Drive(drive_id), Some(reply)) => {
+            Some(text_of(dir, drive_id, Some(reply), "reply")?)
+        }
+        _ => None,
+    };
     let exported_at_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -148,6 +156,7 @@ pub fn export_html(
             "pruned_through": report.pruned_through,
         },
         "prompt": prompt,
+        "reply": reply,
     });
     write_private(out, &page(&meta, &stretch.lines))?;
     Ok(format!(
@@ -188,6 +197,17 @@ struct Stretch {
     head: String,
     /// The selected drive's `drive_accepted` prompt record: `{sha256, bytes, chars}`.
     prompt: Option<Value>,
+    /// The selected drive's last `drive_outcome_recorded` reply: `{sha256, bytes, chars}`.
+    reply: Option<Value>,
+}
+
+/// Where a drive's stretch ends: its last entry read so far (the evidence of its chat may
+/// come after its `drive_ended`).
+#[derive(Debug, Clone)]
+struct DriveEnd {
+    lines: usize,
+    last_seq: u64,
+    head: String,
 }
 
 /// What selection needs of an entry.
@@ -202,6 +222,8 @@ struct EntryFields {
     drive_id: Option<Value>,
     #[serde(default)]
     prompt: Option<Value>,
+    #[serde(default)]
+    reply: Option<Value>,
 }
 
 /// Reads the lines `selection` names, up to `through_seq` (whose hash must be `through_head`).
@@ -216,6 +238,7 @@ fn select(
         why,
     };
     let mut stretch: Option<Stretch> = None;
+    let mut drive_end: Option<DriveEnd> = None;
     'segments: for segment in segments::list(dir).map_err(JournalError::io("list", dir))? {
         for line in Lines::open(&segment.path).map_err(JournalError::io("read", &segment.path))? {
             let line = line.map_err(JournalError::io("read", &segment.path))?;
@@ -250,6 +273,7 @@ fn select(
                             last_seq: fields.seq,
                             head: fields.entry_hash.clone(),
                             prompt: fields.prompt.clone(),
+                            reply: None,
                         });
                     }
                 }
@@ -268,12 +292,26 @@ fn select(
                     stretch.head = fields.entry_hash.clone();
                 }
             }
-            if let Selection::Drive(id) = selection {
-                if stretch.is_some() && fields.kind == KIND_DRIVE_ENDED && of_drive(id) {
-                    break 'segments;
+            if let (Selection::Drive(id), Some(stretch)) = (selection, stretch.as_mut()) {
+                if of_drive(id) {
+                    if fields.kind == KIND_DRIVE_OUTCOME_RECORDED {
+                        stretch.reply = fields.reply.clone();
+                    }
+                    drive_end = Some(DriveEnd {
+                        lines: stretch.lines.len(),
+                        last_seq: stretch.last_seq,
+                        head: stretch.head.clone(),
+                    });
                 }
             }
         }
+    }
+    // A drive's stretch ends at its last entry: its `drive_ended`, or the chat's evidence
+    // after it.
+    if let (Some(stretch), Some(end)) = (stretch.as_mut(), drive_end) {
+        stretch.lines.truncate(end.lines);
+        stretch.last_seq = end.last_seq;
+        stretch.head = end.head;
     }
     let Some(stretch) = stretch else {
         return Err(match selection {
@@ -303,7 +341,17 @@ fn select(
 /// The selected drive's prompt as the page shows it: its text when its blob is kept and
 /// matches the recorded digest, else why not.
 fn prompt_of(dir: &Path, drive_id: &str, stretch: &Stretch) -> Result<Value, JournalError> {
-    let record = stretch.prompt.as_ref();
+    text_of(dir, drive_id, stretch.prompt.as_ref(), "prompt")
+}
+
+/// A text the chain records by `{sha256, bytes}` (a drive's prompt, the chat's reply), as
+/// the page shows it: its text when its blob is kept and matches, else why not.
+fn text_of(
+    dir: &Path,
+    drive_id: &str,
+    record: Option<&Value>,
+    what: &str,
+) -> Result<Value, JournalError> {
     let digest = record
         .and_then(|p| p.get("sha256"))
         .and_then(Value::as_str)
@@ -337,7 +385,7 @@ fn prompt_of(dir: &Path, drive_id: &str, stretch: &Stretch) -> Result<Value, Jou
                 Err(_) => {
                     return Err(ExportError::Changed {
                         dir: dir.to_path_buf(),
-                        why: format!("the prompt blob blobs/sha256/{digest} is not UTF-8"),
+                        why: format!("the {what} blob blobs/sha256/{digest} is not UTF-8"),
                     }
                     .into())
                 }
@@ -346,7 +394,7 @@ fn prompt_of(dir: &Path, drive_id: &str, stretch: &Stretch) -> Result<Value, Jou
         Some(_) => {
             return Err(ExportError::Changed {
                 dir: dir.to_path_buf(),
-                why: format!("the prompt blob blobs/sha256/{digest} no longer matches its entry"),
+                why: format!("the {what} blob blobs/sha256/{digest} no longer matches its entry"),
             }
             .into())
         }
@@ -413,7 +461,7 @@ fn write_private(path: &Path, content: &str) -> Result<(), JournalError> {
 mod tests {
     use super::*;
     use crate::journal::canonical::Sealer;
-    use crate::journal::{Asker, Journal, JournalConfig, KIND_SESSION_CONNECTED};
+    use crate::journal::{Asker, Journal, JournalConfig, KIND_DRIVE_ENDED, KIND_SESSION_CONNECTED};
     use serde_json::Map;
 
     const FIRST_PROMPT: &str = "first prompt </script><script>alert(1)</script> é 😀";

@@ -464,50 +464,33 @@
     if (!problem && typeof meta.head === 'string' && meta.head !== chain.expectedPrev) {
       problem = at('edited', lastSeq, `the last entry's entry_hash is ${chain.expectedPrev}, but the export was written with head ${meta.head}`, rows.length - 1);
     }
-    // The prompt shown must be the one the chain recorded.
-    const prompt = meta.prompt && typeof meta.prompt.text === 'string' ? { driveId: meta.prompt.drive_id, text: meta.prompt.text, matches: false } : null;
-    if (prompt) {
-      const bytes = utf8(prompt.text);
-      prompt.sha256 = hex(sha256(bytes));
-      prompt.bytes = bytes.length;
-      const accepted = chain.accepted.get(prompt.driveId);
-      if (!accepted) {
-        if (!problem) problem = at('blob_mismatch', null, `the prompt shown is for drive ${prompt.driveId}, whose drive_accepted entry is not among the checked entries`, null);
-      } else {
-        prompt.recorded = accepted;
-        prompt.matches = accepted.sha256 === prompt.sha256 && accepted.bytes === BigInt(prompt.bytes);
-        if (!prompt.matches && !problem) {
-          problem = at(
-            'blob_mismatch',
-            accepted.seq,
-            `the prompt text in this file (${prompt.bytes} bytes, sha256 ${prompt.sha256}) does not match the digest and length (${accepted.bytes} bytes, sha256 ${accepted.sha256}) its drive_accepted entry records`,
-            accepted.row,
-          );
-        }
+    // A text shown (the drive's prompt, the reply its chat recorded) must be the one its
+    // entry recorded: `recorded` is {seq, row, sha256, bytes} of that entry, or nothing.
+    const checkText = (shown, what, entryKind, recorded) => {
+      if (!shown || typeof shown.text !== 'string') return null;
+      const text = { driveId: shown.drive_id, text: shown.text, matches: false };
+      const bytes = utf8(text.text);
+      text.sha256 = hex(sha256(bytes));
+      text.bytes = bytes.length;
+      if (!recorded || recorded.sha256 === null) {
+        if (!problem) problem = at('blob_mismatch', null, `the ${what} shown is for drive ${text.driveId}, whose ${entryKind} entry is not among the checked entries`, null);
+        return text;
       }
-    }
-    // The reply shown must be the one the chat's evidence entry recorded.
-    const reply = meta.reply && typeof meta.reply.text === 'string' ? { driveId: meta.reply.drive_id, text: meta.reply.text, matches: false } : null;
-    if (reply) {
-      const bytes = utf8(reply.text);
-      reply.sha256 = hex(sha256(bytes));
-      reply.bytes = bytes.length;
-      const outcome = chain.outcomes.get(reply.driveId);
-      if (!outcome || outcome.replySha256 === null) {
-        if (!problem) problem = at('blob_mismatch', null, `the reply shown is for drive ${reply.driveId}, whose drive_outcome_recorded entry is not among the checked entries`, null);
-      } else {
-        reply.recorded = outcome;
-        reply.matches = outcome.replySha256 === reply.sha256 && outcome.replyBytes === BigInt(reply.bytes);
-        if (!reply.matches && !problem) {
-          problem = at(
-            'blob_mismatch',
-            outcome.seq,
-            `the reply text in this file (${reply.bytes} bytes, sha256 ${reply.sha256}) does not match the digest and length (${outcome.replyBytes} bytes, sha256 ${outcome.replySha256}) its drive_outcome_recorded entry records`,
-            outcome.row,
-          );
-        }
+      text.recorded = recorded;
+      text.matches = recorded.sha256 === text.sha256 && recorded.bytes === BigInt(text.bytes);
+      if (!text.matches && !problem) {
+        problem = at(
+          'blob_mismatch',
+          recorded.seq,
+          `the ${what} text in this file (${text.bytes} bytes, sha256 ${text.sha256}) does not match the digest and length (${recorded.bytes} bytes, sha256 ${recorded.sha256}) its ${entryKind} entry records`,
+          recorded.row,
+        );
       }
-    }
+      return text;
+    };
+    const prompt = checkText(meta.prompt, 'prompt', 'drive_accepted', meta.prompt && chain.accepted.get(meta.prompt.drive_id));
+    const outcome = meta.reply && chain.outcomes.get(meta.reply.drive_id);
+    const reply = checkText(meta.reply, 'reply', 'drive_outcome_recorded', outcome && { seq: outcome.seq, row: outcome.row, sha256: outcome.replySha256, bytes: outcome.replyBytes });
     const driveId = meta.selection && meta.selection.kind === 'drive' ? meta.selection.drive_id : null;
     const evidence = driveId === null ? null : { prompt: chain.promptRecorded.get(driveId) || null, outcome: chain.outcomes.get(driveId) || null };
     if (problem && problem.row !== null && rows[problem.row]) rows[problem.row].status = 'bad';
@@ -693,7 +676,7 @@
     const selection = meta.selection || {};
     fact('Exported', `${isoTime(meta.exported_at_ms)} by koru ${meta.koru_version || '?'}`);
     fact(ledger ? 'Ledger folder' : 'Journal folder', code(meta.journal_dir || '?'), ' (on the machine that wrote it)');
-    if (selection.kind === 'drive') fact('Selection', 'drive ', code(selection.drive_id), ': from its drive_accepted entry to its last entry — its drive_ended, or the chat's own records of it that came after (entries of other drives in between are kept: the chain needs them)');
+    if (selection.kind === 'drive') fact('Selection', 'drive ', code(selection.drive_id), ': from its drive_accepted entry to its last entry — its drive_ended, or the chat’s own records of it that came after (entries of other drives in between are kept: the chain needs them)');
     else if (selection.kind === 'since') fact('Selection', `entries from ${isoTime(selection.since_ms)} on`);
     else fact('Selection', ledger ? 'every entry of the ledger' : 'every entry of the journal');
     fact('Entries', `${result.entries} checked${result.firstSeq !== null ? ` (seq ${result.firstSeq}–${result.lastSeq})` : ''} of ${result.rows.length} in this file`);

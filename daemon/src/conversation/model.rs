@@ -542,11 +542,38 @@ pub mod corpus {
             let mut read = serde_json::Map::new();
             for id in &ids {
                 let mut items = Vec::new();
+                let mut by_turn: Vec<crate::conversation::read::TurnRecords> = Vec::new();
                 crate::conversation::read::read_items(store, &dir.join(file), id, |item| {
                     items.push(serde_json::to_value(&item).unwrap());
+                    let turn = item.turn as usize;
+                    if by_turn.len() <= turn {
+                        by_turn.resize_with(turn + 1, Default::default);
+                    }
+                    by_turn[turn].note(item);
                 })
                 .unwrap_or_else(|error| panic!("{file} {id}: {error}"));
                 read.insert((*id).to_string(), Value::Array(items));
+                // A drive's evidence read (`records`) finds each turn's prompt, reply and end
+                // records where its items are.
+                let request = crate::conversation::read::ReadRequest {
+                    store: store.to_string(),
+                    chat_id: (*id).to_string(),
+                    source: dir.join(file),
+                    keep: Keep::Last(usize::MAX),
+                    expect_reply: false,
+                    records: true,
+                };
+                let found = crate::conversation::read::read_chat(&request)
+                    .unwrap_or_else(|error| panic!("{file} {id}: {error}"));
+                by_turn.resize_with(found.turns.len(), Default::default);
+                if found.records != by_turn {
+                    differences.push(format!(
+                        "{file} {id}: the turns' records are not where their items are"
+                    ));
+                }
+                if found.records.iter().all(|r| r.prompt.is_none()) && !found.turns.is_empty() {
+                    differences.push(format!("{file} {id}: no turn has a prompt record"));
+                }
                 // Reporting items changes nothing of the turns.
                 let request = crate::conversation::read::ReadRequest {
                     store: store.to_string(),

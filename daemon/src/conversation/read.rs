@@ -77,7 +77,7 @@ pub struct RecordAt {
 
 impl TurnRecords {
     /// Notes an item of its turn.
-    fn note(&mut self, item: ConversationItem) {
+    pub fn note(&mut self, item: ConversationItem) {
         use super::items::ItemKind;
         let at = RecordAt {
             kind: item.kind,

@@ -112,6 +112,7 @@ impl Rig {
                 daemon_pid: std::process::id(),
                 http: None,
                 observing: false,
+                drive_evidence: true,
             },
             SystemClock,
             registry,

@@ -47,6 +47,8 @@ pub struct DaemonConfig {
     pub redact_tool_arguments: bool,
     /// The HTTP and MCP faces' `forbidden_role` refusals, journaled as `access_refused`.
     pub access_refusals: Option<crate::access::RefusalInbox>,
+    /// Whether drives' chats are read back for their evidence (`--no-drive-evidence`).
+    pub drive_evidence: bool,
 }
 
 impl DaemonConfig {
@@ -70,6 +72,7 @@ impl DaemonConfig {
             observe: Some(crate::observe::watcher::ObserveConfig::default()),
             journal: None,
             access_refusals: None,
+            drive_evidence: true,
         }
     }
 }
@@ -101,6 +104,7 @@ pub async fn run_daemon(
         }),
         journal: journal_config(&args, &socket)?,
         redact_tool_arguments: !args.no_redact_tool_arguments,
+        drive_evidence: !args.no_drive_evidence,
         ..DaemonConfig::with_socket(socket)
     };
     let shutdown = CancellationToken::new();
@@ -364,6 +368,7 @@ pub async fn run(
             daemon_pid: std::process::id(),
             http: config.http.clone(),
             observing: config.observe.is_some(),
+            drive_evidence: config.drive_evidence,
         },
         SystemClock,
         registry,

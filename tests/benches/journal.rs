@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, ensure, Context, Result};
@@ -792,26 +791,13 @@ fn now_ms() -> u64 {
 /// Runs `koru verify DIR --json`, which must find the journal intact (with `entries` when
 /// given).
 fn timed_verify(sandbox: &Sandbox, dir: &Path, entries: Option<u64>) -> Result<VerifyRun> {
-    let started = Instant::now();
-    let mut child = sandbox
-        .koru()
-        .arg("verify")
-        .arg(dir)
-        .arg("--json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("cannot start koru verify")?;
-    let pid = child.id() as i32;
-    let mut peak_rss = 0;
-    while child.try_wait()?.is_none() {
-        if let Ok(hwm) = status_field(pid, "VmHWM:") {
-            peak_rss = peak_rss.max(hwm);
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let wall = started.elapsed();
-    let output = child.wait_with_output()?;
+    let mut command = sandbox.koru();
+    command.arg("verify").arg(dir).arg("--json");
+    let koru_system_tests::measure::MeasuredRun {
+        output,
+        wall,
+        peak_rss,
+    } = koru_system_tests::measure::run_measured(command).context("koru verify")?;
     let report: Value = serde_json::from_slice(&output.stdout).context("koru verify --json")?;
     let checked = report["entries"].as_u64().unwrap_or(0);
     ensure!(

@@ -127,3 +127,36 @@ pub fn micros(duration: Duration) -> String {
 pub fn megabytes(bytes: u64) -> String {
     format!("{:.1} MB", bytes as f64 / 1e6)
 }
+
+/// A finished run of a command: what it printed, how long it took, its peak RSS.
+pub struct MeasuredRun {
+    pub output: std::process::Output,
+    pub wall: Duration,
+    /// `VmHWM`, polled every 2 ms until it exits.
+    pub peak_rss: u64,
+}
+
+/// Runs `command` with its stdout and stderr piped, measuring it.
+pub fn run_measured(mut command: std::process::Command) -> Result<MeasuredRun> {
+    use std::process::Stdio;
+    let started = std::time::Instant::now();
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot start the command")?;
+    let pid = child.id() as i32;
+    let mut peak_rss = 0;
+    while child.try_wait()?.is_none() {
+        if let Ok(hwm) = status_field(pid, "VmHWM:") {
+            peak_rss = peak_rss.max(hwm);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let wall = started.elapsed();
+    Ok(MeasuredRun {
+        output: child.wait_with_output()?,
+        wall,
+        peak_rss,
+    })
+}

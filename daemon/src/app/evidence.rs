@@ -114,6 +114,9 @@ impl<C: Clock> App<C> {
     /// each time its observation settles on a new stage. Called whenever a drive is
     /// published; reads only drives whose chat was read from a file.
     pub(super) fn want_evidence(&mut self, drive_id: &str) {
+        if !self.config.drive_evidence {
+            return;
+        }
         let Some(drive) = self.drives.get(drive_id) else {
             return;
         };

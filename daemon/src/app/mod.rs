@@ -208,6 +208,8 @@ pub struct AppConfig {
     pub http: Option<koru_protocol::HttpStatus>,
     /// Whether the chat-store observers run, for `status`.
     pub observing: bool,
+    /// Whether drives' chats are read back for their evidence (`app/evidence.rs`).
+    pub drive_evidence: bool,
 }
 
 #[derive(Debug)]

@@ -87,6 +87,7 @@ impl Harness {
                 daemon_pid: 1,
                 http: None,
                 observing: false,
+                drive_evidence: true,
             },
             clock.clone(),
             loaded,

@@ -325,6 +325,10 @@ pub struct DaemonArgs {
     /// Keep no journal: drives live in memory only and are forgotten at exit
     #[arg(long, conflicts_with = "journal")]
     pub no_journal: bool,
+    /// Do not read a drive's chat back for the chat's own evidence (where its store holds
+    /// the prompt and the turn's end, their SHA-256, the reply's digest) nor journal it
+    #[arg(long)]
+    pub no_drive_evidence: bool,
     /// Keep each prompt's text (full) or only its digest and length (digest: no prompt
     /// text anywhere on disk)
     #[arg(long, value_enum, value_name = "MODE", default_value = "full")]

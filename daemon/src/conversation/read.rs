@@ -328,10 +328,15 @@ pub trait ChatReader: Send + Sync {
 /// Reads at most this many chats at once (each holds one chat's kept turns).
 const READS_AT_ONCE: usize = 2;
 
+/// Reads for drives' evidence (`ReadRequest::records`) at most this many at once, on a queue
+/// of their own: a controller's read never waits behind them.
+const RECORD_READS_AT_ONCE: usize = 1;
+
 /// Reads for real, on tokio's blocking pool.
 pub struct SystemChatReader<E> {
     events: mpsc::Sender<E>,
     reads: Arc<Semaphore>,
+    record_reads: Arc<Semaphore>,
     /// Secrets-looking values in tool arguments are replaced (`redact::redact_turn`).
     redact: bool,
 }
@@ -341,6 +346,7 @@ impl<E> SystemChatReader<E> {
         SystemChatReader {
             events,
             reads: Arc::new(Semaphore::new(READS_AT_ONCE)),
+            record_reads: Arc::new(Semaphore::new(RECORD_READS_AT_ONCE)),
             redact,
         }
     }
@@ -349,7 +355,11 @@ impl<E> SystemChatReader<E> {
 impl<E: From<ChatReadFinished> + Send + 'static> ChatReader for SystemChatReader<E> {
     fn start(&self, ticket: u64, request: ReadRequest) {
         let events = self.events.clone();
-        let reads = self.reads.clone();
+        let reads = if request.records {
+            self.record_reads.clone()
+        } else {
+            self.reads.clone()
+        };
         let redact = self.redact;
         tokio::spawn(async move {
             let _permit = reads.acquire_owned().await;

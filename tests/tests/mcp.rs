@@ -552,6 +552,36 @@ async fn send_prompt_and_wait_for_reply_return_the_reply_the_chat_history_shows(
         tool_text(&reply)
     );
     assert!(tool_text(&reply).ends_with("\nreply:\nDone: Plan the release"));
+    // get_drive shows the chat's own records of the drive once they are read back: where
+    // the store holds the prompt and the end, and the reply's digest.
+    let reply_sha256: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(b"Done: Plan the release")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let mut shown = String::new();
+    for _ in 0..100 {
+        let drive = call(
+            &client,
+            "get_drive",
+            serde_json::json!({"drive_id": drive_id}),
+        )
+        .await;
+        shown = tool_text(&drive);
+        if shown.contains("replied on record") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        shown.contains("\nprompt on record: chat_history_claude_code_jsonl chat ")
+            && shown.contains(" line 1 (offset 0, ")
+            && shown.contains("\nreplied on record (the store's end record): line 2 ")
+            && shown.contains(&format!("; reply 22 chars, sha256 {reply_sha256}")),
+        "{shown}"
+    );
     client.cancel().await.unwrap();
 }
 

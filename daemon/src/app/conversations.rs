@@ -97,6 +97,7 @@ impl<C: Clock> App<C> {
                     keep: Keep::PromptDigest(digest),
                     expect_reply,
                     records: false,
+                    from: self.drive_read_from(drive_id),
                 },
                 Some(drive_id.clone()),
             ));
@@ -121,6 +122,7 @@ impl<C: Clock> App<C> {
                 keep,
                 expect_reply: false,
                 records: false,
+                from: None,
             },
             None,
         ))

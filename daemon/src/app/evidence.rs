@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::App;
 use crate::clock::Clock;
-use crate::conversation::read::{RecordAt, TurnRecords};
+use crate::conversation::read::{ReadFrom, RecordAt, TurnRecords};
 use crate::conversation::{ChatTurns, ItemKind, Keep, ReadError, ReadRequest, SourceRecord};
 use crate::journal;
 
@@ -145,6 +145,7 @@ impl<C: Clock> App<C> {
             keep: Keep::PromptDigest(drive.prompt_digest.clone()),
             expect_reply: stage == Some(ObservedStage::Replied),
             records: true,
+            from: self.drive_read_from(drive_id),
         };
         if let Some(drive) = self.drives.get_mut(drive_id) {
             drive.evidence_asked.prompt = true;
@@ -165,6 +166,33 @@ impl<C: Clock> App<C> {
             },
         );
         self.chat_reader.start(ticket, request);
+    }
+
+    /// Where a read of a drive's turn may start: its prompt's line, once the chat's own
+    /// record of it is known (a JSONL store's line holding that one record).
+    pub(super) fn drive_read_from(&self, drive_id: &str) -> Option<ReadFrom> {
+        let prompt = self
+            .drives
+            .get(drive_id)?
+            .evidence
+            .as_ref()?
+            .prompt
+            .as_ref()?;
+        match &prompt.record {
+            StoreRecord::Line {
+                line,
+                offset,
+                sha256,
+                pointer: None,
+                ..
+            } => Some(ReadFrom {
+                line: *line,
+                offset: *offset,
+                sha256: sha256.clone(),
+                turn: prompt.turn,
+            }),
+            _ => None,
+        }
     }
 
     /// A read for a drive's evidence came back (a ticket no read waits for is ignored).

@@ -231,6 +231,12 @@ impl<'sink> TurnCollector<'sink> {
         }
     }
 
+    /// The next turn pushed is the chat's turn `index` (a read that starts at a prompt's
+    /// line, `ReadFrom`).
+    pub fn start_at_turn(&mut self, index: u64) {
+        self.total = index;
+    }
+
     /// How many turns were pushed.
     pub fn total(&self) -> u64 {
         self.total
@@ -562,6 +568,7 @@ pub mod corpus {
                     keep: Keep::Last(usize::MAX),
                     expect_reply: false,
                     records: true,
+                    from: None,
                 };
                 let found = crate::conversation::read::read_chat(&request)
                     .unwrap_or_else(|error| panic!("{file} {id}: {error}"));
@@ -582,6 +589,7 @@ pub mod corpus {
                     keep: Keep::Last(usize::MAX),
                     expect_reply: false,
                     records: false,
+                    from: None,
                 };
                 let mut plain = TurnCollector::new(Keep::Last(usize::MAX));
                 let mut with_items = TurnCollector::with_items(Keep::Last(usize::MAX), |_| {});

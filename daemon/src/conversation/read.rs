@@ -29,6 +29,22 @@ pub struct ReadRequest {
     /// Also find where the store holds each kept turn's prompt, reply and end
     /// (`ChatTurns::records`): a drive's evidence. Every record's bytes are hashed.
     pub records: bool,
+    /// Start at this prompt's line instead of the file's start (a JSONL store whose reader
+    /// needs nothing before a prompt: Claude Code's), when the line is still there.
+    pub from: Option<ReadFrom>,
+}
+
+/// A prompt's line where a read may start: only the turns from that one on are read (their
+/// indexes and line numbers as in the whole file). The line must still hash to `sha256`,
+/// else the whole file is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadFrom {
+    /// 1-based.
+    pub line: u64,
+    pub offset: u64,
+    pub sha256: String,
+    /// The turn the prompt opens (0 is the chat's first).
+    pub turn: u64,
 }
 
 /// How long a read that expects a reply waits for the store to have it, and how often it
@@ -198,6 +214,7 @@ pub fn read_items(
         keep: Keep::Last(0),
         expect_reply: false,
         records: false,
+        from: None,
     };
     let mut items = 0u64;
     let mut out = TurnCollector::with_items(Keep::Last(0), |item| {
@@ -237,14 +254,26 @@ pub(crate) fn feed_lines(
     turns: &mut dyn LineTurns,
     out: &mut TurnCollector,
 ) -> Result<(), ReadError> {
+    feed_lines_from(path, store, reader, (0, 0), turns, out)
+}
+
+/// [`feed_lines`] of a reader placed at a line of the file: `start` is (the lines before
+/// it, its byte offset), so that sources name the file's own lines.
+pub(crate) fn feed_lines_from(
+    path: &Path,
+    store: &str,
+    reader: impl Read,
+    start: (u64, u64),
+    turns: &mut dyn LineTurns,
+    out: &mut TurnCollector,
+) -> Result<(), ReadError> {
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut line = Vec::new();
     let mut records = 0u64;
     let mut first_problem: Option<ParseError> = None;
     // Where the next line starts (1-based number, byte offset): blank and skipped lines
     // count too, so an item's source names the file's own line.
-    let mut number = 0u64;
-    let mut offset = 0u64;
+    let (mut number, mut offset) = start;
     loop {
         line.clear();
         let read = reader

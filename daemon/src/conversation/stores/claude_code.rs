@@ -751,6 +751,66 @@ mod tests {
         );
     }
 
+    /// A read that starts at a turn's prompt line (a drive's, once its evidence names the
+    /// line) finds that turn and the later ones exactly as a read of the whole file does,
+    /// records and indexes included; a line that changed since means the whole file.
+    #[test]
+    fn a_read_from_a_prompts_line_finds_what_the_whole_read_finds_from_there() {
+        use crate::conversation::read::{read_chat, ReadFrom, ReadRequest};
+        use crate::conversation::{Keep, SourceRecord};
+        let mut checked = 0;
+        for name in corpus::transcripts("claude_code", &[".jsonl"]) {
+            let request = ReadRequest {
+                store: crate::observe::stores::claude_code::STORE.into(),
+                chat_id: String::new(),
+                source: corpus::folder("claude_code").join(&name),
+                keep: Keep::Last(usize::MAX),
+                expect_reply: false,
+                records: true,
+                from: None,
+            };
+            let whole = read_chat(&request).unwrap();
+            for (at, records) in whole.records.iter().enumerate() {
+                let Some(SourceRecord::Line {
+                    line,
+                    offset,
+                    sha256,
+                    pointer: None,
+                    ..
+                }) = records.prompt.as_ref().map(|p| &p.source)
+                else {
+                    continue;
+                };
+                let from = ReadFrom {
+                    line: *line,
+                    offset: *offset,
+                    sha256: sha256.clone(),
+                    turn: whole.turns[at].0,
+                };
+                let part = read_chat(&ReadRequest {
+                    from: Some(from.clone()),
+                    ..request.clone()
+                })
+                .unwrap();
+                assert_eq!(part.turns, whole.turns[at..], "{name} from line {line}");
+                assert_eq!(part.records, whole.records[at..], "{name} from line {line}");
+                assert_eq!(part.total, whole.total, "{name}");
+                // The line is not what it was: the whole file is read.
+                let moved = read_chat(&ReadRequest {
+                    from: Some(ReadFrom {
+                        sha256: "0".repeat(64),
+                        ..from
+                    }),
+                    ..request.clone()
+                })
+                .unwrap();
+                assert_eq!(moved, whole, "{name}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 15, "only {checked} prompts were read from");
+    }
+
     #[test]
     fn cut_and_garbled_lines_never_panic() {
         corpus::each_mangled("claude_code", ".jsonl", 0x00c1_a0de, |lines| {

@@ -2,7 +2,9 @@
 
 use super::items::SourceRecord;
 use super::model::TurnCollector;
-use super::read::{feed_lines, malformed, read_document, ReadError, ReadRequest};
+use super::read::{
+    feed_lines, feed_lines_from, malformed, read_document, ReadError, ReadFrom, ReadRequest,
+};
 use crate::observe::ParseError;
 
 pub mod claude_code;
@@ -48,14 +50,22 @@ pub fn read_store(
     let store = request.store.as_str();
     match store {
         observed::claude_code::STORE => {
-            let file = open(path)?;
-            feed_lines(
-                path,
-                store,
-                file,
-                &mut claude_code::ClaudeCodeTurns::new(),
-                out,
-            )?;
+            let mut file = open(path)?;
+            let mut turns = claude_code::ClaudeCodeTurns::new();
+            match request
+                .from
+                .as_ref()
+                .filter(|from| at_line(&mut file, from))
+            {
+                // Nothing before a prompt's line changes how Claude Code's reader reads
+                // the turns from it on.
+                Some(from) => {
+                    out.start_at_turn(from.turn);
+                    let start = (from.line.saturating_sub(1), from.offset);
+                    feed_lines_from(path, store, file, start, &mut turns, out)?;
+                }
+                None => feed_lines(path, store, file, &mut turns, out)?,
+            }
             Ok(claude_code::NOT_RECORDED)
         }
         observed::codex::STORE => {
@@ -255,6 +265,27 @@ fn open(path: &std::path::Path) -> Result<std::fs::File, ReadError> {
     std::fs::File::open(path).map_err(|e| super::read::unreadable(path, e))
 }
 
+/// Whether the line `from` names is still at its offset in `file` (its bytes, without the
+/// `\n`, hash to its digest); `file` is left there when it is, else at its start.
+fn at_line(file: &mut std::fs::File, from: &ReadFrom) -> bool {
+    use std::io::{BufRead, BufReader, Seek, SeekFrom};
+    let found = (|| {
+        file.seek(SeekFrom::Start(from.offset)).ok()?;
+        let mut line = Vec::new();
+        BufReader::new(&mut *file)
+            .read_until(b'\n', &mut line)
+            .ok()?;
+        let line = line.strip_suffix(b"\n")?;
+        Some(crate::journal::canonical::sha256_hex(line) == from.sha256)
+    })()
+    .unwrap_or(false);
+    if found && file.seek(SeekFrom::Start(from.offset)).is_ok() {
+        return true;
+    }
+    let _ = file.seek(SeekFrom::Start(0));
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +301,7 @@ mod tests {
                 keep: Keep::Last(1),
                 expect_reply: false,
                 records: false,
+                from: None,
             };
             read_store(&request, &mut TurnCollector::new(Keep::Last(1)))
         };

@@ -400,7 +400,7 @@ fn a_rewritten_document_is_compared_item_by_item() {
     );
     // The same document written again, pretty-printed: every element's bytes differ.
     let document: Value = serde_json::from_slice(&original).unwrap();
-    let mut messages = document.as_array().unwrap().clone();
+    let messages = document.as_array().unwrap().clone();
     std::fs::write(&source, serde_json::to_vec(&messages).unwrap()).unwrap();
     let unchanged = audit_offline(&sandbox, &source, store, None, &out);
     // serde_json's compact form may or may not be the store's: either it matches, or the
@@ -412,22 +412,23 @@ fn a_rewritten_document_is_compared_item_by_item() {
         Some(1) => assert_eq!(result["finding"]["kind"], "source_rewritten"),
         other => panic!("exit {other:?}: {result}"),
     }
-    // Put the original back, then change the text of one message in the middle.
+    // Put the original back, then change the text of one message from the middle on: the
+    // first whose text the file spells as serde_json does (so it can be found and edited
+    // in place, the rest of the file byte for byte the same).
     std::fs::write(&source, &original).unwrap();
-    let middle = messages.len() / 2;
-    let said = messages[middle]["text"].as_str().unwrap_or("").to_string();
-    messages[middle]["text"] = json!(format!("{said} (edited)"));
     let mut text = String::from_utf8(original.clone()).unwrap();
-    if !said.is_empty() {
-        let quoted = serde_json::to_string(&said).unwrap();
-        let edited = serde_json::to_string(&format!("{said} (edited)")).unwrap();
-        text = text.replacen(&quoted, &edited, 1);
-    }
+    let said = messages[messages.len() / 2..]
+        .iter()
+        .filter_map(|m| m["text"].as_str())
+        .find(|said| !said.is_empty() && text.contains(&serde_json::to_string(said).unwrap()))
+        .expect("a message with a text in the corpus task")
+        .to_string();
+    let quoted = serde_json::to_string(&said).unwrap();
+    let edited = serde_json::to_string(&format!("{said} (edited)")).unwrap();
+    text = text.replacen(&quoted, &edited, 1);
+    assert_ne!(text.as_bytes(), original.as_slice());
     std::fs::write(&source, &text).unwrap();
     let rewritten = audit_offline(&sandbox, &source, store, None, &out);
-    if said.is_empty() || text.as_bytes() == original.as_slice() {
-        return;
-    }
     assert_eq!(rewritten.status.code(), Some(1), "{rewritten:?}");
     let result = stdout_json(&rewritten);
     assert_eq!(result["finding"]["kind"], "source_rewritten", "{result}");

@@ -1,5 +1,6 @@
 //! The chat stores Koru observes: where each keeps its session files under a root (the registry's `locations`), how a path is recognised, and which follower reads it (with the workspace looked up from the store's own side files).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -200,12 +201,12 @@ impl Store {
     }
 
     /// The session file a changed path stands for (a SQLite database changes through its
-    /// `-wal` and `-shm` files).
-    pub fn session_path(self, path: &Path) -> PathBuf {
+    /// `-wal` and `-shm` files); most often `path` itself, borrowed.
+    pub fn session_path(self, path: &Path) -> Cow<'_, Path> {
         if self == Store::ClineSessions {
             if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
                 if let Some(id) = name.strip_suffix(".messages.json") {
-                    return path.with_file_name(format!("{id}.json"));
+                    return Cow::Owned(path.with_file_name(format!("{id}.json")));
                 }
             }
         }
@@ -213,16 +214,35 @@ impl Store {
             if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
                 for suffix in ["-wal", "-shm", "-journal"] {
                     if let Some(db) = name.strip_suffix(suffix) {
-                        return path.with_file_name(db);
+                        return Cow::Owned(path.with_file_name(db));
                     }
                 }
             }
         }
-        path.to_path_buf()
+        Cow::Borrowed(path)
     }
 
     /// Whether `path` is a session file of this store under `root`.
     pub fn is_session_under(self, root: &Path, path: &Path) -> bool {
+        let name = match name_at_depth(root, path, self.depth()) {
+            // Spelled as the listings spell it: the root's bytes, then the store's
+            // folders and the name (a heavy user's 10,000 files are checked at every
+            // start; parsing their paths' components was 4 % of a restart).
+            Some(Some(name)) => name,
+            Some(None) => return false,
+            None => return self.is_session_under_by_components(root, path),
+        };
+        if !self.is_session_name(name) {
+            return false;
+        }
+        if self == Store::ClineSessions || self.folder_name().is_some() {
+            return self.is_session_under_by_components(root, path);
+        }
+        !self.has_plain_twin(path)
+    }
+
+    /// [`Store::is_session_under`] for any spelling of the paths, component by component.
+    fn is_session_under_by_components(self, root: &Path, path: &Path) -> bool {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             return false;
         };
@@ -502,6 +522,39 @@ fn list_folder(dir: &Path) -> Vec<Listed> {
         .unwrap_or_default()
 }
 
+/// The file name of `path` when `path` is `root`'s bytes, a `/` (unless `root` ends with
+/// one) and `depth + 1` plain names (no `.`, `..` or empty one) separated by single `/`s:
+/// `Some(Some(name))`, or `Some(None)` when that name is not UTF-8 (never a session file's
+/// name). `None` for any other spelling, which only a comparison of components can judge
+/// (`root` itself must then be plain too: not empty, no `.` or `..` at its end).
+fn name_at_depth<'p>(root: &Path, path: &'p Path, depth: usize) -> Option<Option<&'p str>> {
+    let root = root.as_os_str().as_encoded_bytes();
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let last_of_root = root.rsplit(|b| *b == b'/').next()?;
+    if root.is_empty() || last_of_root == b"." || last_of_root == b".." {
+        return None;
+    }
+    let rest = bytes.strip_prefix(root)?;
+    let rest = if root.ends_with(b"/") {
+        rest
+    } else {
+        rest.strip_prefix(b"/")?
+    };
+    let mut parts = 0usize;
+    let mut name: &[u8] = &[];
+    for part in rest.split(|b| *b == b'/') {
+        if part.is_empty() || part == b"." || part == b".." {
+            return None;
+        }
+        parts += 1;
+        name = part;
+    }
+    if parts != depth + 1 {
+        return None;
+    }
+    Some(std::str::from_utf8(name).ok())
+}
+
 /// A file's identity, size and modification time: a file found with the same stamp has
 /// not been written since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -702,6 +755,48 @@ mod tests {
         assert!(Store::Codex
             .session_files_in(root, Path::new("/elsewhere"))
             .is_empty());
+    }
+
+    #[test]
+    fn a_path_is_judged_by_its_bytes_as_by_its_components() {
+        let roots = [
+            "/r", "/r/", "/r//x", "/r/./x", "r", "/", "/r/.", "/r/x/..", "/r/x/../",
+        ];
+        let tails = [
+            "p/a.jsonl",
+            "a.jsonl",
+            "p/q/a.jsonl",
+            "./p/a.jsonl",
+            "p/./a.jsonl",
+            "p//a.jsonl",
+            "p/../a.jsonl",
+            "p/a.jsonl/",
+            "p/a.jsonl/.",
+            "2026/03/01/rollout-x.jsonl",
+            "h1/chatSessions/s.json",
+            "chatSessions/s.json",
+            "s1/s1.json",
+            "proj/chats/session-1.json",
+            "state.vscdb",
+            "t/ui_messages.json",
+            "x.pb",
+        ];
+        let stores = Store::ALL.iter().copied().chain([Store::CopilotWindow]);
+        for store in stores {
+            for root in roots {
+                for tail in tails {
+                    for joiner in ["/", "//", ""] {
+                        let path = format!("{root}{joiner}{tail}");
+                        let (root, path) = (Path::new(root), Path::new(&path));
+                        assert_eq!(
+                            store.is_session_under(root, path),
+                            store.is_session_under_by_components(root, path),
+                            "{store:?} {root:?} {path:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

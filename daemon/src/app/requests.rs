@@ -69,12 +69,7 @@ impl<C: Clock> App<C> {
                         })
                     })
                     .collect();
-                // By store, then chat id: the same order every time (references sorted,
-                // then the rows copied once).
-                listed.sort_unstable_by(|a, b| {
-                    (a.store.as_str(), a.chat_id.as_str())
-                        .cmp(&(b.store.as_str(), b.chat_id.as_str()))
-                });
+                sort_by_store_and_chat_id(&mut listed);
                 if self.connections.contains_key(&conn_id) {
                     let line = chats_list_line(id.as_ref(), &listed);
                     self.send_line(conn_id, line);
@@ -186,6 +181,24 @@ impl<C: Clock> App<C> {
     }
 }
 
+/// Sorts chats by store, then chat id: the same order every time. Each store's chats are
+/// sorted by chat id alone: a heavy user's chats are mostly of one store, and comparing
+/// their equal store names first was half of sorting 10,000 of them.
+fn sort_by_store_and_chat_id(chats: &mut Vec<&koru_protocol::ChatInfo>) {
+    let mut by_store: Vec<(&str, Vec<&koru_protocol::ChatInfo>)> = Vec::new();
+    for chat in chats.drain(..) {
+        match by_store.iter_mut().find(|(store, _)| *store == chat.store) {
+            Some((_, of_store)) => of_store.push(chat),
+            None => by_store.push((&chat.store, vec![chat])),
+        }
+    }
+    by_store.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    for (_, mut of_store) in by_store {
+        of_store.sort_unstable_by(|a, b| a.chat_id.cmp(&b.chat_id));
+        chats.append(&mut of_store);
+    }
+}
+
 /// `chats.list.result` written from the chats table's rows as they are: the same line as
 /// encoding `Message::ChatsListResult` (a test compares them), without copying every row
 /// first (a heavy user's 10,000 chats: the copy was half of the reply's cost), and each
@@ -196,7 +209,8 @@ fn chats_list_line(id: Option<&RequestId>, chats: &[&koru_protocol::ChatInfo]) -
     // reply.
     let mut bytes = Vec::with_capacity(128 + chats.len() * 256);
     bytes.extend_from_slice(b"{\"v\":");
-    bytes.extend_from_slice(koru_protocol::PROTOCOL_VERSION.to_string().as_bytes());
+    serde_json::to_writer(&mut bytes, &koru_protocol::PROTOCOL_VERSION)
+        .expect("a number always serializes");
     if let Some(id) = id {
         bytes.extend_from_slice(b",\"id\":");
         serde_json::to_writer(&mut bytes, id).expect("protocol types always serialize");
@@ -234,7 +248,7 @@ fn write_chat(out: &mut Vec<u8>, chat: &koru_protocol::ChatInfo) {
     out.extend_from_slice(b",\"state\":");
     serde_json::to_writer(&mut *out, state).expect("protocol types always serialize");
     out.extend_from_slice(b",\"last_activity_ms\":");
-    out.extend_from_slice(last_activity_ms.to_string().as_bytes());
+    serde_json::to_writer(&mut *out, last_activity_ms).expect("a number always serializes");
     if let Some(last_prompt) = last_prompt {
         out.extend_from_slice(b",\"last_prompt\":");
         write_json_string(out, last_prompt);
@@ -245,10 +259,11 @@ fn write_chat(out: &mut Vec<u8>, chat: &koru_protocol::ChatInfo) {
 /// `text` as a JSON string: copied between quotes when no byte needs an escape (JSON
 /// escapes only `"`, `\\` and control characters), else as serde_json escapes it.
 fn write_json_string(out: &mut Vec<u8>, text: &str) {
-    if text
-        .bytes()
-        .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\')
-    {
+    // Every byte looked at, no early exit: the compiler checks them many at a time.
+    let needs_escape = text.bytes().fold(0u8, |found, byte| {
+        found | u8::from(byte < 0x20) | u8::from(byte == b'"') | u8::from(byte == b'\\')
+    });
+    if needs_escape == 0 {
         out.push(b'"');
         out.extend_from_slice(text.as_bytes());
         out.push(b'"');
@@ -308,6 +323,21 @@ mod chats_list_tests {
                 String::from_utf8(encoded).unwrap()
             );
         }
+        // Listed by store, then chat id.
+        let mut sorted: Vec<&ChatInfo> = refs.iter().rev().copied().collect();
+        sort_by_store_and_chat_id(&mut sorted);
+        let order: Vec<(&str, &str)> = sorted
+            .iter()
+            .map(|c| (c.store.as_str(), c.chat_id.as_str()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("chat_history_claude_code_jsonl", "a \"quoted\" id"),
+                ("chat_history_claude_code_jsonl", "back\\slash"),
+                ("chat_history_codex_jsonl", "b"),
+            ]
+        );
         let empty = koru_protocol::encode_line(&Envelope::new(Message::ChatsListResult(
             koru_protocol::ChatsListResult { chats: Vec::new() },
         )));

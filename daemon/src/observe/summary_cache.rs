@@ -134,22 +134,64 @@ type RowIn = (
     Option<String>,
 );
 
+/// A line's rows, read straight into the chats table's type; their store is set after
+/// ([`CachedRows::of_store`]).
+struct CachedRows(Vec<ChatInfo>);
+
+impl CachedRows {
+    fn of_store(self, store: &str) -> Vec<ChatInfo> {
+        let mut chats = self.0;
+        for chat in &mut chats {
+            chat.store = store.to_string();
+        }
+        chats
+    }
+}
+
+impl<'de> Deserialize<'de> for CachedRows {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = CachedRows;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of chat rows")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut rows: A,
+            ) -> Result<CachedRows, A::Error> {
+                // Most files hold one chat.
+                let mut chats = Vec::with_capacity(rows.size_hint().unwrap_or(1));
+                while let Some(row) = rows.next_element::<RowIn>()? {
+                    let (chat_id, workspace, state, last_activity_ms, last_prompt) = row;
+                    chats.push(ChatInfo {
+                        store: String::new(),
+                        chat_id,
+                        workspace,
+                        state,
+                        last_activity_ms,
+                        last_prompt,
+                    });
+                }
+                Ok(CachedRows(chats))
+            }
+        }
+        deserializer.deserialize_seq(Visit)
+    }
+}
+
 /// The rows of a line's middle part, as `store`'s chats.
 fn parse_rows(text: &[u8], store: &str) -> serde_json::Result<Vec<ChatInfo>> {
-    let rows: Vec<RowIn> = serde_json::from_slice(text)?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(chat_id, workspace, state, last_activity_ms, last_prompt)| ChatInfo {
-                store: store.to_string(),
-                chat_id,
-                workspace,
-                state,
-                last_activity_ms,
-                last_prompt,
-            },
-        )
-        .collect())
+    serde_json::from_slice::<CachedRows>(text).map(|rows| rows.of_store(store))
+}
+
+/// The first JSON value of `text`, and where it ends.
+fn first_value<'de, T: Deserialize<'de>>(text: &'de [u8]) -> serde_json::Result<(T, usize)> {
+    let mut values = serde_json::Deserializer::from_slice(text).into_iter::<T>();
+    let value = values
+        .next()
+        .unwrap_or_else(|| Err(serde::de::Error::custom("nothing where a value belongs")))?;
+    Ok((value, values.byte_offset()))
 }
 
 /// The registry id `id` names, as the observers spell it (`None`: no store of this build).
@@ -334,24 +376,27 @@ pub fn load(path: &Path) -> Result<super::PathMap<CachedFile>, CacheRefused> {
         // whatever its entries said.
         let damaged =
             |what: &dyn std::fmt::Display| CacheRefused::Damaged(format!("entry {index}: {what}"));
-        let mut parts = text.splitn(3, |b| *b == b'\t');
-        let (Some(entry), Some(rows), Some(checkpoint)) =
-            (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(damaged(&"not an entry, its rows and a checkpoint"));
+        // Each part is read where it stands, up to its end: the tabs are not looked for.
+        let ((path, store, dev, ino, size, mtime_ns, turn_open), entry_end) =
+            first_value::<Entry<'_>>(text).map_err(|error| damaged(&error))?;
+        let after_entry = match text.get(entry_end..) {
+            Some([b'\t', after @ ..]) => after,
+            _ => return Err(damaged(&"no rows after it")),
         };
-        let (path, store, dev, ino, size, mtime_ns, turn_open): Entry<'_> =
-            serde_json::from_slice(entry).map_err(|error| damaged(&error))?;
+        let (rows, rows_end) =
+            first_value::<CachedRows>(after_entry).map_err(|error| damaged(&error))?;
+        if after_entry.get(rows_end) != Some(&b'\t') {
+            return Err(damaged(&"no checkpoint after its rows"));
+        }
         let Some(store) = known_store(store) else {
             // A store this build does not observe: nothing to restore it for.
             continue;
         };
-        let chats = parse_rows(rows, store).map_err(|error| damaged(&error))?;
+        let chats = rows.of_store(store);
         let kept = KeptText {
-            text: text[entry.len() + 1..].into(),
-            checkpoint_at: rows.len() + 1,
+            text: after_entry.into(),
+            checkpoint_at: rows_end + 1,
         };
-        debug_assert_eq!(&kept.text[kept.checkpoint_at..], checkpoint);
         files.insert(
             path.into_os_string(),
             CachedFile {

@@ -495,7 +495,11 @@ impl<E: From<ObserverReport> + Send> State<E> {
             (root.store, root.shared_path.clone())
         };
         let now = SystemClock.now_ms();
-        let first_read = !self.files.contains_key(path.as_os_str());
+        // The summary cache's entry, claimed the first time its file is met: a file it
+        // still holds one for is met for the first time, and the map of files is asked
+        // only otherwise (one lookup by path fewer for each of 10,000 restored files).
+        let cached = self.cached.remove_entry(path.as_os_str());
+        let first_read = cached.is_some() || !self.files.contains_key(path.as_os_str());
         // The listing's stamp is the session file's own (not a database's side file's).
         let stamp = listed
             .filter(|_| matches!(path, Cow::Borrowed(_)))
@@ -522,7 +526,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
             };
             let make = || store.follower(&path, workspace.clone());
             if let Some((key, unchanged, chats)) =
-                self.restore(&path, store, stamp, &mut followed, make)
+                cached.and_then(|cached| restore(cached, store, stamp, &mut followed, make))
             {
                 // Time concludes nothing for a file with no turn open.
                 let turn_open = followed.follower.turn_open();
@@ -659,50 +663,49 @@ impl<E: From<ObserverReport> + Send> State<E> {
         }
         self.forward(store, observations, true, path).await;
     }
+}
 
-    /// Restores `followed` from the summary cache's entry for `path`, when there is one
-    /// for this store and the file is the same file, not shorter, and the follower
-    /// accepts its checkpoint. Returns the path as the cache held it (the key the file is
-    /// kept under), whether the file is unchanged since (nothing to read) and the chats
-    /// table's rows it produced, for the daemon loop; or `None` when the cache cannot
-    /// vouch for it (it is read from the start). An unchanged file with no turn open
-    /// stays dormant: its rows and checkpoint are kept as the cache's text, and `make` is
-    /// not called.
-    fn restore(
-        &mut self,
-        path: &Path,
-        store: Store,
-        stamp: Option<Stamp>,
-        followed: &mut Followed,
-        make: impl FnOnce() -> Box<dyn Follower>,
-    ) -> Option<(std::ffi::OsString, bool, Vec<ChatInfo>)> {
-        let (key, entry) = self.cached.remove_entry(path.as_os_str())?;
-        let stamp = stamp?;
-        let same_file =
-            entry.store == store.id() && entry.dev == stamp.dev && entry.ino == stamp.ino;
-        let unchanged = stamp.size == entry.size && stamp.mtime_ns == entry.mtime_ns;
-        // Same size but written since: rewritten in place, not appended to.
-        let appended = stamp.size > entry.size;
-        if !same_file || !(unchanged || appended) {
+/// Restores `followed` from the summary cache's entry for its file (`cached`: the path as
+/// the cache held it, and the entry), when the entry is of this store and the file is the
+/// same file, not shorter, and the follower accepts its checkpoint. Returns the path (the
+/// key the file is kept under), whether the file is unchanged since (nothing to read) and
+/// the chats table's rows it produced, for the daemon loop; or `None` when the cache cannot
+/// vouch for it (it is read from the start). An unchanged file with no turn open stays
+/// dormant: its rows and checkpoint are kept as the cache's text, and `make` is not called.
+fn restore(
+    cached: (std::ffi::OsString, CachedFile),
+    store: Store,
+    stamp: Option<Stamp>,
+    followed: &mut Followed,
+    make: impl FnOnce() -> Box<dyn Follower>,
+) -> Option<(std::ffi::OsString, bool, Vec<ChatInfo>)> {
+    let (key, entry) = cached;
+    let stamp = stamp?;
+    let same_file = entry.store == store.id() && entry.dev == stamp.dev && entry.ino == stamp.ino;
+    let unchanged = stamp.size == entry.size && stamp.mtime_ns == entry.mtime_ns;
+    // Same size but written since: rewritten in place, not appended to.
+    let appended = stamp.size > entry.size;
+    if !same_file || !(unchanged || appended) {
+        return None;
+    }
+    let chats = if unchanged && !entry.turn_open {
+        followed.follower = Held::Dormant(entry.kept);
+        entry.chats
+    } else {
+        let mut follower = make();
+        if !entry.kept.checkpoint().is_some_and(|c| follower.restore(c)) {
             return None;
         }
-        let chats = if unchanged && !entry.turn_open {
-            followed.follower = Held::Dormant(entry.kept);
-            entry.chats
-        } else {
-            let mut follower = make();
-            if !entry.kept.checkpoint().is_some_and(|c| follower.restore(c)) {
-                return None;
-            }
-            followed.follower = Held::Live(follower);
-            // The follower goes on from these rows; the daemon loop gets them too.
-            followed.chats = entry.chats;
-            followed.chats.clone()
-        };
-        followed.read_stamp = unchanged.then_some(stamp);
-        Some((key, unchanged, chats))
-    }
+        followed.follower = Held::Live(follower);
+        // The follower goes on from these rows; the daemon loop gets them too.
+        followed.chats = entry.chats;
+        followed.chats.clone()
+    };
+    followed.read_stamp = unchanged.then_some(stamp);
+    Some((key, unchanged, chats))
+}
 
+impl<E: From<ObserverReport> + Send> State<E> {
     fn note_problem(
         &mut self,
         store: Store,

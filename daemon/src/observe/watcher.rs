@@ -575,7 +575,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
             return;
         };
         if dormant {
-            followed.wake(&path, workspace);
+            followed.wake(path, workspace);
         }
         let Held::Live(follower) = &mut followed.follower else {
             return;
@@ -644,7 +644,7 @@ impl<E: From<ObserverReport> + Send> State<E> {
             }
         }
         let history = self.files.get(path.as_os_str()).is_some_and(|f| f.history);
-        self.forward(store, observations, history, &path).await;
+        self.forward(store, observations, history, path).await;
     }
 
     /// A file restored from the summary cache without a read: what time concluded since

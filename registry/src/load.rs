@@ -279,6 +279,95 @@ impl ParsedLayer {
             column: position.column,
         }
     }
+
+    /// Checks one entry of the layer (the `index`th) and keeps it when it is sound: the
+    /// checks that need no other entry or layer (id, products, recovery ids, locations).
+    fn accept(
+        &mut self,
+        entry: InterfaceEntry,
+        index: usize,
+        seen_ids: &mut HashMap<String, usize>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) {
+        let prefix = format!("interfaces[{index}]");
+        let id_path = format!("{prefix}.id");
+        if !valid_id(&entry.id) {
+            diagnostics.push(diagnostic_at(
+                &self.name,
+                self.spans.find(&id_path),
+                format!(
+                    "interface id {:?} must be lowercase letters, digits and `_`, starting with a letter",
+                    entry.id
+                ),
+            ));
+            return;
+        }
+        if let Some(first) = seen_ids.insert(entry.id.clone(), index) {
+            let first_line = self
+                .spans
+                .find(&format!("interfaces[{first}].id"))
+                .map(|p| p.line)
+                .unwrap_or_default();
+            diagnostics.push(diagnostic_at(
+                &self.name,
+                self.spans.find(&id_path),
+                format!(
+                    "duplicate interface id `{}` (first defined on line {first_line})",
+                    entry.id
+                ),
+            ));
+            return;
+        }
+        for (pattern_index, pattern) in entry
+            .applies_to
+            .iter()
+            .flat_map(|a| a.products.iter())
+            .enumerate()
+        {
+            if !valid_product_pattern(pattern) {
+                diagnostics.push(diagnostic_at(
+                    &self.name,
+                    self.spans.find(&format!("{prefix}.applies_to.products[{pattern_index}]")),
+                    format!("product pattern {pattern:?} must be `any`, `vscode-family`, a product name such as `cursor`, or a prefix ending in `*` such as `jetbrains-*`"),
+                ));
+            }
+        }
+        let mut seen_recovery = HashSet::new();
+        for (recovery_index, recovery) in entry.operator_recovery.iter().flatten().enumerate() {
+            if !seen_recovery.insert(recovery.id.clone()) {
+                diagnostics.push(diagnostic_at(
+                    &self.name,
+                    self.spans
+                        .find(&format!("{prefix}.operator_recovery[{recovery_index}].id")),
+                    format!(
+                        "duplicate recovery id `{}` in interface `{}`",
+                        recovery.id, entry.id
+                    ),
+                ));
+            }
+        }
+        let mut entry = entry;
+        if let Some(locations) = entry.locations.take() {
+            let mut expanded = Vec::new();
+            for (location_index, location) in locations.iter().enumerate() {
+                match crate::alternatives::expand_alternatives(location) {
+                    Ok(paths) => expanded.extend(paths),
+                    Err(problem) => diagnostics.push(diagnostic_at(
+                        &self.name,
+                        self.spans
+                            .find(&format!("{prefix}.locations[{location_index}]")),
+                        format!("location: {problem}"),
+                    )),
+                }
+            }
+            entry.locations = Some(expanded);
+        }
+        let object = match serde_json::to_value(&entry) {
+            Ok(Value::Object(object)) => object,
+            _ => return,
+        };
+        self.entries.push((entry, object, prefix));
+    }
 }
 
 fn diagnostic_at(name: &str, position: Option<Position>, message: String) -> Diagnostic {
@@ -438,7 +527,56 @@ fn split_path(path: &str) -> Vec<PathSegment> {
     out
 }
 
+/// The built-in registry as JSON, made from `default.yaml` by build.rs (`null` when it
+/// did not convert).
+const BUILT_IN_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/default_registry.json"));
+
+/// The positions of the built-in registry's keys and list items, sorted by path (build.rs).
+static BUILT_IN_SPANS: &[(&str, Position)] =
+    include!(concat!(env!("OUT_DIR"), "/default_spans.rs"));
+
 fn parse_layer(source: &LayerSource, diagnostics: &mut Vec<Diagnostic>) -> Option<ParsedLayer> {
+    if source.layer == Layer::BuiltIn && source.text == crate::DEFAULT_REGISTRY_YAML {
+        if let Some(parsed) = parse_built_in(source) {
+            return Some(parsed);
+        }
+    }
+    parse_yaml_layer(source, diagnostics)
+}
+
+/// The built-in layer from what build.rs made of `default.yaml` (its JSON and positions):
+/// the same entries, checks and positions as reading its YAML gives, without parsing the
+/// YAML twice at every start (a tenth of a restart's instructions). `None` unless that
+/// comes out clean: the YAML is then read, and its diagnostics are the YAML's own. Files
+/// a user writes are always read as YAML.
+fn parse_built_in(source: &LayerSource) -> Option<ParsedLayer> {
+    let file: RegistryFile = serde_json::from_str(BUILT_IN_JSON).ok()?;
+    let mut parsed = ParsedLayer {
+        source_layer: source.layer,
+        name: source.name.clone(),
+        entries: Vec::with_capacity(file.interfaces.len()),
+        policy: None,
+        spans: SpanIndex::from_table(BUILT_IN_SPANS),
+    };
+    let mut diagnostics = Vec::new();
+    let mut seen_ids = HashMap::new();
+    for (index, entry) in file.interfaces.into_iter().enumerate() {
+        parsed.accept(entry, index, &mut seen_ids, &mut diagnostics);
+    }
+    if let Some(policy) = file.policy {
+        let Ok(Value::Object(object)) = serde_json::to_value(&policy) else {
+            return None;
+        };
+        parsed.policy = Some((object, "policy".into()));
+    }
+    diagnostics.is_empty().then_some(parsed)
+}
+
+/// A layer read from its YAML, every problem reported with its position.
+fn parse_yaml_layer(
+    source: &LayerSource,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<ParsedLayer> {
     let before = diagnostics.len();
     let name = source.name.as_str();
     let document: serde_yaml_ng::Value = match serde_yaml_ng::from_str(&source.text) {
@@ -505,87 +643,7 @@ fn parse_layer(source: &LayerSource, diagnostics: &mut Vec<Diagnostic>) -> Optio
                     ) else {
                         continue;
                     };
-                    let id_path = format!("{prefix}.id");
-                    if !valid_id(&entry.id) {
-                        diagnostics.push(diagnostic_at(
-                            name,
-                            parsed.spans.find(&id_path),
-                            format!(
-                                "interface id {:?} must be lowercase letters, digits and `_`, starting with a letter",
-                                entry.id
-                            ),
-                        ));
-                        continue;
-                    }
-                    if let Some(first) = seen_ids.insert(entry.id.clone(), index) {
-                        let first_line = parsed
-                            .spans
-                            .find(&format!("interfaces[{first}].id"))
-                            .map(|p| p.line)
-                            .unwrap_or_default();
-                        diagnostics.push(diagnostic_at(
-                            name,
-                            parsed.spans.find(&id_path),
-                            format!(
-                                "duplicate interface id `{}` (first defined on line {first_line})",
-                                entry.id
-                            ),
-                        ));
-                        continue;
-                    }
-                    for (pattern_index, pattern) in entry
-                        .applies_to
-                        .iter()
-                        .flat_map(|a| a.products.iter())
-                        .enumerate()
-                    {
-                        if !valid_product_pattern(pattern) {
-                            diagnostics.push(diagnostic_at(
-                                name,
-                                parsed.spans.find(&format!("{prefix}.applies_to.products[{pattern_index}]")),
-                                format!("product pattern {pattern:?} must be `any`, `vscode-family`, a product name such as `cursor`, or a prefix ending in `*` such as `jetbrains-*`"),
-                            ));
-                        }
-                    }
-                    let mut seen_recovery = HashSet::new();
-                    for (recovery_index, recovery) in
-                        entry.operator_recovery.iter().flatten().enumerate()
-                    {
-                        if !seen_recovery.insert(recovery.id.clone()) {
-                            diagnostics.push(diagnostic_at(
-                                name,
-                                parsed.spans.find(&format!(
-                                    "{prefix}.operator_recovery[{recovery_index}].id"
-                                )),
-                                format!(
-                                    "duplicate recovery id `{}` in interface `{}`",
-                                    recovery.id, entry.id
-                                ),
-                            ));
-                        }
-                    }
-                    let mut entry = entry;
-                    if let Some(locations) = entry.locations.take() {
-                        let mut expanded = Vec::new();
-                        for (location_index, location) in locations.iter().enumerate() {
-                            match crate::alternatives::expand_alternatives(location) {
-                                Ok(paths) => expanded.extend(paths),
-                                Err(problem) => diagnostics.push(diagnostic_at(
-                                    name,
-                                    parsed
-                                        .spans
-                                        .find(&format!("{prefix}.locations[{location_index}]")),
-                                    format!("location: {problem}"),
-                                )),
-                            }
-                        }
-                        entry.locations = Some(expanded);
-                    }
-                    let object = match serde_json::to_value(&entry) {
-                        Ok(Value::Object(object)) => object,
-                        _ => continue,
-                    };
-                    parsed.entries.push((entry, object, prefix));
+                    parsed.accept(entry, index, &mut seen_ids, diagnostics);
                 }
             }
             "policy" => {
@@ -994,4 +1052,22 @@ pub fn load(sources: &[LayerSource]) -> Loaded {
 /// The JSON Schema of a registry file, for editor completion.
 pub fn file_schema() -> Value {
     serde_json::to_value(schemars::schema_for!(RegistryFile)).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_layer_is_read_from_its_build_time_json_not_its_yaml() {
+        // What it means is checked against the YAML in tests/registry.rs; here, that a
+        // start does not fall back to parsing the YAML.
+        let parsed = parse_built_in(&LayerSource::built_in()).expect("the built-in JSON is clean");
+        assert!(parsed.entries.len() > 40);
+        assert!(parsed.policy.is_some());
+        assert!(parsed
+            .spans
+            .find("interfaces[0].id")
+            .is_some_and(|p| p.line > 0));
+    }
 }

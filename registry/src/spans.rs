@@ -15,7 +15,12 @@ pub struct Position {
 /// Positions of every mapping key and sequence item, by path.
 #[derive(Debug, Default, Clone)]
 pub struct SpanIndex {
-    positions: HashMap<String, Position>,
+    /// Read by `build.rs` too (which includes this file) to write the built-in
+    /// registry's table.
+    pub(crate) positions: HashMap<String, Position>,
+    /// The same, as a table sorted by path: the built-in registry's, made when the
+    /// binary was built ([`SpanIndex::from_table`]).
+    table: &'static [(&'static str, Position)],
 }
 
 impl SpanIndex {
@@ -27,15 +32,35 @@ impl SpanIndex {
         let _ = parser.load(&mut builder, false);
         SpanIndex {
             positions: builder.positions,
+            table: &[],
         }
+    }
+
+    /// An index from a table sorted by path (what `build.rs` writes for the built-in
+    /// registry: no parse of its YAML at start).
+    pub fn from_table(table: &'static [(&'static str, Position)]) -> SpanIndex {
+        SpanIndex {
+            positions: HashMap::new(),
+            table,
+        }
+    }
+
+    fn get(&self, path: &str) -> Option<Position> {
+        if let Some(position) = self.positions.get(path) {
+            return Some(*position);
+        }
+        self.table
+            .binary_search_by(|(key, _)| (*key).cmp(path))
+            .ok()
+            .map(|at| self.table[at].1)
     }
 
     /// The position of `path`, or of its nearest indexed ancestor.
     pub fn find(&self, path: &str) -> Option<Position> {
         let mut current = path.to_string();
         loop {
-            if let Some(position) = self.positions.get(&current) {
-                return Some(*position);
+            if let Some(position) = self.get(&current) {
+                return Some(position);
             }
             let cut = current.rfind(['.', '['])?;
             current.truncate(cut);

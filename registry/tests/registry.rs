@@ -69,6 +69,54 @@ fn the_built_in_registry_is_clean_and_complete() {
 }
 
 #[test]
+fn the_built_in_registry_read_from_its_build_time_json_means_what_its_yaml_says() {
+    // The embedded text is read from what build.rs made of it; the same text with one
+    // more blank line is not the embedded text, so it is read as YAML.
+    let fast = load(&[LayerSource::built_in()]);
+    let mut yaml = LayerSource::built_in();
+    yaml.text.push('\n');
+    let read = load(&[yaml]);
+    assert!(
+        fast.is_clean() && read.is_clean(),
+        "{:#?}",
+        read.diagnostics
+    );
+    assert_eq!(fast.registry.layers, read.registry.layers);
+    assert_eq!(fast.registry.interfaces(), read.registry.interfaces());
+    assert_eq!(fast.registry.policy, read.registry.policy);
+    assert_eq!(
+        fast.registry.policy_origins(),
+        read.registry.policy_origins()
+    );
+    assert!(!fast.registry.policy_origins().is_empty());
+    for interface in read.registry.interfaces() {
+        let origins = read.registry.origins(&interface.id);
+        assert!(origins.is_some_and(|o| o.values().all(|o| o.line > 0)));
+        assert_eq!(
+            fast.registry.origins(&interface.id),
+            origins,
+            "{}",
+            interface.id
+        );
+    }
+
+    // A user's layer is YAML whatever it says, with its positions.
+    let user = load(&[
+        LayerSource::built_in(),
+        source(
+            Layer::User,
+            "user.yaml",
+            "interfaces:\n  - id: cli\n    priority: nine\n",
+        ),
+    ]);
+    assert_eq!(user.diagnostics.len(), 1, "{:#?}", user.diagnostics);
+    assert_eq!(
+        (user.diagnostics[0].line, user.diagnostics[0].file.as_str()),
+        (3, "user.yaml")
+    );
+}
+
+#[test]
 fn layers_override_field_by_field_and_say_where_each_value_came_from() {
     let user = source(
         Layer::User,

@@ -604,9 +604,10 @@ impl<C: Clock> App<C> {
         let replying = info.state == AgentState::Replying
             && info.chat.as_ref().is_some_and(|chat| {
                 self.chats
-                    .get(&(chat.store.clone(), chat.chat_id.clone()))
-                    .is_some_and(|c| {
-                        now.saturating_sub(c.last_activity_ms) < super::chats::OBSERVED_BUSY_MS
+                    .get(&chat.store, &chat.chat_id)
+                    .is_some_and(|row| {
+                        now.saturating_sub(row.info.last_activity_ms)
+                            < super::chats::OBSERVED_BUSY_MS
                     })
             });
         let waiting = if let Some(running) = &record.active_drive {

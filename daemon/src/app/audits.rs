@@ -115,12 +115,18 @@ impl<C: Clock> App<C> {
     /// that was read from a file.
     fn most_recent_chat(&self, store: Option<&str>) -> Result<(String, String), ErrorMessage> {
         self.chats
-            .iter()
-            .filter(|((chat_store, _), _)| store.is_none_or(|s| s == chat_store))
-            .filter(|(key, _)| self.chat_sources.contains_key(*key))
+            .rows()
+            .filter(|row| store.is_none_or(|s| s == row.info.store))
+            .filter(|row| row.source.is_some())
+            .map(|row| &row.info)
             // Of two as recent, the first by store and chat id (the table is a hash map).
-            .max_by_key(|(key, chat)| (chat.last_activity_ms, std::cmp::Reverse(*key)))
-            .map(|(key, _)| key.clone())
+            .max_by_key(|chat| {
+                (
+                    chat.last_activity_ms,
+                    std::cmp::Reverse((chat.store.as_str(), chat.chat_id.as_str())),
+                )
+            })
+            .map(|chat| (chat.store.clone(), chat.chat_id.clone()))
             .ok_or_else(|| {
                 ErrorMessage::new(
                     ErrorCode::UnknownChat,

@@ -67,35 +67,22 @@ pub(super) fn merge_observation(
 }
 
 impl<C: Clock> App<C> {
-    /// Chats restored from the observers' summary cache: into the chats table as history
-    /// (a row the table already holds from something newer is kept).
+    /// Chats restored from the observers' summary cache, by the file each was read from:
+    /// into the chats table as history (a row the table already holds from something
+    /// newer is kept). The rows are moved in, not copied.
     pub(super) fn on_chats_restored(
         &mut self,
-        chats: Vec<koru_protocol::ChatInfo>,
-        source: std::path::PathBuf,
+        files: Vec<(
+            std::sync::Arc<std::path::Path>,
+            Vec<koru_protocol::ChatInfo>,
+        )>,
     ) {
-        let source: std::sync::Arc<std::path::Path> = std::sync::Arc::from(source.as_path());
-        self.chats.reserve(chats.len());
-        self.chat_sources.reserve(chats.len());
-        for chat in chats {
-            let key = (chat.store.clone(), chat.chat_id.clone());
-            match self.chats.entry(key.clone()) {
-                std::collections::hash_map::Entry::Occupied(mut known)
-                    if known.get().last_activity_ms > chat.last_activity_ms =>
-                {
-                    let known = known.get_mut();
-                    if known.workspace.is_none() {
-                        known.workspace = chat.workspace;
-                    }
-                }
-                std::collections::hash_map::Entry::Occupied(mut known) => {
-                    known.insert(chat);
-                }
-                std::collections::hash_map::Entry::Vacant(vacant) => {
-                    vacant.insert(chat);
-                }
+        self.chats
+            .reserve(files.iter().map(|(_, chats)| chats.len()).sum());
+        for (source, chats) in files {
+            for chat in chats {
+                self.chats.restore(chat, &source);
             }
-            self.chat_sources.insert(key, source.clone());
         }
     }
 
@@ -109,28 +96,37 @@ impl<C: Clock> App<C> {
         use koru_protocol::ObservedKind;
         // Reported by a client (a terminal agent's hook), not read from a store file.
         let source_was_none = source.is_none();
-        self.note_chat_source(&events, source);
+        // The file they were read from, for each chat in them: where `chat.read` reads it.
+        let source: Option<std::sync::Arc<std::path::Path>> =
+            source.map(|source| std::sync::Arc::from(source.as_path()));
         for observation in events {
             let key = (observation.store.clone(), observation.chat_id.clone());
             if let Some(process) = &observation.process {
                 // A terminal agent's hook said where this chat's agent runs.
                 self.chat_process.insert(key.clone(), process.clone());
             }
-            match observation.event {
-                ObservedKind::ReplyCompleted { .. } => {
-                    if !self.chat_completed.insert(key.clone()) {
-                        continue;
-                    }
-                }
-                ObservedKind::ChatSeen | ObservedKind::Activity | ObservedKind::Unknown => {}
+            // The same end reported again (the transcript's end record and the Stop hook)
+            // is not news.
+            let repeated = match observation.event {
+                ObservedKind::ReplyCompleted { .. } => !self.chat_completed.insert(key),
+                ObservedKind::ChatSeen | ObservedKind::Activity | ObservedKind::Unknown => false,
                 _ => {
                     self.chat_completed.remove(&key);
+                    false
                 }
+            };
+            let row =
+                self.chats
+                    .row_or_insert_with(&observation.store, &observation.chat_id, || {
+                        crate::observe::new_chat_row(&observation)
+                    });
+            if let Some(source) = &source {
+                row.source = Some(source.clone());
             }
-            let chat = self
-                .chats
-                .entry(key)
-                .or_insert_with(|| crate::observe::new_chat_row(&observation));
+            if repeated {
+                continue;
+            }
+            let chat = &mut row.info;
             crate::observe::apply_to_chat_row(chat, &observation);
             if !replay {
                 self.correlate(&observation, source_was_none);

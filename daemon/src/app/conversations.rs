@@ -183,10 +183,11 @@ impl<C: Clock> App<C> {
         chat_id: &str,
         store_given: Option<&str>,
     ) -> Result<(String, String), ErrorMessage> {
-        let mut found: Vec<&(String, String)> = self
+        let mut found: Vec<(&str, &str)> = self
             .chats
-            .keys()
-            .filter(|(store, id)| id == chat_id && store_given.is_none_or(|s| s == store))
+            .values()
+            .filter(|c| c.chat_id == chat_id && store_given.is_none_or(|s| s == c.store))
+            .map(|c| (c.store.as_str(), c.chat_id.as_str()))
             .collect();
         // The chats table is a hash map: the stores named in the same order every time.
         found.sort_unstable();
@@ -202,7 +203,7 @@ impl<C: Clock> App<C> {
                         ),
                     },
                 )),
-            [one] => Ok((*one).clone()),
+            [(store, chat_id)] => Ok((store.to_string(), chat_id.to_string())),
             several => Err(invalid(
                     "store",
                     format!(
@@ -210,7 +211,7 @@ impl<C: Clock> App<C> {
                         several.len(),
                         several
                             .iter()
-                            .map(|(store, _)| store.as_str())
+                            .map(|(store, _)| *store)
                             .collect::<Vec<_>>()
                             .join(", ")
                     ),
@@ -224,10 +225,7 @@ impl<C: Clock> App<C> {
         store: &str,
         chat_id: &str,
     ) -> Result<std::path::PathBuf, ErrorMessage> {
-        match self
-            .chat_sources
-            .get(&(store.to_string(), chat_id.to_string()))
-        {
+        match self.chats.get(store, chat_id).and_then(|row| row.source.as_ref()) {
             Some(source) => Ok(source.to_path_buf()),
             None => Err(ErrorMessage::new(
                 ErrorCode::ChatUnreadable,
@@ -322,8 +320,8 @@ impl<C: Clock> App<C> {
     ) -> ChatReadResult {
         let workspace = self
             .chats
-            .get(&(pending.store.clone(), pending.chat_id.clone()))
-            .and_then(|c| c.workspace.clone());
+            .get(&pending.store, &pending.chat_id)
+            .and_then(|row| row.info.workspace.clone());
         ChatReadResult {
             store: pending.store.clone(),
             chat_id: pending.chat_id.clone(),
@@ -333,24 +331,6 @@ impl<C: Clock> App<C> {
             turns_total: found.total,
             turns,
             not_recorded: found.not_recorded.iter().map(|s| s.to_string()).collect(),
-        }
-    }
-
-    /// Remembers the file a batch of observations was read from, for each chat in it.
-    pub(super) fn note_chat_source(
-        &mut self,
-        events: &[koru_protocol::ObservedEvent],
-        source: Option<std::path::PathBuf>,
-    ) {
-        let Some(source) = source else {
-            return;
-        };
-        let source: Arc<Path> = Arc::from(source.as_path());
-        for event in events {
-            let key = (event.store.clone(), event.chat_id.clone());
-            if self.chat_sources.get(&key) != Some(&source) {
-                self.chat_sources.insert(key, source.clone());
-            }
         }
     }
 }

@@ -134,7 +134,11 @@ impl<C: Clock> App<C> {
             return;
         }
         let key = (seen.store.clone(), seen.chat_id.clone());
-        let Some(source) = self.chat_sources.get(&key).cloned() else {
+        let Some(source) = self
+            .chats
+            .get(&key.0, &key.1)
+            .and_then(|row| row.source.clone())
+        else {
             // Reported by a hook, not read from a file: nothing to read back.
             return;
         };

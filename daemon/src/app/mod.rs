@@ -13,6 +13,7 @@
 
 mod agent_drives;
 mod audits;
+mod chat_table;
 mod chats;
 mod conversations;
 mod delivery;
@@ -136,7 +137,7 @@ pub enum DaemonEvent {
     /// they stood when each file was last read (history, not published), many files at a
     /// time.
     ChatsRestored {
-        files: Vec<(std::path::PathBuf, Vec<koru_protocol::ChatInfo>)>,
+        files: Vec<(Arc<std::path::Path>, Vec<koru_protocol::ChatInfo>)>,
     },
     /// The observers' view of their store roots changed (watches, files, problems).
     ObserverHealth {
@@ -269,19 +270,14 @@ pub struct App<C: Clock> {
     /// The drive whose OS injection is running (keyboard input is global: one at a time).
     injecting: Option<String>,
     injection_waiting: VecDeque<String>,
-    /// The chats the observers know, by (store, chat id). A hash map, not a B-tree: a
-    /// heavy user's 10,000 chats of history arrive at every start, and a B-tree's inserts
-    /// compared and shifted keys and rows for each; `chats.list` sorts what it returns.
-    chats: foldhash::HashMap<(String, String), koru_protocol::ChatInfo>,
+    /// The chats the observers know, by store and chat id, each with the file it was
+    /// last read from (`chat_table`).
+    chats: chat_table::ChatTable,
     /// The drive last matched to each chat, whose observation the chat's next events update.
     chat_drive: HashMap<(String, String), String>,
     /// Chats whose last event was a completed reply: the same end reported again (the
     /// transcript's end record and the Stop hook) is not news.
     chat_completed: foldhash::HashSet<(String, String)>,
-    /// The file each chat was last read from by the observers: where `chat.read` reads it
-    /// back (shared between the chats of one file, such as a database). Filled with
-    /// every chat of the history at start (10,000 at a heavy user's): foldhash, not SipHash.
-    chat_sources: foldhash::HashMap<(String, String), Arc<std::path::Path>>,
     /// Reads chats back from their stores, off the loop.
     chat_reader: Box<dyn crate::conversation::ChatReader>,
     /// `chat.read` requests waiting for their read, by ticket.
@@ -349,10 +345,9 @@ impl<C: Clock> App<C> {
             recovery,
             injecting: None,
             injection_waiting: VecDeque::new(),
-            chats: foldhash::HashMap::default(),
+            chats: chat_table::ChatTable::default(),
             chat_drive: HashMap::new(),
             chat_completed: foldhash::HashSet::default(),
-            chat_sources: foldhash::HashMap::default(),
             chat_reader: Box::new(crate::conversation::read::RecordingChatReader::default()),
             chat_reads: HashMap::new(),
             evidence_reads: HashMap::new(),
@@ -493,11 +488,7 @@ impl<C: Clock> App<C> {
                 replay,
                 source,
             } => self.on_observed(events, replay, source),
-            DaemonEvent::ChatsRestored { files } => {
-                for (source, chats) in files {
-                    self.on_chats_restored(chats, source);
-                }
-            }
+            DaemonEvent::ChatsRestored { files } => self.on_chats_restored(files),
             DaemonEvent::ChatReadFinished { finished } => self.on_chat_read_finished(*finished),
             DaemonEvent::AuditFinished { finished } => self.on_audit_finished(*finished),
             DaemonEvent::TerminalLook { finished } => self.on_terminal_look(*finished),

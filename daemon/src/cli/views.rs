@@ -525,7 +525,7 @@ fn print_evidence(rows: &[(Option<&str>, &DriveInfo)]) {
             continue;
         };
         println!("\n{}:", drive.drive_id);
-        for line in crate::mcp::format::evidence_lines(evidence) {
+        for line in crate::conversation::evidence_lines(evidence) {
             println!("  {line}");
         }
     }

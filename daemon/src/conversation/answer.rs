@@ -1,4 +1,4 @@
-//! A read's turns as the `chat.read.result` answer: each text cut to the characters asked for, the reply paged from an offset (with the offset to ask for next), the steps as recorded. Pure: turns in, wire types out.
+//! A read's turns as the `chat.read.result` answer: each text cut to the characters asked for, the reply paged from an offset (with the offset to ask for next), the steps as recorded; a drive's evidence (the chat's records of it) in lines for the faces. Pure: turns in, wire types out.
 
 use koru_protocol::{ChatTurn, MAX_CHAT_READ_CHARS};
 
@@ -90,6 +90,96 @@ pub fn step_line(step: &koru_protocol::TurnStep) -> String {
         .map(|e| format!(": {e}"))
         .unwrap_or_default();
     format!("{} {}{outcome}{error}", step.tool, step.summary)
+}
+
+/// Where a record is in its file, for a person: `line 3 (offset 120, 512 bytes)`, an
+/// element's pointer, or a row's table and key.
+pub fn record_place(record: &koru_protocol::StoreRecord) -> String {
+    use koru_protocol::StoreRecord;
+    let inner = |pointer: &Option<String>| {
+        pointer
+            .as_deref()
+            .map(|p| format!(" at {p}"))
+            .unwrap_or_default()
+    };
+    let elsewhere = |file: &Option<String>| {
+        file.as_deref()
+            .map(|f| format!(" of {f}"))
+            .unwrap_or_default()
+    };
+    match record {
+        StoreRecord::Line {
+            line,
+            offset,
+            bytes,
+            pointer,
+            ..
+        } => format!(
+            "line {line}{} (offset {offset}, {bytes} bytes)",
+            inner(pointer)
+        ),
+        StoreRecord::Element {
+            offset,
+            bytes,
+            pointer,
+            file,
+            ..
+        } => format!(
+            "element {pointer}{} (offset {offset}, {bytes} bytes)",
+            elsewhere(file)
+        ),
+        StoreRecord::Row {
+            table,
+            row,
+            bytes,
+            pointer,
+            file,
+            ..
+        } => format!(
+            "row {table}/{row}{}{} ({bytes} bytes)",
+            inner(pointer),
+            elsewhere(file)
+        ),
+    }
+}
+
+/// A drive's evidence from its chat's store, a line per record: where the prompt is, and
+/// how the turn ended with the reply's digest.
+pub fn evidence_lines(evidence: &koru_protocol::DriveEvidence) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(prompt) = &evidence.prompt {
+        lines.push(format!(
+            "prompt on record: {} chat {}, {} {} sha256 {}",
+            prompt.store,
+            prompt.chat_id,
+            prompt.file,
+            record_place(&prompt.record),
+            prompt.record.sha256()
+        ));
+    }
+    if let Some(outcome) = &evidence.outcome {
+        let mut line = format!("{} on record", outcome.stage.as_str());
+        match &outcome.record {
+            Some(found) => line.push_str(&format!(
+                " ({}): {} sha256 {}",
+                match outcome.basis {
+                    koru_protocol::ObservationBasis::Explicit => "the store's end record",
+                    koru_protocol::ObservationBasis::Inferred => "no end record; the reply's",
+                },
+                record_place(&found.record),
+                found.record.sha256()
+            )),
+            None => line.push_str(" (the store has no record of it)"),
+        }
+        if let Some(reply) = &outcome.reply {
+            line.push_str(&format!(
+                "; reply {} chars, sha256 {}",
+                reply.chars, reply.sha256
+            ));
+        }
+        lines.push(line);
+    }
+    lines
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ pub mod read;
 pub mod redact;
 pub mod stores;
 
-pub use answer::{step_line, wire_turn, Paging};
+pub use answer::{evidence_lines, record_place, step_line, wire_turn, Paging};
 pub use items::{ConversationItem, Item, ItemKind, ItemOutcome, SourceRecord};
 pub use model::{Keep, Turn, TurnCollector};
 pub use read::{

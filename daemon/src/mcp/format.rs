@@ -167,96 +167,6 @@ pub fn reply_line(o: &koru_protocol::DriveObservation) -> String {
     }
 }
 
-/// Where a record is in its file, for a person: `line 3 (offset 120, 512 bytes)`, an
-/// element's pointer, or a row's table and key.
-pub fn record_place(record: &koru_protocol::StoreRecord) -> String {
-    use koru_protocol::StoreRecord;
-    let inner = |pointer: &Option<String>| {
-        pointer
-            .as_deref()
-            .map(|p| format!(" at {p}"))
-            .unwrap_or_default()
-    };
-    let elsewhere = |file: &Option<String>| {
-        file.as_deref()
-            .map(|f| format!(" of {f}"))
-            .unwrap_or_default()
-    };
-    match record {
-        StoreRecord::Line {
-            line,
-            offset,
-            bytes,
-            pointer,
-            ..
-        } => format!(
-            "line {line}{} (offset {offset}, {bytes} bytes)",
-            inner(pointer)
-        ),
-        StoreRecord::Element {
-            offset,
-            bytes,
-            pointer,
-            file,
-            ..
-        } => format!(
-            "element {pointer}{} (offset {offset}, {bytes} bytes)",
-            elsewhere(file)
-        ),
-        StoreRecord::Row {
-            table,
-            row,
-            bytes,
-            pointer,
-            file,
-            ..
-        } => format!(
-            "row {table}/{row}{}{} ({bytes} bytes)",
-            inner(pointer),
-            elsewhere(file)
-        ),
-    }
-}
-
-/// A drive's evidence from its chat's store, a line per record: where the prompt is, and
-/// how the turn ended with the reply's digest.
-pub fn evidence_lines(evidence: &koru_protocol::DriveEvidence) -> Vec<String> {
-    let mut lines = Vec::new();
-    if let Some(prompt) = &evidence.prompt {
-        lines.push(format!(
-            "prompt on record: {} chat {}, {} {} sha256 {}",
-            prompt.store,
-            prompt.chat_id,
-            prompt.file,
-            record_place(&prompt.record),
-            prompt.record.sha256()
-        ));
-    }
-    if let Some(outcome) = &evidence.outcome {
-        let mut line = format!("{} on record", outcome.stage.as_str());
-        match &outcome.record {
-            Some(found) => line.push_str(&format!(
-                " ({}): {} sha256 {}",
-                match outcome.basis {
-                    koru_protocol::ObservationBasis::Explicit => "the store's end record",
-                    koru_protocol::ObservationBasis::Inferred => "no end record; the reply's",
-                },
-                record_place(&found.record),
-                found.record.sha256()
-            )),
-            None => line.push_str(" (the store has no record of it)"),
-        }
-        if let Some(reply) = &outcome.reply {
-            line.push_str(&format!(
-                "; reply {} chars, sha256 {}",
-                reply.chars, reply.sha256
-            ));
-        }
-        lines.push(line);
-    }
-    lines
-}
-
 /// A drive in a few lines: `drive ID STATE: reached STAGE by ROUTE (INTERFACE)`, then the
 /// blocker and each route that did not work, with its hint.
 pub fn drive(drive: &DriveInfo) -> String {
@@ -318,7 +228,11 @@ pub fn drive(drive: &DriveInfo) -> String {
             text.push_str(&format!(" ({detail})"));
         }
     }
-    for line in drive.evidence.iter().flat_map(|e| evidence_lines(e)) {
+    for line in drive
+        .evidence
+        .iter()
+        .flat_map(|e| crate::conversation::evidence_lines(e))
+    {
         text.push('\n');
         text.push_str(&line);
     }

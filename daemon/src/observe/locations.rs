@@ -1,5 +1,6 @@
 //! The chat stores Koru observes: where each keeps its session files under a root (the registry's `locations`), how a path is recognised, and which follower reads it (with the workspace looked up from the store's own side files).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -200,12 +201,12 @@ impl Store {
     }
 
     /// The session file a changed path stands for (a SQLite database changes through its
-    /// `-wal` and `-shm` files).
-    pub fn session_path(self, path: &Path) -> PathBuf {
+    /// `-wal` and `-shm` files); most often `path` itself, borrowed.
+    pub fn session_path(self, path: &Path) -> Cow<'_, Path> {
         if self == Store::ClineSessions {
             if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
                 if let Some(id) = name.strip_suffix(".messages.json") {
-                    return path.with_file_name(format!("{id}.json"));
+                    return Cow::Owned(path.with_file_name(format!("{id}.json")));
                 }
             }
         }
@@ -213,16 +214,35 @@ impl Store {
             if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
                 for suffix in ["-wal", "-shm", "-journal"] {
                     if let Some(db) = name.strip_suffix(suffix) {
-                        return path.with_file_name(db);
+                        return Cow::Owned(path.with_file_name(db));
                     }
                 }
             }
         }
-        path.to_path_buf()
+        Cow::Borrowed(path)
     }
 
     /// Whether `path` is a session file of this store under `root`.
     pub fn is_session_under(self, root: &Path, path: &Path) -> bool {
+        let name = match name_at_depth(root, path, self.depth()) {
+            // Spelled as the listings spell it: the root's bytes, then the store's
+            // folders and the name (a heavy user's 10,000 files are checked at every
+            // start; parsing their paths' components was 4 % of a restart).
+            Some(Some(name)) => name,
+            Some(None) => return false,
+            None => return self.is_session_under_by_components(root, path),
+        };
+        if !self.is_session_name(name) {
+            return false;
+        }
+        if self == Store::ClineSessions || self.folder_name().is_some() {
+            return self.is_session_under_by_components(root, path);
+        }
+        !self.has_plain_twin(path)
+    }
+
+    /// [`Store::is_session_under`] for any spelling of the paths, component by component.
+    fn is_session_under_by_components(self, root: &Path, path: &Path) -> bool {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             return false;
         };
@@ -297,22 +317,39 @@ impl Store {
         for level in level + 1..=self.depth() {
             dirs = self.folders_in(&dirs, level);
         }
-        let mut found: Vec<(PathBuf, Option<Stamp>)> = dirs
-            .iter()
-            .flat_map(|dir| list_folder(dir))
-            .filter(|listed| !listed.folder && self.is_session_under(root, &listed.path))
-            .map(|listed| {
-                let stamp = match (&listed.target, &listed.entry) {
-                    // A symbolic link: what it points to.
-                    (Some(target), _) => Some(Stamp::from_meta(target)),
-                    (None, Some(entry)) => entry.metadata().ok().map(|m| Stamp::from_meta(&m)),
-                    (None, None) => None,
-                };
-                (listed.path, stamp)
-            })
-            .collect();
-        // By bytes: the same order every time, cheaper than comparing path components.
-        found.sort_unstable_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
+        // The same order every time: folders by their bytes, then each folder's files by
+        // their names' bytes (sorting 10,000 whole paths compared their long common
+        // prefix again and again).
+        dirs.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+        let mut found: Vec<(PathBuf, Option<Stamp>)> = Vec::new();
+        for dir in &dirs {
+            let start = found.len();
+            found.extend(
+                list_folder(dir)
+                    .into_iter()
+                    .filter(|listed| !listed.folder && self.is_session_under(root, &listed.path))
+                    .map(|listed| {
+                        let stamp = match (&listed.target, &listed.entry) {
+                            // A symbolic link: what it points to.
+                            (Some(target), _) => Some(Stamp::from_meta(target)),
+                            (None, Some(entry)) => {
+                                entry.metadata().ok().map(|m| Stamp::from_meta(&m))
+                            }
+                            (None, None) => None,
+                        };
+                        (listed.path, stamp)
+                    }),
+            );
+            found[start..].sort_unstable_by(|a, b| {
+                // Joined to the same folder: the names tell them apart.
+                let (a, b) = (
+                    a.0.as_os_str().as_encoded_bytes(),
+                    b.0.as_os_str().as_encoded_bytes(),
+                );
+                let common = a.len().min(b.len()).min(dir.as_os_str().len());
+                a[common..].cmp(&b[common..])
+            });
+        }
         found
     }
 
@@ -500,6 +537,44 @@ fn list_folder(dir: &Path) -> Vec<Listed> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The file name of `path` when `path` is `root`'s bytes, a `/` (unless `root` ends with
+/// one) and `depth + 1` names that are neither empty nor start with a dot, separated by
+/// single `/`s: `Some(Some(name))`, or `Some(None)` when that name is not UTF-8 (never a
+/// session file's name). `None` for any other spelling (a `.` or `..` among them, a
+/// doubled `/`, a hidden file's name), which a comparison of components judges (`root`
+/// itself must be plain too: not empty, no `.` or `..` at its end).
+fn name_at_depth<'p>(root: &Path, path: &'p Path, depth: usize) -> Option<Option<&'p str>> {
+    let root = root.as_os_str().as_encoded_bytes();
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let last_of_root = root.rsplit(|b| *b == b'/').next()?;
+    if root.is_empty() || last_of_root == b"." || last_of_root == b".." {
+        return None;
+    }
+    let rest = bytes.strip_prefix(root)?;
+    let rest = if root.ends_with(b"/") {
+        rest
+    } else {
+        rest.strip_prefix(b"/")?
+    };
+    // From the back: the name, then `depth` folders, each looked for once (one pass over
+    // the bytes); the root's bytes must be reached with the last of them.
+    let mut end = rest.len();
+    let mut name = None;
+    for part in 0..=depth {
+        let start = rest[..end]
+            .iter()
+            .rposition(|byte| *byte == b'/')
+            .map_or(0, |at| at + 1);
+        let piece = &rest[start..end];
+        if matches!(piece.first(), None | Some(b'.')) || (start == 0) != (part == depth) {
+            return None;
+        }
+        name.get_or_insert(piece);
+        end = start.saturating_sub(1);
+    }
+    Some(std::str::from_utf8(name?).ok())
 }
 
 /// A file's identity, size and modification time: a file found with the same stamp has
@@ -702,6 +777,52 @@ mod tests {
         assert!(Store::Codex
             .session_files_in(root, Path::new("/elsewhere"))
             .is_empty());
+    }
+
+    #[test]
+    fn a_path_is_judged_by_its_bytes_as_by_its_components() {
+        let roots = [
+            "/r", "/r/", "/r//x", "/r/./x", "r", "/", "/r/.", "/r/x/..", "/r/x/../",
+        ];
+        let tails = [
+            "p/a.jsonl",
+            "a.jsonl",
+            "p/q/a.jsonl",
+            "./p/a.jsonl",
+            "p/./a.jsonl",
+            "p//a.jsonl",
+            "p/../a.jsonl",
+            "p/a.jsonl/",
+            "p/a.jsonl/.",
+            ".p/a.jsonl",
+            "p/.a.jsonl",
+            "p/..a.jsonl",
+            "p/a/",
+            "2026/03/01/rollout-x.jsonl",
+            "h1/chatSessions/s.json",
+            "chatSessions/s.json",
+            "s1/s1.json",
+            "proj/chats/session-1.json",
+            "state.vscdb",
+            "t/ui_messages.json",
+            "x.pb",
+        ];
+        let stores = Store::ALL.iter().copied().chain([Store::CopilotWindow]);
+        for store in stores {
+            for root in roots {
+                for tail in tails {
+                    for joiner in ["/", "//", ""] {
+                        let path = format!("{root}{joiner}{tail}");
+                        let (root, path) = (Path::new(root), Path::new(&path));
+                        assert_eq!(
+                            store.is_session_under(root, path),
+                            store.is_session_under_by_components(root, path),
+                            "{store:?} {root:?} {path:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

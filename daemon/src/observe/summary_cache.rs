@@ -1,28 +1,35 @@
 //! The observers' per-file summary cache: for each chat-store file followed, its identity, size, where reading stopped and the chat state derived so far, kept under `$XDG_CACHE_HOME/koru/` so that a restart over unchanged history reads nothing it read before. A damaged, foreign or unsafe cache is ignored (and rebuilt), never trusted.
 //!
 //! The file is one header line and one line per file. The header is JSON; a file's line
-//! is its entry as JSON, a tab, and its follower's checkpoint as JSON (compact JSON never
-//! holds a raw tab, so the first one splits them): the checkpoint is kept as text, not
-//! parsed, until its file changes. The header names the
-//! format, its version, the observers' generation (bumped whenever what parsers derive
-//! changes: a cache from another generation is not trusted) and the CRC-32 of everything
-//! after the header line (a check against damage, not against forgery: the file is the
-//! user's own and refused when others can write it; SHA-256 of a heavy user's 9 MB was
-//! 3 % of a restart). docs/observers.md, "Restarts", describes it.
+//! has three parts separated by tabs (compact JSON never holds a raw tab, so the tabs
+//! split them): the entry, a JSON array `[path, store, dev, ino, size, mtime_ns,
+//! turn_open]`; the chats table's rows the file produced, a JSON array of
+//! `[chat_id, workspace, state, last_activity_ms, last_prompt]` (the store is the
+//! entry's); and the follower's checkpoint as JSON. Arrays, not objects: a heavy user's
+//! 10,000 entries are parsed at every start, and their field names were half of the
+//! strings parsed. The rows and the checkpoint are kept as text, not parsed again, until
+//! the file changes ([`KeptText`]). The header names the format, its version, the
+//! observers' generation (bumped whenever what parsers derive changes: a cache from
+//! another generation is not trusted) and the CRC-32 of everything after the header line
+//! (a check against damage, not against forgery: the file is the user's own and refused
+//! when others can write it; SHA-256 of a heavy user's 9 MB was 3 % of a restart).
+//! docs/observers.md, "Restarts", describes it.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use koru_protocol::ChatInfo;
-use serde::{Deserialize, Serialize};
+use koru_protocol::{ChatInfo, ObservedChatState};
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 /// The cache's format name, in its header.
 const FORMAT: &str = "koru-observer-summary";
-/// The layout of the file (2: entries say whether a turn is open, the checkpoint follows
-/// the entry after a tab, the header's checksum is a CRC-32).
-const VERSION: u32 = 2;
+/// The layout of the file (3: the entry and the rows are JSON arrays, the rows follow the
+/// entry after a tab and the checkpoint the rows after another; 2: the entry an object
+/// holding the rows, the checkpoint after a tab). A cache of another layout is refused and
+/// rebuilt.
+const VERSION: u32 = 3;
 /// What the parsers derive: bump when a parser's state or its conclusions change, so that
 /// a cache written by another build is read again rather than trusted.
 pub const GENERATION: u32 = 1;
@@ -44,39 +51,170 @@ pub fn default_path(socket: &Path) -> Option<PathBuf> {
     Some(cache.join("koru/observers").join(format!("{name}.ndjson")))
 }
 
-/// What the cache remembers of one followed file, as read back.
-#[derive(Debug, Deserialize)]
+/// What the cache remembers of one followed file, as read back (its path is the key of
+/// the map [`load`] returns).
+#[derive(Debug)]
 pub struct CachedFile {
-    /// Also the key of the map [`load`] returns (and taken from here for it: empty).
-    pub path: PathBuf,
-    /// The store's registry id.
-    pub store: String,
+    /// The store's registry id (one this build knows: an entry of another is skipped).
+    pub store: &'static str,
     pub dev: u64,
     pub ino: u64,
     pub size: u64,
     pub mtime_ns: i64,
-    /// The follower's checkpoint (read position, the parser's state), as the JSON text it
-    /// was written as (after the line's tab): the follower reads it into its own types.
-    #[serde(skip)]
-    pub checkpoint: Box<str>,
     /// A turn was open (time may still conclude it): the file's follower is made at
     /// start. Without one, an unchanged file's follower waits until the file changes.
     pub turn_open: bool,
     /// The chats table's rows the file produced, as the daemon last knew them.
     pub chats: Vec<ChatInfo>,
+    /// The same rows and the follower's checkpoint, as the text they were written as.
+    pub kept: KeptText,
 }
 
-/// A checkpoint to write: made by a follower now, or kept as the cache held it (a file
-/// whose follower was never made, `watcher`'s dormant files).
+/// A line's rows and checkpoint as they were written (the part after the entry's tab):
+/// what a dormant file keeps until it changes, and writes back as it was. The rows are
+/// read again from it ([`KeptText::rows`]) and the follower's state from its checkpoint
+/// ([`KeptText::checkpoint`]) only when the file changes.
+#[derive(Debug, Default)]
+pub struct KeptText {
+    text: Box<[u8]>,
+    /// Where the checkpoint starts (after the rows' tab).
+    checkpoint_at: usize,
+}
+
+impl KeptText {
+    /// The rows and the checkpoint of one line, `rows` and `checkpoint` JSON texts.
+    pub fn new(rows: &str, checkpoint: &str) -> KeptText {
+        let mut text = Vec::with_capacity(rows.len() + 1 + checkpoint.len());
+        text.extend_from_slice(rows.as_bytes());
+        text.push(b'\t');
+        text.extend_from_slice(checkpoint.as_bytes());
+        KeptText {
+            text: text.into_boxed_slice(),
+            checkpoint_at: rows.len() + 1,
+        }
+    }
+
+    /// The rows again, as `store`'s chats (`None`: not rows, never expected of a line
+    /// whose checksum matched).
+    pub fn rows(&self, store: &str) -> Option<Vec<ChatInfo>> {
+        let rows = &self.text[..self.checkpoint_at.saturating_sub(1)];
+        parse_rows(rows, store).ok()
+    }
+
+    /// The follower's checkpoint (`None`: not text, never expected either).
+    pub fn checkpoint(&self) -> Option<&str> {
+        std::str::from_utf8(&self.text[self.checkpoint_at..]).ok()
+    }
+
+    /// The rows, a tab and the checkpoint, as written.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.text
+    }
+}
+
+/// What a cache line says besides its path and its rows, in the order it says it.
+type Entry<'a> = (PathBuf, &'a str, u64, u64, u64, i64, bool);
+
+/// One row as the cache writes it: `[chat_id, workspace, state, last_activity_ms,
+/// last_prompt]`.
+type RowOut<'a> = (
+    &'a str,
+    &'a Option<String>,
+    ObservedChatState,
+    u64,
+    &'a Option<String>,
+);
+
+/// One row as the cache reads it.
+type RowIn = (
+    String,
+    Option<String>,
+    ObservedChatState,
+    u64,
+    Option<String>,
+);
+
+/// A line's rows, read straight into the chats table's type; their store is set after
+/// ([`CachedRows::of_store`]).
+struct CachedRows(Vec<ChatInfo>);
+
+impl CachedRows {
+    fn of_store(self, store: &str) -> Vec<ChatInfo> {
+        let mut chats = self.0;
+        for chat in &mut chats {
+            chat.store = store.to_string();
+        }
+        chats
+    }
+}
+
+impl<'de> Deserialize<'de> for CachedRows {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = CachedRows;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of chat rows")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut rows: A,
+            ) -> Result<CachedRows, A::Error> {
+                // Most files hold one chat.
+                let mut chats = Vec::with_capacity(rows.size_hint().unwrap_or(1));
+                while let Some(row) = rows.next_element::<RowIn>()? {
+                    let (chat_id, workspace, state, last_activity_ms, last_prompt) = row;
+                    chats.push(ChatInfo {
+                        store: String::new(),
+                        chat_id,
+                        workspace,
+                        state,
+                        last_activity_ms,
+                        last_prompt,
+                    });
+                }
+                Ok(CachedRows(chats))
+            }
+        }
+        deserializer.deserialize_seq(Visit)
+    }
+}
+
+/// The rows of a line's middle part, as `store`'s chats.
+fn parse_rows(text: &[u8], store: &str) -> serde_json::Result<Vec<ChatInfo>> {
+    serde_json::from_slice::<CachedRows>(text).map(|rows| rows.of_store(store))
+}
+
+/// The first JSON value of `text`, and where it ends.
+fn first_value<'de, T: Deserialize<'de>>(text: &'de [u8]) -> serde_json::Result<(T, usize)> {
+    let mut values = serde_json::Deserializer::from_slice(text).into_iter::<T>();
+    let value = values
+        .next()
+        .unwrap_or_else(|| Err(serde::de::Error::custom("nothing where a value belongs")))?;
+    Ok((value, values.byte_offset()))
+}
+
+/// The registry id `id` names, as the observers spell it (`None`: no store of this build).
+fn known_store(id: &str) -> Option<&'static str> {
+    super::locations::Store::ALL
+        .iter()
+        .map(|store| store.id())
+        .find(|known| *known == id)
+}
+
+/// What follows a file's entry on its line: its rows and checkpoint made now, or kept as
+/// the cache held them (a file whose follower was never made, `watcher`'s dormant files).
 #[derive(Debug)]
-pub enum Checkpoint<'a> {
-    Made(serde_json::Value),
-    Kept(&'a str),
+pub enum EntryBody<'a> {
+    Made {
+        chats: &'a [ChatInfo],
+        checkpoint: serde_json::Value,
+    },
+    Kept(&'a KeptText),
 }
 
-/// One entry as it is written: the same fields as [`CachedFile`] and the file's path,
-/// borrowed from the watcher's state.
-#[derive(Debug, Serialize)]
+/// One entry as it is written, borrowed from the watcher's state.
+#[derive(Debug)]
 pub struct CacheEntry<'a> {
     pub path: &'a Path,
     pub store: &'a str,
@@ -84,26 +222,56 @@ pub struct CacheEntry<'a> {
     pub ino: u64,
     pub size: u64,
     pub mtime_ns: i64,
-    #[serde(skip)]
-    pub checkpoint: &'a Checkpoint<'a>,
     pub turn_open: bool,
-    pub chats: &'a [ChatInfo],
+    pub body: EntryBody<'a>,
 }
 
 impl CacheEntry<'_> {
-    /// Appends the entry's line (entry, tab, checkpoint, newline) to `body`.
+    /// Appends the entry's line (entry, tab, rows, tab, checkpoint, newline) to `body`.
+    /// A row of another store than the entry's cannot be written (the rows name none):
+    /// such an entry is refused, and its file read again at the next start.
     pub fn write_line(&self, body: &mut Vec<u8>) -> std::io::Result<()> {
         let start = body.len();
-        let written = serde_json::to_writer(&mut *body, self).and_then(|()| {
-            body.push(b'\t');
-            match self.checkpoint {
-                Checkpoint::Made(value) => serde_json::to_writer(&mut *body, value),
-                Checkpoint::Kept(text) => {
-                    body.extend_from_slice(text.as_bytes());
-                    Ok(())
+        let entry = (
+            self.path,
+            self.store,
+            self.dev,
+            self.ino,
+            self.size,
+            self.mtime_ns,
+            self.turn_open,
+        );
+        let written = serde_json::to_writer(&mut *body, &entry)
+            .map_err(std::io::Error::from)
+            .and_then(|()| {
+                body.push(b'\t');
+                match &self.body {
+                    EntryBody::Made { chats, checkpoint } => {
+                        if chats.iter().any(|chat| chat.store != self.store) {
+                            return Err(std::io::Error::other(
+                                "a row of another store than its file's",
+                            ));
+                        }
+                        let rows: Vec<RowOut<'_>> = chats
+                            .iter()
+                            .map(|chat| {
+                                (
+                                    chat.chat_id.as_str(),
+                                    &chat.workspace,
+                                    chat.state,
+                                    chat.last_activity_ms,
+                                    &chat.last_prompt,
+                                )
+                            })
+                            .collect();
+                        serde_json::to_writer(&mut *body, &rows)?;
+                        body.push(b'\t');
+                        serde_json::to_writer(&mut *body, checkpoint)?;
+                    }
+                    EntryBody::Kept(kept) => body.extend_from_slice(kept.as_bytes()),
                 }
-            }
-        });
+                Ok(())
+            });
         match written {
             Ok(()) => {
                 body.push(b'\n');
@@ -112,14 +280,14 @@ impl CacheEntry<'_> {
             Err(error) => {
                 // Nothing of a line that could not be written whole.
                 body.truncate(start);
-                Err(error.into())
+                Err(error)
             }
         }
     }
 }
 
 /// The header line.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, serde::Serialize, Deserialize)]
 struct Header {
     format: String,
     version: u32,
@@ -195,6 +363,7 @@ pub fn load(path: &Path) -> Result<super::PathMap<CachedFile>, CacheRefused> {
         super::PathMap::with_capacity_and_hasher(header.files.min(most), Default::default());
     let mut digest = crc32fast::Hasher::new();
     let mut index = 0usize;
+    let mut entries = 0usize;
     while read_line(&mut reader, &mut line)? > 0 {
         digest.update(&line);
         index += 1;
@@ -202,29 +371,54 @@ pub fn load(path: &Path) -> Result<super::PathMap<CachedFile>, CacheRefused> {
         if text.is_empty() {
             continue;
         }
+        entries += 1;
         // Parsed before the checksum is known: a damaged file is refused whole below,
         // whatever its entries said.
-        let Some(tab) = text.iter().position(|b| *b == b'\t') else {
-            return Err(CacheRefused::Damaged(format!(
-                "entry {index}: no checkpoint after it"
-            )));
+        let damaged =
+            |what: &dyn std::fmt::Display| CacheRefused::Damaged(format!("entry {index}: {what}"));
+        // Each part is read where it stands, up to its end: the tabs are not looked for.
+        let ((path, store, dev, ino, size, mtime_ns, turn_open), entry_end) =
+            first_value::<Entry<'_>>(text).map_err(|error| damaged(&error))?;
+        let after_entry = match text.get(entry_end..) {
+            Some([b'\t', after @ ..]) => after,
+            _ => return Err(damaged(&"no rows after it")),
         };
-        let mut entry: CachedFile = serde_json::from_slice(&text[..tab])
-            .map_err(|error| CacheRefused::Damaged(format!("entry {index}: {error}")))?;
-        entry.checkpoint = std::str::from_utf8(&text[tab + 1..])
-            .map_err(|error| CacheRefused::Damaged(format!("entry {index}: {error}")))?
-            .into();
-        files.insert(std::mem::take(&mut entry.path).into_os_string(), entry);
+        let (rows, rows_end) =
+            first_value::<CachedRows>(after_entry).map_err(|error| damaged(&error))?;
+        if after_entry.get(rows_end) != Some(&b'\t') {
+            return Err(damaged(&"no checkpoint after its rows"));
+        }
+        let Some(store) = known_store(store) else {
+            // A store this build does not observe: nothing to restore it for.
+            continue;
+        };
+        let chats = rows.of_store(store);
+        let kept = KeptText {
+            text: after_entry.into(),
+            checkpoint_at: rows_end + 1,
+        };
+        files.insert(
+            path.into_os_string(),
+            CachedFile {
+                store,
+                dev,
+                ino,
+                size,
+                mtime_ns,
+                turn_open,
+                chats,
+                kept,
+            },
+        );
     }
     if format!("{:08x}", digest.finalize()) != header.crc32 {
         return Err(CacheRefused::Damaged(
             "its checksum does not match its content".into(),
         ));
     }
-    if files.len() != header.files {
+    if entries != header.files {
         return Err(CacheRefused::Damaged(format!(
-            "{} entries where the header says {}",
-            files.len(),
+            "{entries} entries where the header says {}",
             header.files
         )));
     }
@@ -297,7 +491,6 @@ mod tests {
     /// An entry's owned parts, lent to [`CacheEntry`] by [`Owned::entry`].
     struct Owned {
         path: PathBuf,
-        checkpoint: Checkpoint<'static>,
         chats: Vec<ChatInfo>,
     }
 
@@ -310,9 +503,11 @@ mod tests {
                 ino: 2,
                 size: 300,
                 mtime_ns: 4,
-                checkpoint: &self.checkpoint,
                 turn_open: false,
-                chats: &self.chats,
+                body: EntryBody::Made {
+                    chats: &self.chats,
+                    checkpoint: serde_json::json!({"position": 300}),
+                },
             }
         }
     }
@@ -320,14 +515,13 @@ mod tests {
     fn owned(name: &str) -> Owned {
         Owned {
             path: PathBuf::from(format!("/h/.claude/projects/p/{name}.jsonl")),
-            checkpoint: Checkpoint::Made(serde_json::json!({"position": 300})),
             chats: vec![ChatInfo {
                 store: "chat_history_claude_code_jsonl".into(),
                 chat_id: name.into(),
                 workspace: Some("/w".into()),
                 state: ObservedChatState::Idle,
                 last_activity_ms: 9,
-                last_prompt: Some("fix it".into()),
+                last_prompt: Some("fix\tit".into()),
             }],
         }
     }
@@ -345,10 +539,50 @@ mod tests {
         let loaded = load(&path).unwrap();
         assert_eq!(loaded.len(), 2);
         let a = &loaded[Path::new("/h/.claude/projects/p/a.jsonl").as_os_str()];
-        assert_eq!(a.chats[0].last_prompt.as_deref(), Some("fix it"));
+        assert_eq!(a.chats, owned("a").chats);
         assert_eq!(a.store, "chat_history_claude_code_jsonl");
         assert_eq!((a.dev, a.ino, a.size, a.mtime_ns), (1, 2, 300, 4));
-        assert_eq!(&*a.checkpoint, r#"{"position":300}"#);
+        assert!(!a.turn_open);
+        assert_eq!(a.kept.checkpoint(), Some(r#"{"position":300}"#));
+        assert_eq!(
+            a.kept.rows("chat_history_claude_code_jsonl"),
+            Some(owned("a").chats)
+        );
+
+        // Kept as it was read, it is written back as it was read.
+        let again = dir.path().join("again.ndjson");
+        let entries: Vec<CacheEntry<'_>> = loaded
+            .iter()
+            .map(|(path, file)| CacheEntry {
+                path: Path::new(path),
+                store: file.store,
+                dev: file.dev,
+                ino: file.ino,
+                size: file.size,
+                mtime_ns: file.mtime_ns,
+                turn_open: file.turn_open,
+                body: EntryBody::Kept(&file.kept),
+            })
+            .collect();
+        save(&again, entries.iter()).unwrap();
+        let lines = |p: &Path| {
+            let mut lines: Vec<String> = std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .skip(1)
+                .map(str::to_string)
+                .collect();
+            lines.sort();
+            lines
+        };
+        assert_eq!(lines(&again), lines(&path));
+
+        // Rows name no store: a row of another store than its file's is not written.
+        let mut odd = owned("c");
+        odd.chats[0].store = "chat_history_codex_jsonl".into();
+        let mut body = b"kept".to_vec();
+        assert!(odd.entry().write_line(&mut body).is_err());
+        assert_eq!(body, b"kept");
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&path), 0o600);
         assert_eq!(mode(path.parent().unwrap()), 0o700);
@@ -389,6 +623,12 @@ mod tests {
             1,
         );
         std::fs::write(&path, other).unwrap();
+        assert!(matches!(load(&path), Err(CacheRefused::Foreign(_))));
+
+        // The layout before this one (2, each entry an object holding its rows).
+        let older = text.replacen(&format!("\"version\":{VERSION}"), "\"version\":2", 1);
+        assert_ne!(older, text);
+        std::fs::write(&path, older).unwrap();
         assert!(matches!(load(&path), Err(CacheRefused::Foreign(_))));
 
         // Writable by others: anyone could have put chats in it.

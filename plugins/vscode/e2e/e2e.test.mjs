@@ -597,8 +597,11 @@ test("11. with the chat-store observers on, the window's announced chatSessions/
     // browser): wait for another one, then count what was published.
     await new Promise((r) => setTimeout(r, 7000));
     // Each drive_updated carries the whole drive: its state may move while the observation
-    // stays (the store can see the prompt before the plugin's ack).
-    const published = stream.filter((e) => e.kind === 'drive_updated' && e.drive.drive_id === drive.drive_id).map((e) => ({ state: e.drive.state, observation: e.drive.observation }));
+    // stays (the store can see the prompt before the plugin's ack), and the chat's own
+    // records of the drive (`evidence`, read back from the store) come in an update of their own.
+    const published = stream.filter((e) => e.kind === 'drive_updated' && e.drive.drive_id === drive.drive_id).map((e) => ({ state: e.drive.state, observation: e.drive.observation, evidence: e.drive.evidence }));
+    const evidence = published.map((u) => u.evidence).filter(Boolean).at(-1);
+    console.log(`the chat's records of the drive (Copilot's store in code-server): ${JSON.stringify(evidence ?? null)}`);
     const updates = published.map((u) => u.observation).filter(Boolean);
     const replied = updates.filter((o, i) => o.stage === 'replied' && updates[i - 1]?.stage !== 'replied');
     assert.equal(replied.length, 1, `the drive is reported replied once: ${JSON.stringify(updates)}`);

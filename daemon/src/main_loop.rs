@@ -601,7 +601,7 @@ impl From<crate::observe::watcher::ObserverReport> for DaemonEvent {
                 source: Some(source),
             },
             ObserverReport::Health { observers } => DaemonEvent::ObserverHealth { observers },
-            ObserverReport::Restored { files } => DaemonEvent::ChatsRestored { files },
+            ObserverReport::Restored { files, more } => DaemonEvent::ChatsRestored { files, more },
         }
     }
 }

@@ -76,9 +76,12 @@ impl<C: Clock> App<C> {
             std::sync::Arc<std::path::Path>,
             Vec<koru_protocol::ChatInfo>,
         )>,
+        more: usize,
     ) {
+        // A file holds one chat, most often: room for those still to come too, so the
+        // table is sized once and not rebuilt as it doubles.
         self.chats
-            .reserve(files.iter().map(|(_, chats)| chats.len()).sum());
+            .reserve(files.iter().map(|(_, chats)| chats.len()).sum::<usize>() + more);
         for (source, chats) in files {
             for chat in chats {
                 self.chats.restore(chat, &source);

@@ -138,6 +138,8 @@ pub enum DaemonEvent {
     /// time.
     ChatsRestored {
         files: Vec<(Arc<std::path::Path>, Vec<koru_protocol::ChatInfo>)>,
+        /// Files still to be restored after these (room made for their chats at once).
+        more: usize,
     },
     /// The observers' view of their store roots changed (watches, files, problems).
     ObserverHealth {
@@ -488,7 +490,7 @@ impl<C: Clock> App<C> {
                 replay,
                 source,
             } => self.on_observed(events, replay, source),
-            DaemonEvent::ChatsRestored { files } => self.on_chats_restored(files),
+            DaemonEvent::ChatsRestored { files, more } => self.on_chats_restored(files, more),
             DaemonEvent::ChatReadFinished { finished } => self.on_chat_read_finished(*finished),
             DaemonEvent::AuditFinished { finished } => self.on_audit_finished(*finished),
             DaemonEvent::TerminalLook { finished } => self.on_terminal_look(*finished),

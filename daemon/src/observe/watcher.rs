@@ -43,9 +43,12 @@ pub enum ObserverReport {
     /// The chats of files the summary cache vouched for, as they stood when the daemon
     /// last read each (history: applied to the chats table, not published); many files
     /// to a report, each with its chats (the rows the cache held, handed over: a dormant
-    /// file keeps them only as the cache's text).
+    /// file keeps them only in the cache file).
     Restored {
         files: Vec<(Arc<Path>, Vec<ChatInfo>)>,
+        /// Files the cache holds entries for that are not restored yet: room the chats
+        /// table makes for them at once rather than growing report by report.
+        more: usize,
     },
 }
 
@@ -188,7 +191,7 @@ impl Followed {
         };
         let mut follower = self.store.follower(path, workspace.clone());
         let rows = kept.rows(self.store.id());
-        let fits = rows.is_some() && kept.checkpoint().is_some_and(|c| follower.restore(c));
+        let fits = rows.is_some() && kept.checkpoint().is_some_and(|c| follower.restore(&c));
         if fits {
             self.chats = rows.unwrap_or_default();
         } else {
@@ -490,6 +493,17 @@ impl<E: From<ObserverReport> + Send> State<E> {
         let Some((root_index, path)) = self.store_of(changed) else {
             return;
         };
+        self.follow_listed_in(root_index, path, listed).await
+    }
+
+    /// [`State::follow_listed`] for the session file `path` of the root at `root_index`
+    /// (what [`State::store_of`] says of it).
+    async fn follow_listed_in(
+        &mut self,
+        root_index: usize,
+        path: Cow<'_, Path>,
+        listed: Option<Stamp>,
+    ) {
         let (store, root) = {
             let root = &self.roots[root_index];
             (root.store, root.shared_path.clone())
@@ -693,7 +707,11 @@ fn restore(
         entry.chats
     } else {
         let mut follower = make();
-        if !entry.kept.checkpoint().is_some_and(|c| follower.restore(c)) {
+        if !entry
+            .kept
+            .checkpoint()
+            .is_some_and(|c| follower.restore(&c))
+        {
             return None;
         }
         followed.follower = Held::Live(follower);
@@ -790,7 +808,10 @@ impl<E: From<ObserverReport> + Send> State<E> {
             let files = std::mem::take(&mut self.restored);
             let _ = self
                 .events
-                .send(E::from(ObserverReport::Restored { files }))
+                .send(E::from(ObserverReport::Restored {
+                    files,
+                    more: self.cached.len(),
+                }))
                 .await;
         }
     }
@@ -809,8 +830,27 @@ impl<E: From<ObserverReport> + Send> State<E> {
         // paths beside the files' own map).
         self.scan += 1;
         for (store, root) in roots {
+            let Some(index) = self
+                .roots
+                .iter()
+                .position(|r| r.checked && r.store == store && r.path == root)
+            else {
+                continue;
+            };
+            // A file listed as a session file of this root is one of this root's for
+            // `store_of` too, unless an earlier root's folder holds it: when none can,
+            // its path is not judged a second time. (A side file, which stands for
+            // another file, is judged as usual.)
+            let overlapped = self.roots[..index]
+                .iter()
+                .any(|r| r.checked && (root.starts_with(&r.path) || r.path.starts_with(&root)));
             for (path, stamp) in store.stamped_session_files_in(&root, &root) {
-                self.follow_listed(&path, stamp).await;
+                if overlapped || matches!(store.session_path(&path), Cow::Owned(_)) {
+                    self.follow_listed(&path, stamp).await;
+                } else {
+                    self.follow_listed_in(index, Cow::Borrowed(&path), stamp)
+                        .await;
+                }
             }
         }
         // Files that disappeared without an event.

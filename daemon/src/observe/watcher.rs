@@ -957,8 +957,26 @@ impl<E: From<ObserverReport> + Send> State<E> {
             return;
         }
         self.cache_dirty = false;
-        let mut body = Vec::new();
-        let mut count = 0usize;
+        let (mut lines, write) = summary_cache::start_write(path.clone());
+        let write = move || {
+            match write.run() {
+                Ok(count) => {
+                    tracing::debug!(path = %path.display(), files = count, "observers' summary cache written")
+                }
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "cannot write the observers' summary cache; the next start reads the history again")
+                }
+            }
+            crate::memory::return_freed_heap_pages();
+        };
+        // The writing thread appends each chunk of lines as it comes (at shutdown, `now`,
+        // they wait in the channel until it runs here).
+        let here = if now {
+            Some(write)
+        } else {
+            self.saving = Some(tokio::task::spawn_blocking(write));
+            None
+        };
         for (file, followed) in &self.files {
             if self.problems.contains_key(Path::new(file)) {
                 continue;
@@ -979,26 +997,12 @@ impl<E: From<ObserverReport> + Send> State<E> {
                 turn_open: followed.follower.turn_open(),
                 body: entry_body,
             };
-            if entry.write_line(&mut body).is_ok() {
-                count += 1;
-            }
+            // An entry that cannot be written is left out: its file is read again.
+            let _ = lines.push(&entry);
         }
-        let write = move || {
-            match summary_cache::write(&path, &body, count) {
-                Ok(()) => {
-                    tracing::debug!(path = %path.display(), files = count, "observers' summary cache written")
-                }
-                Err(error) => {
-                    tracing::warn!(path = %path.display(), %error, "cannot write the observers' summary cache; the next start reads the history again")
-                }
-            }
-            drop(body);
-            crate::memory::return_freed_heap_pages();
-        };
-        if now {
+        lines.finish();
+        if let Some(write) = here {
             write();
-        } else {
-            self.saving = Some(tokio::task::spawn_blocking(write));
         }
     }
 

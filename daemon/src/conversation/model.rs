@@ -583,13 +583,8 @@ pub mod corpus {
                 }
                 // Reporting items changes nothing of the turns.
                 let request = crate::conversation::read::ReadRequest {
-                    store: store.to_string(),
-                    chat_id: (*id).to_string(),
-                    source: dir.join(file),
-                    keep: Keep::Last(usize::MAX),
-                    expect_reply: false,
                     records: false,
-                    from: None,
+                    ..request
                 };
                 let mut plain = TurnCollector::new(Keep::Last(usize::MAX));
                 let mut with_items = TurnCollector::with_items(Keep::Last(usize::MAX), |_| {});
